@@ -1,0 +1,22 @@
+// Who made a request, once its token has been verified.
+
+export interface AuthContext {
+  issuer: string;
+  subject: string;
+  /** `client_id` (or `azp`) claim; empty when the token names none. */
+  clientId: string;
+  scopes: string[];
+  /** Seconds since the epoch. */
+  expiresAt: number;
+  /** All claims (JWT) or the introspection response. */
+  claims: Readonly<Record<string, unknown>>;
+  /** The raw bearer token: needed for token exchange; never logged or forwarded. */
+  token: string;
+  /** sha256 of the token, base64url: the key of every cache that holds it. */
+  tokenHash: string;
+}
+
+/** The principal of a request is (issuer, sub, client_id): a stable string for binding sessions. */
+export function principalKey(auth: Pick<AuthContext, 'issuer' | 'subject' | 'clientId'>): string {
+  return JSON.stringify([auth.issuer, auth.subject, auth.clientId]);
+}

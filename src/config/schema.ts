@@ -1,0 +1,191 @@
+// The configuration file formats. Pure zod without transforms, so the same
+// schema validates files and generates schema/gateway.schema.json.
+import { z } from 'zod';
+
+/** A duration such as `500ms`, `60s`, `10m`, `12h`, `30d`. */
+export const Duration = z
+  .string()
+  .regex(/^[1-9][0-9]*(ms|s|m|h|d)$/, 'expected a duration such as 500ms, 60s, 10m, 12h or 30d');
+
+/** A secret is never inline: it names an environment variable or a file. */
+export const SecretRef = z.union([
+  z.strictObject({ env: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'not an environment variable name') }),
+  z.strictObject({ file: z.string().min(1) }),
+]);
+
+const HttpUrl = z
+  .string()
+  .refine((s) => URL.canParse(s) && /^https?:$/.test(new URL(s).protocol), 'expected an http(s) URL')
+  .refine((s) => !s.includes('#'), 'a URL here must not have a fragment');
+
+const Scope = z.string().regex(/^[\x21\x23-\x5B\x5D-\x7E]+$/, 'not a valid OAuth scope token (RFC 6749 §3.3)');
+
+const RoutePath = z
+  .string()
+  .regex(/^\/[A-Za-z0-9._~!$&'()*+,;=:@/-]*$/, 'a route path starts with / and holds only unreserved path characters')
+  .refine((p) => p === '/' || !p.endsWith('/'), 'a route path has no trailing slash')
+  .refine((p) => !p.split('/').some((s) => s === '.' || s === '..'), 'a route path has no . or .. segments')
+  .refine((p) => !p.includes('//'), 'a route path has no empty segments');
+
+const JwtAlgorithm = z.enum(['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA']);
+
+export const TokenSchema = z
+  .strictObject({
+    jwt: z
+      .strictObject({
+        issuer: HttpUrl,
+        jwks_uri: HttpUrl.optional().describe('default: discovered from the issuer metadata (RFC 8414, then OpenID)'),
+        algorithms: z.array(JwtAlgorithm).min(1).default(['RS256', 'ES256']),
+        clock_skew: Duration.default('30s'),
+      })
+      .optional(),
+    introspection: z
+      .strictObject({
+        endpoint: HttpUrl,
+        client_id: z.string().min(1),
+        client_secret: SecretRef,
+        issuer: HttpUrl.optional().describe("expected `iss` of active tokens (default: any)"),
+        cache_ttl: Duration.default('60s'),
+      })
+      .optional(),
+  })
+  .refine((t) => !(t.jwt && t.introspection), 'choose one of jwt or introspection');
+
+const Glob = z.string().min(1);
+
+export const RuleSchema = z
+  .strictObject({
+    match: z
+      .strictObject({
+        method: z.string().min(1).optional(),
+        tool: Glob.optional(),
+        uri: Glob.optional(),
+        prompt: Glob.optional(),
+      })
+      .refine((m) => Object.keys(m).length > 0, 'a match needs at least one of method, tool, uri, prompt'),
+    require_scopes: z.array(Scope).optional(),
+    deny: z.literal(true).optional(),
+    allow_clients: z.array(z.string().min(1)).optional(),
+    allow_subjects: z.array(z.string().min(1)).optional(),
+  })
+  .refine((r) => !(r.deny && (r.require_scopes || r.allow_clients || r.allow_subjects)), 'deny stands alone');
+
+export const UpstreamAuthSchema = z.discriminatedUnion('kind', [
+  z.strictObject({ kind: z.literal('none') }),
+  z.strictObject({
+    kind: z.literal('static'),
+    header: z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'not a header name').default('Authorization'),
+    value: SecretRef,
+  }),
+  z.strictObject({
+    kind: z.literal('client_credentials'),
+    token_endpoint: HttpUrl,
+    client_id: z.string().min(1),
+    client_secret: SecretRef,
+    scopes: z.array(Scope).default([]),
+    resource: HttpUrl.optional(),
+  }),
+  z.strictObject({
+    kind: z.literal('token_exchange'),
+    token_endpoint: HttpUrl,
+    client_id: z.string().min(1),
+    client_secret: SecretRef,
+    audience: z.string().min(1).optional().describe('default: the upstream URL'),
+    scopes: z.array(Scope).default([]),
+  }),
+  z.strictObject({ kind: z.literal('idp_token') }),
+  z.strictObject({
+    kind: z.literal('signed'),
+    audience: z.string().min(1).optional().describe('default: the upstream URL'),
+    ttl: Duration.default('60s'),
+  }),
+]);
+
+export const RouteSchema = z.strictObject({
+  path: RoutePath,
+  upstream: HttpUrl,
+  resource: HttpUrl.optional().describe('default: public_url + path'),
+  authorization_servers: z.array(HttpUrl).min(1).optional().describe('default: the built-in AS'),
+  token: TokenSchema.optional(),
+  scopes_supported: z.array(Scope).default([]),
+  required_scopes: z.array(Scope).default([]),
+  rules: z.array(RuleSchema).default([]),
+  filter_tools_list: z.boolean().default(false),
+  cors: z.strictObject({ allowed_origins: z.array(HttpUrl).default([]) }).default({ allowed_origins: [] }),
+  limits: z
+    .strictObject({
+      max_body_bytes: z.number().int().positive().max(1024 * 1024 * 1024).default(4 * 1024 * 1024),
+      upstream_timeout: Duration.default('60s'),
+    })
+    .default({ max_body_bytes: 4 * 1024 * 1024, upstream_timeout: '60s' }),
+  upstream_auth: UpstreamAuthSchema.default({ kind: 'none' }),
+});
+
+export const StoreSchema = z.discriminatedUnion('kind', [
+  z.strictObject({ kind: z.literal('memory'), max_entries: z.number().int().positive().default(100_000) }),
+  z.strictObject({
+    kind: z.literal('redis'),
+    url: z.string().regex(/^rediss?(\+sentinel|\+cluster)?:\/\//, 'expected a redis:// or rediss:// URL'),
+    key_prefix: z.string().default('mag:'),
+    command_timeout: Duration.default('2s'),
+  }),
+]);
+
+export const LoginSchema = z.discriminatedUnion('kind', [
+  z.strictObject({ kind: z.literal('dev') }),
+  z.strictObject({
+    kind: z.literal('oidc'),
+    issuer: HttpUrl,
+    client_id: z.string().min(1),
+    client_secret: SecretRef.optional(),
+    scopes: z.array(Scope).default(['openid']),
+  }),
+]);
+
+export const AuthorizationServerSchema = z.strictObject({
+  enabled: z.boolean().default(true),
+  issuer: HttpUrl.optional().describe('default: public_url'),
+  signing_key: SecretRef.optional().describe('a private JWK; dev: generated into a local 0600 file'),
+  access_token_ttl: Duration.default('10m'),
+  refresh_token_ttl: Duration.default('30d'),
+  default_resource: HttpUrl.optional(),
+  registration: z
+    .strictObject({
+      dynamic: z.boolean().default(true),
+      client_id_metadata_documents: z.boolean().default(true),
+    })
+    .default({ dynamic: true, client_id_metadata_documents: true }),
+  login: LoginSchema.default({ kind: 'dev' }),
+});
+
+export const GatewaySchema = z.strictObject({
+  listen: z
+    .strictObject({
+      host: z.string().min(1).default('0.0.0.0'),
+      port: z.number().int().min(0).max(65535).default(8080),
+    })
+    .default({ host: '0.0.0.0', port: 8080 }),
+  public_url: HttpUrl.refine((u) => {
+    const url = new URL(u);
+    return url.search === '' && (url.pathname === '/' || !url.pathname.endsWith('/'));
+  }, 'public_url has no query and no trailing slash'),
+  trust_proxy: z.boolean().default(false),
+  store: StoreSchema.default({ kind: 'memory', max_entries: 100_000 }),
+  audit: z.strictObject({ sink: z.enum(['stdout', 'stderr', 'none']).default('stdout') }).default({ sink: 'stdout' }),
+  log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  shutdown_grace: Duration.default('25s'),
+  limits: z
+    .strictObject({
+      header_timeout: Duration.default('10s'),
+      request_timeout: Duration.default('30s'),
+      keep_alive_timeout: Duration.default('5s'),
+      max_header_bytes: z.number().int().min(1024).max(1024 * 1024).default(16 * 1024),
+      store_timeout: Duration.default('2s'),
+    })
+    .default({ header_timeout: '10s', request_timeout: '30s', keep_alive_timeout: '5s', max_header_bytes: 16384, store_timeout: '2s' }),
+  authorization_server: AuthorizationServerSchema.optional(),
+});
+
+export type GatewayFile = z.infer<typeof GatewaySchema>;
+export type RouteFile = z.infer<typeof RouteSchema>;
+export type SecretRefValue = z.infer<typeof SecretRef>;

@@ -1,0 +1,109 @@
+// The runtime configuration: files validated, defaults applied, durations in
+// milliseconds, secrets resolved, canonical URIs computed. Built once per load.
+
+export type JwtAlgorithm = 'RS256' | 'RS384' | 'RS512' | 'PS256' | 'PS384' | 'PS512' | 'ES256' | 'ES384' | 'ES512' | 'EdDSA';
+
+export interface JwtTokenConfig {
+  kind: 'jwt';
+  issuer: string;
+  /** undefined: discover from the issuer's metadata. */
+  jwksUri?: string;
+  algorithms: JwtAlgorithm[];
+  clockSkewSeconds: number;
+}
+
+export interface IntrospectionTokenConfig {
+  kind: 'introspection';
+  endpoint: string;
+  clientId: string;
+  clientSecret: string;
+  issuer?: string;
+  cacheTtlMs: number;
+}
+
+/** Tokens signed by the gateway's own authorization server. */
+export interface BuiltinTokenConfig {
+  kind: 'builtin';
+}
+
+export type TokenConfig = JwtTokenConfig | IntrospectionTokenConfig | BuiltinTokenConfig;
+
+export interface RuleConfig {
+  match: { method?: string; tool?: string; uri?: string; prompt?: string };
+  requireScopes?: string[];
+  deny?: true;
+  allowClients?: string[];
+  allowSubjects?: string[];
+}
+
+export type UpstreamAuthConfig =
+  | { kind: 'none' }
+  | { kind: 'static'; header: string; value: string }
+  | { kind: 'client_credentials'; tokenEndpoint: string; clientId: string; clientSecret: string; scopes: string[]; resource?: string }
+  | { kind: 'token_exchange'; tokenEndpoint: string; clientId: string; clientSecret: string; audience: string; scopes: string[] }
+  | { kind: 'idp_token' }
+  | { kind: 'signed'; audience: string; ttlMs: number };
+
+export interface RouteConfig {
+  /** The file this route came from, for messages. */
+  file: string;
+  path: string;
+  upstream: string;
+  /** Canonical resource URI: the audience tokens must carry. */
+  resource: string;
+  /** `<public_url>/.well-known/oauth-protected-resource<path>` */
+  resourceMetadataUrl: string;
+  authorizationServers: string[];
+  token: TokenConfig;
+  scopesSupported: string[];
+  requiredScopes: string[];
+  rules: RuleConfig[];
+  filterToolsList: boolean;
+  allowedOrigins: string[];
+  maxBodyBytes: number;
+  upstreamTimeoutMs: number;
+  upstreamAuth: UpstreamAuthConfig;
+}
+
+export type StoreConfig =
+  | { kind: 'memory'; maxEntries: number }
+  | { kind: 'redis'; url: string; keyPrefix: string; commandTimeoutMs: number };
+
+export type LoginConfig =
+  | { kind: 'dev' }
+  | { kind: 'oidc'; issuer: string; clientId: string; clientSecret?: string; scopes: string[] };
+
+export interface AuthorizationServerConfig {
+  issuer: string;
+  /** Private JWK as JSON text; undefined: generate a dev key. */
+  signingKey?: string;
+  accessTokenTtlMs: number;
+  refreshTokenTtlMs: number;
+  defaultResource?: string;
+  dynamicRegistration: boolean;
+  clientIdMetadataDocuments: boolean;
+  login: LoginConfig;
+}
+
+export interface GatewayConfig {
+  /** The directory or file the configuration was loaded from. */
+  source: string;
+  host: string;
+  port: number;
+  /** No trailing slash. */
+  publicUrl: string;
+  trustProxy: boolean;
+  store: StoreConfig;
+  auditSink: 'stdout' | 'stderr' | 'none';
+  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  shutdownGraceMs: number;
+  headerTimeoutMs: number;
+  requestTimeoutMs: number;
+  keepAliveTimeoutMs: number;
+  maxHeaderBytes: number;
+  storeTimeoutMs: number;
+  authorizationServer?: AuthorizationServerConfig;
+  routes: RouteConfig[];
+  /** Non-fatal findings (e.g. plain-http outbound URLs), logged at start-up. */
+  warnings: string[];
+}

@@ -1,0 +1,78 @@
+// Typed errors with stable codes (in the manner of jose's errors). Every
+// rejection the gateway makes is one of these; `respond.ts` turns it into HTTP.
+
+export type OAuthErrorCode =
+  | 'invalid_request'
+  | 'invalid_token'
+  | 'insufficient_scope'
+  | 'invalid_client'
+  | 'invalid_grant'
+  | 'invalid_scope'
+  | 'invalid_target'
+  | 'unauthorized_client'
+  | 'unsupported_grant_type'
+  | 'unsupported_response_type'
+  | 'access_denied'
+  | 'temporarily_unavailable'
+  | 'server_error';
+
+export type GatewayErrorCode =
+  | OAuthErrorCode
+  | 'not_found'
+  | 'method_not_allowed'
+  | 'forbidden_origin'
+  | 'payload_too_large'
+  | 'bad_gateway'
+  | 'gateway_timeout'
+  | 'request_header_fields_too_large'
+  | 'unsupported_media_type';
+
+export interface GatewayErrorOptions {
+  /** Send the `WWW-Authenticate: Bearer` challenge (401/403 from a protected route). */
+  challenge?: boolean;
+  /** Challenge without `error` (RFC 6750 §3.1: the request had no token). */
+  bareChallenge?: boolean;
+  /** `scope` parameter of the challenge: what would allow this request. */
+  scope?: readonly string[];
+  /** Detail for logs only; never sent to the client. */
+  cause?: unknown;
+  headers?: Record<string, string>;
+}
+
+export class GatewayError extends Error {
+  readonly status: number;
+  readonly code: GatewayErrorCode;
+  readonly description: string;
+  readonly challenge: boolean;
+  readonly bareChallenge: boolean;
+  readonly scope: readonly string[] | undefined;
+  readonly headers: Record<string, string> | undefined;
+
+  constructor(status: number, code: GatewayErrorCode, description: string, options: GatewayErrorOptions = {}) {
+    super(description, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'GatewayError';
+    this.status = status;
+    this.code = code;
+    this.description = description;
+    this.challenge = options.challenge ?? false;
+    this.bareChallenge = options.bareChallenge ?? false;
+    this.scope = options.scope;
+    this.headers = options.headers;
+  }
+}
+
+/** No usable bearer token: 401 with a bare challenge (no `error`). */
+export const missingToken = (scope?: readonly string[]) =>
+  new GatewayError(401, 'invalid_token', 'A bearer token is required', { challenge: true, bareChallenge: true, scope });
+
+export const invalidToken = (description: string, cause?: unknown) =>
+  new GatewayError(401, 'invalid_token', description, { challenge: true, cause });
+
+export const invalidRequest = (description: string, challenge = true) =>
+  new GatewayError(400, 'invalid_request', description, { challenge });
+
+export const insufficientScope = (description: string, scope?: readonly string[]) =>
+  new GatewayError(403, 'insufficient_scope', description, { challenge: true, scope });
+
+export const temporarilyUnavailable = (description: string, cause?: unknown) =>
+  new GatewayError(503, 'temporarily_unavailable', description, { cause, headers: { 'retry-after': '1' } });

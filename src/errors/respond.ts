@@ -1,0 +1,61 @@
+// The one place that writes an error status, `WWW-Authenticate` and JSON body.
+import { GatewayError } from './gateway-error.js';
+
+const TOKEN68_SAFE = /^[\x20-\x7E]*$/;
+
+/** RFC 9110 §5.6.4 quoted-string: escape `\` and `"`, and drop anything outside visible ASCII. */
+export function quoteParam(value: string): string {
+  let out = '';
+  for (const ch of value) {
+    if (!TOKEN68_SAFE.test(ch)) continue;
+    out += ch === '"' || ch === '\\' ? `\\${ch}` : ch;
+  }
+  return `"${out}"`;
+}
+
+export interface ChallengeContext {
+  resourceMetadataUrl: string;
+}
+
+/**
+ * RFC 6750 §3 challenge. A missing token (401 with the bare-challenge
+ * description) carries no `error` parameter, as RFC 6750 §3.1 asks.
+ */
+export function buildChallenge(err: GatewayError, ctx: ChallengeContext, bare: boolean): string {
+  const params: string[] = [];
+  if (!bare) params.push(`error=${quoteParam(err.code)}`);
+  if (err.scope && err.scope.length > 0) params.push(`scope=${quoteParam(err.scope.join(' '))}`);
+  if (!bare) params.push(`error_description=${quoteParam(err.description)}`);
+  params.push(`resource_metadata=${quoteParam(ctx.resourceMetadataUrl)}`);
+  return `Bearer ${params.join(', ')}`;
+}
+
+export interface ErrorResponseParts {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/** Status, headers and JSON body for any GatewayError. */
+export function errorResponseParts(err: GatewayError, ctx?: ChallengeContext): ErrorResponseParts {
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    'cache-control': 'no-store',
+    ...err.headers,
+  };
+  if (err.challenge && ctx) {
+    headers['www-authenticate'] = buildChallenge(err, ctx, err.bareChallenge);
+  }
+  return { status: err.status, headers, body: JSON.stringify({ error: err.code, error_description: err.description }) };
+}
+
+/** Anything thrown that is not a GatewayError becomes an opaque 500. */
+export function toGatewayError(err: unknown): GatewayError {
+  if (err instanceof GatewayError) return err;
+  return new GatewayError(500, 'server_error', 'Internal error', { cause: err });
+}
+
+export function errorResponse(err: GatewayError, ctx?: ChallengeContext): Response {
+  const { status, headers, body } = errorResponseParts(err, ctx);
+  return new Response(body, { status, headers });
+}
