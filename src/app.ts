@@ -1,0 +1,74 @@
+// The one wiring file: the route table and error mapping. Protected routes are
+// looked up exactly on the validated path and served straight on Node's
+// request/response (the hot path); everything else goes through Hono.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Hono } from 'hono';
+import { getRequestListener } from '@hono/node-server';
+import { GatewayError } from './errors/gateway-error.js';
+import { errorResponse, toGatewayError } from './errors/respond.js';
+import { parseRequestTarget } from './proxy/request-target.js';
+import type { RouteConfig } from './config/types.js';
+import type { Logger } from './observability/logger.js';
+import type { ProtectedRouteHandler } from './routes/protected-route.js';
+import { writeError } from './routes/write-error.js';
+import { wellKnownRoutes } from './routes/well-known.js';
+
+export interface AppDeps {
+  routes: readonly RouteConfig[];
+  protectedRoutes: ReadonlyMap<string, ProtectedRouteHandler>;
+  /** Operations endpoints (health, readiness, metrics): shared across reloads. */
+  operations: Hono;
+  /** Further Hono routes (the built-in authorization server). */
+  extra?: Hono[];
+  logger: Logger;
+}
+
+export type NodeListener = (req: IncomingMessage, res: ServerResponse) => void;
+
+export interface GatewayApp {
+  hono: Hono;
+  listener: NodeListener;
+}
+
+export function createApp(deps: AppDeps): GatewayApp {
+  const hono = new Hono();
+  hono.route('/', deps.operations);
+  hono.route('/', wellKnownRoutes(deps.routes));
+  for (const extra of deps.extra ?? []) hono.route('/', extra);
+  hono.notFound(() => errorResponse(new GatewayError(404, 'not_found', 'No route here')));
+  hono.onError((err) => {
+    const gatewayError = toGatewayError(err);
+    if (gatewayError.status >= 500) deps.logger.error({ err: gatewayError.cause ?? err }, 'request failed');
+    return errorResponse(gatewayError);
+  });
+  const honoListener = getRequestListener(hono.fetch, { overrideGlobalObjects: false });
+
+  const listener: NodeListener = (req, res) => {
+    let target: { path: string; search: string };
+    try {
+      rejectDuplicateHost(req.rawHeaders);
+      target = parseRequestTarget(req.url ?? '');
+    } catch (err) {
+      writeError(res, toGatewayError(err), undefined, { connection: 'close' });
+      return;
+    }
+    const protectedRoute = deps.protectedRoutes.get(target.path);
+    if (protectedRoute) {
+      void protectedRoute(req, res, target.search);
+      return;
+    }
+    void honoListener(req, res);
+  };
+  return { hono, listener };
+}
+
+/** Two Host headers make the authority ambiguous (request smuggling, cache poisoning). */
+function rejectDuplicateHost(rawHeaders: readonly string[]): void {
+  let seen = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!;
+    if (name.length === 4 && name.toLowerCase() === 'host' && ++seen > 1) {
+      throw new GatewayError(400, 'invalid_request', 'Duplicate Host header');
+    }
+  }
+}

@@ -1,0 +1,49 @@
+// Prometheus metrics. Labels are bounded: route paths come from config,
+// never from the request, and no label ever holds a token or an id.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export type Decision = 'allow' | 'deny' | 'unauthenticated' | 'error';
+
+export class Metrics {
+  readonly registry = new Registry();
+
+  readonly requests = new Counter({
+    name: 'mag_requests_total',
+    help: 'Requests to protected routes by route, status and decision',
+    labelNames: ['route', 'status', 'decision'] as const,
+    registers: [this.registry],
+  });
+
+  readonly duration = new Histogram({
+    name: 'mag_request_duration_seconds',
+    help: 'Time to the upstream response headers (or the gateway rejection)',
+    labelNames: ['route'] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [this.registry],
+  });
+
+  readonly tokenCache = new Counter({
+    name: 'mag_token_cache_total',
+    help: 'Verified-token cache lookups',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+
+  readonly upstreamErrors = new Counter({
+    name: 'mag_upstream_errors_total',
+    help: 'Upstream failures by route and kind',
+    labelNames: ['route', 'kind'] as const,
+    registers: [this.registry],
+  });
+
+  readonly openStreams = new Gauge({
+    name: 'mag_open_streams',
+    help: 'Event streams currently open through the gateway',
+    labelNames: ['route'] as const,
+    registers: [this.registry],
+  });
+
+  constructor(options: { defaultMetrics?: boolean } = {}) {
+    if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'mag_' });
+  }
+}

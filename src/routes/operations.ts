@@ -1,0 +1,41 @@
+// /healthz, /readyz and /metrics. Readiness reports the store's and the
+// JWKS's health in its body but fails only while starting or draining,
+// because JWT routes keep working without the store.
+import { Hono } from 'hono';
+import type { Store } from '../store/store.js';
+import type { Metrics } from '../observability/metrics.js';
+
+export interface Lifecycle {
+  /** true once config is loaded and listeners are up, false again when draining. */
+  ready: boolean;
+}
+
+export function operationsRoutes(deps: { lifecycle: Lifecycle; store: Store; metrics: Metrics; storeTimeoutMs: number }): Hono {
+  const app = new Hono();
+  app.get('/healthz', (c) => c.json({ status: 'ok' }));
+  app.get('/readyz', async (c) => {
+    const store = await probe(deps.store, deps.storeTimeoutMs);
+    const ready = deps.lifecycle.ready;
+    return c.json({ status: ready ? 'ready' : 'not_ready', store }, ready ? 200 : 503);
+  });
+  app.get('/metrics', async (c) => {
+    const body = await deps.metrics.registry.metrics();
+    return c.body(body, 200, { 'content-type': deps.metrics.registry.contentType });
+  });
+  return app;
+}
+
+async function probe(store: Store, timeoutMs: number): Promise<'ok' | 'unavailable'> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error('timeout')), timeoutMs);
+  });
+  try {
+    await Promise.race([store.ping(), timeout]);
+    return 'ok';
+  } catch {
+    return 'unavailable';
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,81 @@
+// One protected route: origin check, bearer authentication, bounded body,
+// credential swap, then the proxy. Every rejection goes through writeError.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { RouteConfig } from '../config/types.js';
+import { GatewayError, invalidRequest } from '../errors/gateway-error.js';
+import { toGatewayError } from '../errors/respond.js';
+import { authenticate } from '../auth/authenticate.js';
+import { hasBodyAccessToken } from '../auth/bearer.js';
+import type { TokenVerifier } from '../auth/verifier.js';
+import type { AuthContext } from '../auth/principal.js';
+import { readBody } from '../proxy/read-body.js';
+import { checkOrigin, corsPreflight, corsResponseHeaders } from '../proxy/origin.js';
+import type { Forwarder } from '../proxy/forward.js';
+import type { UpstreamCredential } from '../upstream-auth/upstream-credential.js';
+import type { Metrics, Decision } from '../observability/metrics.js';
+import type { Logger } from '../observability/logger.js';
+import { writeError } from './write-error.js';
+
+const EMPTY_BODY = Buffer.alloc(0);
+const FORWARDED_METHODS = new Set(['GET', 'POST', 'DELETE']);
+
+export interface ProtectedRouteDeps {
+  verifier: TokenVerifier;
+  forwarder: Forwarder;
+  credential: UpstreamCredential;
+  metrics: Metrics;
+  logger: Logger;
+  /** The gateway's own origin (from public_url): same-origin requests always pass. */
+  selfOrigin: string;
+}
+
+export type ProtectedRouteHandler = (req: IncomingMessage, res: ServerResponse, search: string) => Promise<void>;
+
+export function createProtectedRoute(route: RouteConfig, deps: ProtectedRouteDeps): ProtectedRouteHandler {
+  const challenge = { resourceMetadataUrl: route.resourceMetadataUrl };
+  const routeLabel = route.path;
+  const requests = deps.metrics.requests;
+  const duration = deps.metrics.duration.labels(routeLabel);
+
+  function finish(status: number, decision: Decision, started: bigint): void {
+    requests.labels(routeLabel, String(status), decision).inc();
+    duration.observe(Number(process.hrtime.bigint() - started) / 1e9);
+  }
+
+  return async function handleProtectedRoute(req, res, search) {
+    const started = process.hrtime.bigint();
+    const origin = req.headers.origin;
+    let auth: AuthContext | undefined;
+    try {
+      if (req.method === 'OPTIONS') {
+        const preflight = corsPreflight(origin, route.allowedOrigins, deps.selfOrigin);
+        res.writeHead(preflight.status, preflight.headers);
+        res.end();
+        finish(preflight.status, preflight.status < 400 ? 'allow' : 'deny', started);
+        return;
+      }
+      if (checkOrigin(origin, route.allowedOrigins, deps.selfOrigin) === 'deny') {
+        throw new GatewayError(403, 'forbidden_origin', 'Origin not allowed');
+      }
+      if (!FORWARDED_METHODS.has(req.method ?? '')) {
+        throw new GatewayError(405, 'method_not_allowed', 'Method not allowed', { headers: { allow: 'GET, POST, DELETE, OPTIONS' } });
+      }
+      auth = await authenticate(route, deps.verifier, req.rawHeaders, search);
+      const body = req.method === 'POST' ? await readBody(req, route.maxBodyBytes) : EMPTY_BODY;
+      if (body.length > 0 && hasBodyAccessToken(req.headers['content-type'], body)) {
+        throw invalidRequest('Access tokens are accepted only in the Authorization header');
+      }
+      const injected = await deps.credential.headersFor(auth);
+      const cors = corsResponseHeaders(origin, route.allowedOrigins);
+      if (cors) for (const [name, value] of Object.entries(cors)) res.setHeader(name, value);
+      await deps.forwarder.forward(req, res, { auth, body, injected });
+      finish(res.statusCode, 'allow', started);
+    } catch (thrown) {
+      const err = toGatewayError(thrown);
+      if (err.status >= 500) deps.logger.warn({ route: routeLabel, err: err.cause ?? err, status: err.status }, err.description);
+      else deps.logger.debug({ route: routeLabel, status: err.status, code: err.code }, err.description);
+      writeError(res, err, challenge);
+      finish(err.status, err.status === 401 ? 'unauthenticated' : err.status >= 500 ? 'error' : 'deny', started);
+    }
+  };
+}

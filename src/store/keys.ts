@@ -1,0 +1,52 @@
+// THE one file that names store keys. Every variable part is hashed (sha256,
+// base64url), so an id holding `:` or `*` can neither collide with another key
+// nor act as a pattern, and a store dump shows no raw secret or identifier.
+// A hashed part is 43 characters from [A-Za-z0-9_-]: never a separator.
+// docs/storage.md lists every key below with its TTL; keep the two in step.
+import { createHash } from 'node:crypto';
+
+/** sha256 of the UTF-8 string, base64url without padding (43 characters). */
+export function hashKeyPart(value: string): string {
+  return createHash('sha256').update(value, 'utf8').digest('base64url');
+}
+
+const key = (namespace: string, ...parts: string[]): string =>
+  [namespace, ...parts.map(hashKeyPart)].join(':');
+
+// --- protected resource / proxy ---------------------------------------------
+
+/** Principal that created an upstream session (`Mcp-Session-Id`) on a route. */
+export const sessionBindingKey = (routePath: string, sessionId: string) => key('session', routePath, sessionId);
+
+/** An upstream credential shared across replicas (cache key built by the credential kind). */
+export const upstreamTokenKey = (upstream: string, cacheKey: string) => key('upstream-token', upstream, cacheKey);
+
+// --- built-in authorization server (reserved for it) ------------------------
+
+/** A registered client (DCR) or a fetched Client ID Metadata Document. */
+export const clientKey = (clientId: string) => key('client', clientId);
+
+/** An authorization code, taken exactly once at /token. */
+export const authorizationCodeKey = (code: string) => key('code', code);
+
+/** A refresh token; the value names its family and grant. */
+export const refreshTokenKey = (refreshToken: string) => key('refresh', refreshToken);
+
+/** A refresh-token family: replay of a rotated member revokes the family. */
+export const refreshFamilyKey = (familyId: string) => key('refresh-family', familyId);
+
+/** A grant: what a code or refresh token was issued under, revoked as one. */
+export const grantKey = (grantId: string) => key('grant', grantId);
+
+/** A user's consent for one client (and its redirect URI and scopes, in the value). */
+export const consentKey = (issuer: string, subject: string, clientId: string) =>
+  key('consent', issuer, subject, clientId);
+
+/** An /authorize request waiting for consent or the IdP callback, by its `state`. */
+export const pendingAuthorizationKey = (state: string) => key('pending-authz', state);
+
+/** The third-party IdP tokens (encrypted) kept for a grant. */
+export const idpTokenKey = (grantId: string) => key('idp-token', grantId);
+
+/** A fixed-window rate-limit counter, e.g. `rateLimitKey('register', ip)`. */
+export const rateLimitKey = (bucket: string, subject: string) => key('ratelimit', bucket, subject);
