@@ -10,7 +10,7 @@ import { parseRequestTarget } from './proxy/request-target.js';
 import type { RouteConfig } from './config/types.js';
 import type { Logger } from './observability/logger.js';
 import type { ProtectedRouteHandler } from './routes/protected-route.js';
-import { writeError } from './routes/write-error.js';
+import { writeError } from './errors/write-error.js';
 import { wellKnownRoutes } from './routes/well-known.js';
 
 export interface AppDeps {

@@ -8,6 +8,7 @@ import { createApp, type NodeListener } from './app.js';
 import { createHttpServer } from './server.js';
 import { createStore } from './store/create-store.js';
 import type { Store } from './store/store.js';
+import { RedisStore } from './store/redis-store.js';
 import { Metrics } from './observability/metrics.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { operationsRoutes, type Lifecycle } from './routes/operations.js';
@@ -48,7 +49,13 @@ interface RouteTable {
 export async function startGateway(config: GatewayConfig, options: StartOptions = {}): Promise<RunningGateway> {
   const logger = options.logger ?? createLogger(config.logLevel);
   const metrics = options.metrics ?? new Metrics();
-  const store = options.store ?? createStore(config.store);
+  const store =
+    options.store ?? createStore(config.store, { onConnectionError: (err) => logger.warn({ err: err.message }, 'store connection error') });
+  if (store instanceof RedisStore) {
+    // An evicted record could resurrect a token or lose a client: say so loudly.
+    const policy = await store.checkEvictionPolicy().catch(() => undefined);
+    if (policy && policy !== 'noeviction') logger.warn({ policy }, 'Redis maxmemory-policy should be noeviction');
+  }
   const jwks = new JwksRegistry();
   const lifecycle: Lifecycle = { ready: false };
   const operations = operationsRoutes({ lifecycle, store, metrics, storeTimeoutMs: config.storeTimeoutMs });

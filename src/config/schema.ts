@@ -5,20 +5,35 @@ import { z } from 'zod';
 /** A duration such as `500ms`, `60s`, `10m`, `12h`, `30d`. */
 export const Duration = z
   .string()
-  .regex(/^[1-9][0-9]*(ms|s|m|h|d)$/, 'expected a duration such as 500ms, 60s, 10m, 12h or 30d');
+  .regex(/^[1-9][0-9]*(ms|s|m|h|d)$/, 'expected a duration such as 500ms, 60s, 10m, 12h or 30d')
+  .meta({ id: 'Duration', description: 'A duration: a positive integer and a unit (ms, s, m, h, d), e.g. 60s or 10m' });
 
 /** A secret is never inline: it names an environment variable or a file. */
-export const SecretRef = z.union([
-  z.strictObject({ env: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'not an environment variable name') }),
-  z.strictObject({ file: z.string().min(1) }),
-]);
+export const SecretRef = z
+  .union(
+    [
+      z.strictObject({ env: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'not an environment variable name') }),
+      z.strictObject({ file: z.string().min(1) }),
+    ],
+    {
+      error: (issue) =>
+        typeof issue.input === 'object' && issue.input !== null
+          ? 'a secret is exactly one of { env: NAME } or { file: path }'
+          : 'a secret is never inline: write { env: NAME } or { file: path }',
+    },
+  )
+  .meta({ id: 'SecretRef', description: 'A secret, never inline: { env: NAME } or { file: path } (relative to the config directory)' });
 
 const HttpUrl = z
   .string()
   .refine((s) => URL.canParse(s) && /^https?:$/.test(new URL(s).protocol), 'expected an http(s) URL')
-  .refine((s) => !s.includes('#'), 'a URL here must not have a fragment');
+  .refine((s) => !s.includes('#'), 'a URL here must not have a fragment')
+  .meta({ id: 'HttpUrl', description: 'An absolute http(s) URL without a fragment' });
 
-const Scope = z.string().regex(/^[\x21\x23-\x5B\x5D-\x7E]+$/, 'not a valid OAuth scope token (RFC 6749 §3.3)');
+const Scope = z
+  .string()
+  .regex(/^[\x21\x23-\x5B\x5D-\x7E]+$/, 'not a valid OAuth scope token (RFC 6749 §3.3)')
+  .meta({ id: 'Scope', description: 'An OAuth scope token (RFC 6749 §3.3)' });
 
 const RoutePath = z
   .string()
@@ -49,7 +64,9 @@ export const TokenSchema = z
       })
       .optional(),
   })
-  .refine((t) => !(t.jwt && t.introspection), 'choose one of jwt or introspection');
+  // Neither would silently mean "accept nothing"; say so at load instead.
+  .refine((t) => !t.jwt !== !t.introspection, 'choose exactly one of jwt or introspection')
+  .meta({ id: 'Token' });
 
 const Glob = z.string().min(1);
 
@@ -68,7 +85,8 @@ export const RuleSchema = z
     allow_clients: z.array(z.string().min(1)).optional(),
     allow_subjects: z.array(z.string().min(1)).optional(),
   })
-  .refine((r) => !(r.deny && (r.require_scopes || r.allow_clients || r.allow_subjects)), 'deny stands alone');
+  .refine((r) => !(r.deny && (r.require_scopes || r.allow_clients || r.allow_subjects)), 'deny stands alone')
+  .meta({ id: 'Rule' });
 
 export const UpstreamAuthSchema = z.discriminatedUnion('kind', [
   z.strictObject({ kind: z.literal('none') }),
@@ -99,7 +117,7 @@ export const UpstreamAuthSchema = z.discriminatedUnion('kind', [
     audience: z.string().min(1).optional().describe('default: the upstream URL'),
     ttl: Duration.default('60s'),
   }),
-]);
+]).meta({ id: 'UpstreamAuth', description: 'What the upstream receives instead of the client token' });
 
 export const RouteSchema = z.strictObject({
   path: RoutePath,
@@ -119,7 +137,7 @@ export const RouteSchema = z.strictObject({
     })
     .default({ max_body_bytes: 4 * 1024 * 1024, upstream_timeout: '60s' }),
   upstream_auth: UpstreamAuthSchema.default({ kind: 'none' }),
-});
+}).meta({ id: 'RouteFile', description: 'One route: a file under the config directory other than gateway.yaml' });
 
 export const StoreSchema = z.discriminatedUnion('kind', [
   z.strictObject({ kind: z.literal('memory'), max_entries: z.number().int().positive().default(100_000) }),
@@ -129,7 +147,7 @@ export const StoreSchema = z.discriminatedUnion('kind', [
     key_prefix: z.string().default('mag:'),
     command_timeout: Duration.default('2s'),
   }),
-]);
+]).meta({ id: 'Store' });
 
 export const LoginSchema = z.discriminatedUnion('kind', [
   z.strictObject({ kind: z.literal('dev') }),
@@ -140,7 +158,7 @@ export const LoginSchema = z.discriminatedUnion('kind', [
     client_secret: SecretRef.optional(),
     scopes: z.array(Scope).default(['openid']),
   }),
-]);
+]).meta({ id: 'Login', description: 'Where users prove who they are' });
 
 export const AuthorizationServerSchema = z.strictObject({
   enabled: z.boolean().default(true),
@@ -156,7 +174,7 @@ export const AuthorizationServerSchema = z.strictObject({
     })
     .default({ dynamic: true, client_id_metadata_documents: true }),
   login: LoginSchema.default({ kind: 'dev' }),
-});
+}).meta({ id: 'AuthorizationServer', description: 'The gateway as its own OAuth authorization server' });
 
 export const GatewaySchema = z.strictObject({
   listen: z
@@ -186,6 +204,15 @@ export const GatewaySchema = z.strictObject({
   authorization_server: AuthorizationServerSchema.optional(),
 });
 
+/**
+ * A gateway.yaml as written: the global settings, plus optional inline routes so
+ * a single-file configuration (`--config gateway.yaml`) can hold everything.
+ */
+export const GatewayDocumentSchema = GatewaySchema.extend({
+  routes: z.array(RouteSchema).optional().describe('inline routes, in addition to the route files of a config directory'),
+}).meta({ id: 'GatewayFile', description: 'gateway.yaml: the global settings' });
+
 export type GatewayFile = z.infer<typeof GatewaySchema>;
+export type GatewayDocument = z.infer<typeof GatewayDocumentSchema>;
 export type RouteFile = z.infer<typeof RouteSchema>;
 export type SecretRefValue = z.infer<typeof SecretRef>;

@@ -14,7 +14,7 @@ import type { Forwarder } from '../proxy/forward.js';
 import type { UpstreamCredential } from '../upstream-auth/upstream-credential.js';
 import type { Metrics, Decision } from '../observability/metrics.js';
 import type { Logger } from '../observability/logger.js';
-import { writeError } from './write-error.js';
+import { writeError } from '../errors/write-error.js';
 
 const EMPTY_BODY = Buffer.alloc(0);
 const FORWARDED_METHODS = new Set(['GET', 'POST', 'DELETE']);

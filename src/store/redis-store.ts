@@ -54,23 +54,23 @@ export class RedisStore implements Store {
     this.#client.on('error', (err: Error) => options.onConnectionError?.(err));
   }
 
-  get(key: string): Promise<string | undefined> {
+  async get(key: string): Promise<string | undefined> {
     return this.#run('GET', async (c) => (await c.get(key)) ?? undefined);
   }
 
-  set(key: string, value: string, ttlMs: number): Promise<void> {
+  async set(key: string, value: string, ttlMs: number): Promise<void> {
     const ttl = assertTtl(ttlMs);
     return this.#run('SET', async (c) => {
       await c.set(key, value, 'PX', ttl);
     });
   }
 
-  setIfAbsent(key: string, value: string, ttlMs: number): Promise<boolean> {
+  async setIfAbsent(key: string, value: string, ttlMs: number): Promise<boolean> {
     const ttl = assertTtl(ttlMs);
     return this.#run('SET NX', async (c) => (await c.set(key, value, 'PX', ttl, 'NX')) === 'OK');
   }
 
-  take(key: string): Promise<string | undefined> {
+  async take(key: string): Promise<string | undefined> {
     return this.#run('GETDEL', async (c) => {
       if (this.#hasGetdel) {
         try {
@@ -85,13 +85,13 @@ export class RedisStore implements Store {
     });
   }
 
-  delete(key: string): Promise<void> {
+  async delete(key: string): Promise<void> {
     return this.#run('DEL', async (c) => {
       await c.del(key);
     });
   }
 
-  ping(): Promise<void> {
+  async ping(): Promise<void> {
     return this.#run('PING', async (c) => {
       await c.ping();
     });

@@ -1,15 +1,16 @@
-// Writes a GatewayError straight to a Node response (the protected routes
-// bypass Hono's Response objects for speed). Headers go out once, or the
-// connection is cut when a stream had already started.
+// Writes a GatewayError straight to a Node response: protected routes and the
+// proxy work on the raw ServerResponse, outside Hono, for speed.
 import type { ServerResponse } from 'node:http';
-import type { GatewayError } from '../errors/gateway-error.js';
-import { errorResponseParts, type ChallengeContext } from '../errors/respond.js';
+import type { GatewayError } from './gateway-error.js';
+import { errorResponseParts, type ChallengeContext } from './respond.js';
 
+/** JSON error when nothing was sent yet; once a response has started, only closing it is honest. */
 export function writeError(res: ServerResponse, err: GatewayError, ctx?: ChallengeContext, extraHeaders?: Record<string, string>): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
+  if (res.destroyed) return;
   const { status, headers, body } = errorResponseParts(err, ctx);
   res.writeHead(status, { ...extraHeaders, ...headers, 'content-length': Buffer.byteLength(body) });
   res.end(body);

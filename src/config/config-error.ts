@@ -1,0 +1,24 @@
+// A configuration problem, located in the file (or environment variable) that
+// caused it, so start-up and `check` can print `file:line:col: message`.
+
+export interface ConfigIssue {
+  /** The file as reached from the config source, or `env:NAME` for an environment override. */
+  file: string;
+  /** 1-based; 0 when there is no position (environment variables, unreadable files). */
+  line: number;
+  column: number;
+  message: string;
+}
+
+export function formatIssue(issue: ConfigIssue): string {
+  const where = issue.line > 0 ? `${issue.file}:${issue.line}:${issue.column}` : issue.file;
+  return `${where}: ${issue.message}`;
+}
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+
+  constructor(readonly issues: ConfigIssue[]) {
+    super(issues.map(formatIssue).join('\n'));
+  }
+}

@@ -1,0 +1,251 @@
+// Validated files → the runtime GatewayConfig: durations in ms, secrets read,
+// canonical URIs and defaults that depend on other settings filled in, and the
+// cross-file rules (unique paths and resources, reserved paths) checked.
+// Pure apart from reading secrets from the environment and files.
+import { formatIssue, type ConfigIssue } from './config-error.js';
+import { parseDuration } from './duration.js';
+import { readSecret } from './secrets.js';
+import { canonicalUrl, isLoopbackUrl, isPlainHttpRemote, resourceMetadataUrl } from './urls.js';
+import type { ConfigPath, Locate } from './yaml-file.js';
+import type { GatewayFile, RouteFile, SecretRefValue } from './schema.js';
+import type { AuthorizationServerConfig, GatewayConfig, RouteConfig, RuleConfig, StoreConfig, TokenConfig, UpstreamAuthConfig } from './types.js';
+
+export interface Located<T> {
+  file: string;
+  value: T;
+  at: Locate;
+}
+
+export interface ResolveInput {
+  /** The directory or file given to the loader. */
+  source: string;
+  /** Where relative secret files are found. */
+  configDir: string;
+  gateway: Located<GatewayFile>;
+  routes: Located<RouteFile>[];
+  env: NodeJS.ProcessEnv;
+}
+
+/** Paths the gateway itself answers at the host root (the built-in AS, 2025-03-26 fallbacks, operations). */
+const RESERVED_PATHS = new Set(['/authorize', '/token', '/register', '/revoke', '/jwks.json', '/healthz', '/readyz', '/metrics']);
+
+/** A value that already carries an auth scheme (RFC 9110 token, a space, then credentials). */
+const HAS_SCHEME = /^[A-Za-z][A-Za-z0-9!#$%&'*+.^_`|~-]* \S/;
+
+type AsFile = NonNullable<GatewayFile['authorization_server']>;
+
+export async function resolveConfig(input: ResolveInput): Promise<{ config: GatewayConfig; issues: ConfigIssue[] }> {
+  return new Resolver(input).run();
+}
+
+class Resolver {
+  private readonly issues: ConfigIssue[] = [];
+  private readonly warnings: string[] = [];
+
+  constructor(private readonly input: ResolveInput) {}
+
+  async run(): Promise<{ config: GatewayConfig; issues: ConfigIssue[] }> {
+    const { value: g, at } = this.input.gateway;
+    const publicUrl = canonicalUrl(g.public_url);
+    const authorizationServer = g.authorization_server?.enabled ? await this.authorizationServer(g.authorization_server, publicUrl, at) : undefined;
+
+    const routes: RouteConfig[] = [];
+    const byPath = new Map<string, string>();
+    const byResource = new Map<string, string>();
+    for (const source of this.input.routes) {
+      const route = await this.route(source, publicUrl, authorizationServer?.issuer);
+      const { value: f, at: here } = source;
+      const samePath = byPath.get(route.path);
+      const sameResource = byResource.get(route.resource);
+      if (samePath) this.issue(here, ['path'], `${route.path} is already the path of the route in ${samePath}`);
+      else if (sameResource) this.issue(here, [f.resource ? 'resource' : 'path'], `resource ${route.resource} is already the resource of the route in ${sameResource}`);
+      if (!samePath) byPath.set(route.path, source.file);
+      if (!sameResource) byResource.set(route.resource, source.file);
+      routes.push(route);
+    }
+
+    const defaultResource = g.authorization_server?.default_resource;
+    if (authorizationServer && defaultResource) {
+      authorizationServer.defaultResource = canonicalUrl(defaultResource);
+      if (!byResource.has(authorizationServer.defaultResource)) this.issue(at, ['authorization_server', 'default_resource'], `${defaultResource} is not the resource of any route`);
+    }
+
+    const config: GatewayConfig = {
+      source: this.input.source,
+      host: g.listen.host,
+      port: g.listen.port,
+      publicUrl,
+      trustProxy: g.trust_proxy,
+      store: storeConfig(g.store),
+      auditSink: g.audit.sink,
+      logLevel: g.log_level,
+      shutdownGraceMs: parseDuration(g.shutdown_grace),
+      headerTimeoutMs: parseDuration(g.limits.header_timeout),
+      requestTimeoutMs: parseDuration(g.limits.request_timeout),
+      keepAliveTimeoutMs: parseDuration(g.limits.keep_alive_timeout),
+      maxHeaderBytes: g.limits.max_header_bytes,
+      storeTimeoutMs: parseDuration(g.limits.store_timeout),
+      authorizationServer,
+      routes,
+      warnings: this.warnings,
+    };
+    return { config, issues: this.issues };
+  }
+
+  private async authorizationServer(a: AsFile, publicUrl: string, at: Locate): Promise<AuthorizationServerConfig> {
+    const base = ['authorization_server'];
+    if (a.login.kind === 'dev' && !isLoopbackUrl(publicUrl)) {
+      // Anyone could sign in as anyone: only for a gateway nobody else can reach.
+      this.issue(at, [...base, 'login'], `the dev login is refused unless public_url is loopback (public_url is ${publicUrl})`);
+    }
+    if (a.login.kind === 'oidc') this.warnHttp(at, [...base, 'login', 'issuer'], a.login.issuer);
+    const login = a.login.kind === 'dev' ? a.login : {
+      kind: 'oidc' as const,
+      issuer: a.login.issuer,
+      clientId: a.login.client_id,
+      clientSecret: a.login.client_secret && (await this.secret(at, [...base, 'login', 'client_secret'], a.login.client_secret)),
+      scopes: a.login.scopes,
+    };
+    const signingKey = a.signing_key && (await this.secret(at, [...base, 'signing_key'], a.signing_key));
+    if (signingKey && !isJsonObject(signingKey)) this.issue(at, [...base, 'signing_key'], 'the signing key is not a JSON Web Key (a JSON object)');
+    return {
+      issuer: canonicalUrl(a.issuer ?? publicUrl),
+      signingKey,
+      accessTokenTtlMs: parseDuration(a.access_token_ttl),
+      refreshTokenTtlMs: parseDuration(a.refresh_token_ttl),
+      dynamicRegistration: a.registration.dynamic,
+      clientIdMetadataDocuments: a.registration.client_id_metadata_documents,
+      login,
+    };
+  }
+
+  private async route(source: Located<RouteFile>, publicUrl: string, builtinIssuer: string | undefined): Promise<RouteConfig> {
+    const { value: f, at } = source;
+    // A route at / is the public URL itself, never `<public_url>/`.
+    const resource = canonicalUrl(f.resource ?? publicUrl + (f.path === '/' ? '' : f.path));
+    if (f.path.startsWith('/.well-known/') || f.path === '/.well-known' || RESERVED_PATHS.has(f.path)) {
+      this.issue(at, ['path'], `${f.path} is reserved for the gateway's own endpoints`);
+    }
+    if (new URL(resource).search) this.issue(at, ['resource'], 'a resource URI has no query');
+    this.warnHttp(at, ['upstream'], f.upstream);
+
+    let authorizationServers = f.authorization_servers;
+    if (!authorizationServers) {
+      if (!builtinIssuer) this.issue(at, [], 'authorization_servers is required without the built-in authorization server');
+      authorizationServers = builtinIssuer ? [builtinIssuer] : [];
+    }
+    return {
+      file: source.file,
+      path: f.path,
+      upstream: f.upstream,
+      resource,
+      resourceMetadataUrl: resourceMetadataUrl(resource),
+      authorizationServers,
+      token: await this.token(source, builtinIssuer !== undefined),
+      scopesSupported: f.scopes_supported,
+      requiredScopes: f.required_scopes,
+      rules: f.rules.map(
+        (r): RuleConfig => ({
+          match: r.match,
+          ...(r.require_scopes && { requireScopes: r.require_scopes }),
+          ...(r.deny && { deny: r.deny }),
+          ...(r.allow_clients && { allowClients: r.allow_clients }),
+          ...(r.allow_subjects && { allowSubjects: r.allow_subjects }),
+        }),
+      ),
+      filterToolsList: f.filter_tools_list,
+      allowedOrigins: f.cors.allowed_origins,
+      maxBodyBytes: f.limits.max_body_bytes,
+      upstreamTimeoutMs: parseDuration(f.limits.upstream_timeout),
+      upstreamAuth: await this.upstreamAuth(source),
+    };
+  }
+
+  private async token({ value: f, at }: Located<RouteFile>, builtin: boolean): Promise<TokenConfig> {
+    const { jwt, introspection } = f.token ?? {};
+    if (jwt) {
+      // Without jwks_uri the issuer's metadata is fetched, so it is outbound too.
+      this.warnHttp(at, ['token', 'jwt', jwt.jwks_uri ? 'jwks_uri' : 'issuer'], jwt.jwks_uri ?? jwt.issuer);
+      return { kind: 'jwt', issuer: jwt.issuer, jwksUri: jwt.jwks_uri, algorithms: jwt.algorithms, clockSkewSeconds: parseDuration(jwt.clock_skew) / 1000 };
+    }
+    if (introspection) {
+      this.warnHttp(at, ['token', 'introspection', 'endpoint'], introspection.endpoint);
+      return {
+        kind: 'introspection',
+        endpoint: introspection.endpoint,
+        clientId: introspection.client_id,
+        clientSecret: await this.secret(at, ['token', 'introspection', 'client_secret'], introspection.client_secret),
+        issuer: introspection.issuer,
+        cacheTtlMs: parseDuration(introspection.cache_ttl),
+      };
+    }
+    if (!builtin) this.issue(at, [], 'token is required without the built-in authorization server (token: { jwt: ... } or { introspection: ... })');
+    return { kind: 'builtin' };
+  }
+
+  private async upstreamAuth({ value: f, at }: Located<RouteFile>): Promise<UpstreamAuthConfig> {
+    const u = f.upstream_auth;
+    const base = ['upstream_auth'];
+    switch (u.kind) {
+      case 'none':
+      case 'idp_token':
+        return { kind: u.kind };
+      case 'static': {
+        const secret = await this.secret(at, [...base, 'value'], u.value);
+        // Header values cannot carry line breaks; refuse rather than inject.
+        if (/[\r\n\0]/.test(secret)) this.issue(at, [...base, 'value'], 'the static value contains a line break or NUL');
+        // A bare token in Authorization means Bearer; another header (X-API-Key) gets the value as written.
+        const header = u.header.toLowerCase();
+        const value = header === 'authorization' && !HAS_SCHEME.test(secret) ? `Bearer ${secret}` : secret;
+        return { kind: 'static', header, value };
+      }
+      case 'client_credentials':
+      case 'token_exchange': {
+        this.warnHttp(at, [...base, 'token_endpoint'], u.token_endpoint);
+        const common = {
+          tokenEndpoint: u.token_endpoint,
+          clientId: u.client_id,
+          clientSecret: await this.secret(at, [...base, 'client_secret'], u.client_secret),
+          scopes: u.scopes,
+        };
+        return u.kind === 'client_credentials'
+          ? { kind: u.kind, ...common, resource: u.resource }
+          : { kind: u.kind, ...common, audience: u.audience ?? f.upstream };
+      }
+      case 'signed':
+        return { kind: 'signed', audience: u.audience ?? f.upstream, ttlMs: parseDuration(u.ttl) };
+    }
+  }
+
+  private async secret(at: Locate, path: ConfigPath, ref: SecretRefValue): Promise<string> {
+    try {
+      return await readSecret(ref, this.input.configDir, this.input.env);
+    } catch (err) {
+      this.issue(at, path, (err as Error).message);
+      return '';
+    }
+  }
+
+  private warnHttp(at: Locate, path: ConfigPath, url: string): void {
+    if (isPlainHttpRemote(url)) this.warnings.push(formatIssue(at(path, `${url} is plain http to a non-loopback host`)));
+  }
+
+  private issue(at: Locate, path: ConfigPath, message: string): void {
+    this.issues.push(at(path, message));
+  }
+}
+
+function storeConfig(s: GatewayFile['store']): StoreConfig {
+  return s.kind === 'memory'
+    ? { kind: 'memory', maxEntries: s.max_entries }
+    : { kind: 'redis', url: s.url, keyPrefix: s.key_prefix, commandTimeoutMs: parseDuration(s.command_timeout) };
+}
+
+function isJsonObject(text: string): boolean {
+  try {
+    const value: unknown = JSON.parse(text);
+    return typeof value === 'object' && value !== null && !Array.isArray(value);
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,22 @@
+// Runs a zod schema over a parsed file and turns its issues into located
+// `file:line:col` issues.
+import type { z } from 'zod';
+import type { ConfigIssue } from './config-error.js';
+import type { Locate } from './yaml-file.js';
+
+export type Validated<T> = { value: T; issues: [] } | { value: undefined; issues: ConfigIssue[] };
+
+export function validate<S extends z.ZodType>(schema: S, data: unknown, at: Locate): Validated<z.output<S>> {
+  const result = schema.safeParse(data, {
+    // zod's default ("expected string, received undefined") hides that the key is simply absent.
+    error: (issue) => (issue.code === 'invalid_type' && issue.input === undefined ? 'required, but missing' : undefined),
+  });
+  if (result.success) return { value: result.data, issues: [] };
+  return {
+    value: undefined,
+    issues: result.error.issues.flatMap((issue) =>
+      // One issue per unknown key, each at its own line.
+      issue.code === 'unrecognized_keys' ? issue.keys.map((key) => at(issue.path, 'unknown key', key)) : [at(issue.path, issue.message)],
+    ),
+  };
+}

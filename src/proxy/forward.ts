@@ -1,0 +1,296 @@
+// Forwards one authorised request to the route's upstream and streams the
+// answer back. The proxy hop is on every request, so it is undici's dispatch
+// API writing straight into Node's ServerResponse: no promise per chunk, no
+// intermediate Readable, no AbortSignal, no web streams.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Pool, type Dispatcher } from 'undici';
+import type { AuthContext } from '../auth/principal.js';
+import type { RouteConfig } from '../config/types.js';
+import { GatewayError } from '../errors/gateway-error.js';
+import { buildUpstreamHeaders, filterResponseHeaders } from './headers.js';
+import type { SessionBinding } from './session-binding.js';
+import { writeError } from '../errors/write-error.js';
+
+export type UpstreamErrorKind = 'unreachable' | 'timeout' | 'reset';
+
+export interface ProxyLogger {
+  warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+}
+
+/** Per forwarder, so per route: the caller binds the route label. */
+export interface ProxyMetrics {
+  upstreamError(kind: UpstreamErrorKind): void;
+  streamOpened(): void;
+  streamClosed(): void;
+}
+
+export interface ForwarderDeps {
+  sessions: SessionBinding;
+  logger?: ProxyLogger;
+  metrics?: ProxyMetrics;
+}
+
+export interface ForwardContext {
+  auth: AuthContext;
+  /** The whole request body, already read (and checked) by the caller. */
+  body: Buffer;
+  /** The upstream credential headers (lower-case names). */
+  injected: Readonly<Record<string, string>>;
+}
+
+export interface Forwarder {
+  /** Answers `res` in every case (upstream response or JSON error); never rejects. Resolves when the response is over. */
+  forward(req: IncomingMessage, res: ServerResponse, ctx: ForwardContext): Promise<void>;
+  /** Shutdown: ends open event streams now, lets other requests finish, closes the upstream connections. */
+  close(): Promise<void>;
+}
+
+type Method = 'GET' | 'POST' | 'DELETE';
+const METHODS = new Set<string>(['GET', 'POST', 'DELETE']);
+const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH']);
+const TIMEOUT = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'ETIMEDOUT']);
+const SHUT_DOWN = new Set(['UND_ERR_CLOSED', 'UND_ERR_DESTROYED']);
+
+// Reasons the gateway itself cancels an exchange; they are not upstream failures.
+class Cancelled extends Error {
+  constructor(readonly why: 'client' | 'shutdown' | 'idle') {
+    super(`cancelled: ${why}`);
+  }
+}
+
+const isEventStream = (contentType: string | string[] | undefined) =>
+  typeof contentType === 'string' && contentType.trimStart().toLowerCase().startsWith('text/event-stream');
+
+const single = (value: string | string[] | undefined) => (typeof value === 'string' ? value : undefined);
+
+export function createForwarder(route: RouteConfig, deps: ForwarderDeps): Forwarder {
+  const target = new URL(route.upstream);
+  const upstreamPath = target.pathname + target.search;
+  const routeName = route.path;
+  const timeoutMs = route.upstreamTimeoutMs;
+  const { sessions, logger, metrics } = deps;
+  const pool = new Pool(target.origin, {
+    connections: 128,
+    pipelining: 1,
+    // Below the 5 s idle timeout of common upstream servers (uvicorn, Node)
+    // that do not announce it, so the pool never reuses a socket being closed.
+    keepAliveTimeout: 4_000,
+    keepAliveMaxTimeout: 600_000,
+    connect: { timeout: Math.min(10_000, timeoutMs) },
+    headersTimeout: timeoutMs,
+    // Event streams may idle for as long as they like (SECURITY H40); other
+    // bodies get an idle timer of their own (cancelIdle).
+    bodyTimeout: 0,
+  });
+  const openStreams = new Set<Exchange>();
+
+  function upstreamFailure(err: Error): GatewayError {
+    if (err instanceof GatewayError) return err;
+    const code = (err as { code?: unknown }).code;
+    if (typeof code !== 'string') {
+      logger?.error({ route: routeName, err }, 'proxy failure');
+      return new GatewayError(500, 'server_error', 'Internal error', { cause: err });
+    }
+    if (SHUT_DOWN.has(code)) return new GatewayError(503, 'temporarily_unavailable', 'Gateway is shutting down');
+    const kind: UpstreamErrorKind = TIMEOUT.has(code) ? 'timeout' : UNREACHABLE.has(code) ? 'unreachable' : 'reset';
+    metrics?.upstreamError(kind);
+    logger?.warn({ route: routeName, kind, code }, 'upstream request failed');
+    return kind === 'timeout'
+      ? new GatewayError(504, 'gateway_timeout', 'Upstream did not answer in time')
+      : new GatewayError(502, 'bad_gateway', kind === 'unreachable' ? 'Upstream unreachable' : 'Upstream connection failed');
+  }
+
+  /** One request/response through the proxy: undici's handler, writing to `res`. */
+  class Exchange implements Dispatcher.DispatchHandler {
+    controller: Dispatcher.DispatchController | undefined;
+    cancelled: Cancelled | undefined;
+    headSent = false;
+    stream = false;
+    finished = false;
+    timer: NodeJS.Timeout | undefined;
+
+    constructor(
+      readonly method: Method,
+      readonly res: ServerResponse,
+      readonly auth: AuthContext,
+      readonly sessionId: string | undefined,
+      readonly done: () => void,
+    ) {
+      // The client went away, or the response was ended from outside (drain).
+      res.once('close', () => this.cancel('client'));
+    }
+
+    cancel(why: Cancelled['why']): void {
+      if (this.finished || this.cancelled) return;
+      this.cancelled = new Cancelled(why);
+      // A request still queued in the pool is aborted when it gets a connection.
+      this.controller?.abort(this.cancelled);
+    }
+
+    onRequestStart(controller: Dispatcher.DispatchController): void {
+      this.controller = controller;
+      if (this.cancelled) controller.abort(this.cancelled);
+    }
+
+    onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
+      // Informational answers (103 Early Hints) are not relayed; the final one follows.
+      if (statusCode < 200) return;
+      if (statusCode === 401) {
+        // The upstream refused the gateway's own credential: a gateway
+        // misconfiguration, and its challenge names an AS the client must not
+        // be sent to (SECURITY H36).
+        logger?.warn({ route: routeName, status: statusCode }, 'upstream rejected the gateway credential');
+        controller.abort(new GatewayError(502, 'bad_gateway', "Upstream rejected the gateway's credential"));
+        return;
+      }
+      if (statusCode < 300) {
+        if (this.method === 'DELETE' && this.sessionId !== undefined) void release(this.sessionId);
+        const issued = single(headers['mcp-session-id']);
+        if (issued !== undefined && issued !== this.sessionId) {
+          // Bound before the client sees the id, so it is never usable unbound;
+          // the upstream body waits (paused) meanwhile.
+          controller.pause();
+          sessions.bind(routeName, issued, this.auth).then(
+            () => {
+              if (this.finished) return;
+              try {
+                this.writeHead(statusCode, headers);
+              } catch (err) {
+                return controller.abort(err as Error);
+              }
+              if (!this.finished) controller.resume();
+            },
+            (err: Error) => controller.abort(err),
+          );
+          return;
+        }
+      }
+      this.writeHead(statusCode, headers);
+    }
+
+    writeHead(statusCode: number, headers: Record<string, string | string[] | undefined>): void {
+      const res = this.res;
+      // Ended from outside meanwhile (shutdown drain): nothing more to write.
+      if (res.writableEnded) return this.cancel('client');
+      const out = filterResponseHeaders(headers);
+      const stream = isEventStream(headers['content-type']);
+      if (stream) {
+        // Tell buffering proxies in front of us to pass events through at once.
+        out['x-accel-buffering'] = 'no';
+        out['cache-control'] ??= 'no-cache';
+      }
+      res.writeHead(statusCode, out);
+      this.headSent = true;
+      if (stream) {
+        this.stream = true;
+        res.flushHeaders();
+        openStreams.add(this);
+        metrics?.streamOpened();
+      } else {
+        this.timer = setTimeout(cancelIdle, timeoutMs, this);
+      }
+    }
+
+    onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+      const res = this.res;
+      if (res.writableEnded) return this.cancel('client');
+      this.timer?.refresh();
+      // Backpressure: a slow client pauses the upstream read, not our memory.
+      if (!res.write(chunk)) {
+        controller.pause();
+        res.once('drain', () => {
+          this.timer?.refresh();
+          controller.resume();
+        });
+      }
+    }
+
+    onResponseEnd(): void {
+      this.finish();
+      if (!this.res.writableEnded) this.res.end();
+    }
+
+    onResponseError(_controller: Dispatcher.DispatchController | undefined, err: Error): void {
+      const res = this.res;
+      const first = !this.finished;
+      this.finish();
+      if (!first || res.destroyed) return;
+      if (err instanceof Cancelled && err.why === 'client') return;
+      if (err instanceof Cancelled && err.why === 'idle') {
+        metrics?.upstreamError('timeout');
+        logger?.warn({ route: routeName, kind: 'timeout' }, 'upstream body stalled');
+      } else if (this.headSent && !(err instanceof Cancelled)) {
+        metrics?.upstreamError('reset');
+        logger?.warn({ route: routeName, kind: 'reset', code: (err as { code?: unknown }).code }, 'upstream body cut short');
+      }
+      if (!this.headSent) writeError(res, upstreamFailure(err));
+      // An event stream cut short ends cleanly (the client reconnects with
+      // Last-Event-ID); any other body is destroyed, so the client cannot take
+      // a truncated body for a whole one.
+      else if (this.stream && !res.writableEnded) res.end();
+      else res.destroy();
+    }
+
+    finish(): void {
+      if (this.finished) return;
+      this.finished = true;
+      clearTimeout(this.timer);
+      if (this.stream) {
+        openStreams.delete(this);
+        metrics?.streamClosed();
+      }
+      this.done();
+    }
+  }
+
+  const cancelIdle = (exchange: Exchange) => exchange.cancel('idle');
+
+  async function release(sessionId: string): Promise<void> {
+    try {
+      await sessions.release(routeName, sessionId);
+    } catch (err) {
+      // The binding expires with its TTL; the client's DELETE did succeed.
+      logger?.warn({ route: routeName, err }, 'could not release a session binding');
+    }
+  }
+
+  async function forward(req: IncomingMessage, res: ServerResponse, ctx: ForwardContext): Promise<void> {
+    const method = req.method ?? '';
+    if (!METHODS.has(method)) {
+      writeError(res, new GatewayError(405, 'method_not_allowed', 'Method not allowed', { headers: { allow: 'GET, POST, DELETE' } }));
+      return;
+    }
+    // Node joins repeated headers with ", ", which no valid session id contains.
+    const raw = req.headers['mcp-session-id'];
+    const sessionId = Array.isArray(raw) ? raw.join(', ') : raw;
+    if (sessionId !== undefined) {
+      try {
+        await sessions.check(routeName, sessionId, ctx.auth);
+      } catch (err) {
+        writeError(res, err instanceof GatewayError ? err : upstreamFailure(err as Error));
+        return;
+      }
+    }
+    return new Promise<void>((resolve) => {
+      const exchange = new Exchange(method as Method, res, ctx.auth, sessionId, resolve);
+      pool.dispatch(
+        {
+          path: upstreamPath,
+          method: method as Method,
+          headers: buildUpstreamHeaders(req.rawHeaders, { hostHeader: target.host, injected: ctx.injected }),
+          body: ctx.body.length > 0 || method === 'POST' ? ctx.body : null,
+        },
+        exchange,
+      );
+    });
+  }
+
+  return {
+    forward,
+    async close() {
+      for (const exchange of openStreams) exchange.cancel('shutdown');
+      await pool.close();
+    },
+  };
+}

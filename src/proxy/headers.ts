@@ -1,0 +1,121 @@
+// Header hygiene on both legs of the proxy (SECURITY H34, H35, H36, H38).
+// Request: the client's credentials and any header an upstream might trust
+// for identity are dropped, then the gateway's credential is added — so no
+// client header (nor a hostile `Connection` naming one) can remove or
+// override it. Response: hop-by-hop headers and what only the gateway may
+// say to the client (challenges, CORS, cookies on its origin) are dropped.
+
+/** RFC 9110 §7.6.1 hop-by-hop headers, plus the de-facto ones. */
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
+
+const DROP_FROM_REQUEST = new Set([
+  ...HOP_BY_HOP,
+  // Set to the upstream's own authority.
+  'host',
+  // The client's token never passes, in any mode (DESIGN §1).
+  'authorization',
+  // The gateway's own cookies (AS session, consent) share its origin; MCP
+  // clients authenticate with bearer tokens, so no cookie is the upstream's.
+  'cookie',
+  // The proxy sends the buffered body with its own length; undici also
+  // refuses `expect`, and the body has been read already anyway.
+  'content-length',
+  'expect',
+  // Identity and client-address headers an upstream may trust.
+  'forwarded',
+  'x-real-ip',
+  'x-client-ip',
+  'true-client-ip',
+  'cf-connecting-ip',
+  'x-user',
+  'x-email',
+  'remote-user',
+  'x-remote-user',
+  // Would let a client bypass per-method routing or rewrite the path upstream.
+  'x-http-method-override',
+  'x-http-method',
+  'x-method-override',
+  'x-rewrite-url',
+]);
+
+const DROP_FROM_REQUEST_PREFIX = /^(?:proxy-|x-(?:forwarded|auth|authenticated|remote|user|email|original)-)/;
+
+const DROP_FROM_RESPONSE = new Set([
+  ...HOP_BY_HOP,
+  'proxy-authenticate',
+  // The upstream's own challenge names its own AS; the client deals only with
+  // the gateway's (SECURITY H36).
+  'www-authenticate',
+  // Requests never carry cookies to the upstream (above), so an upstream
+  // cookie could never come back; it could only plant cookies on the
+  // gateway's origin, next to the AS's session and consent cookies.
+  'set-cookie',
+]);
+
+/** Lower-case tokens of every `Connection` header value: headers the sender declared hop-by-hop. */
+function connectionTokens(values: Iterable<string>): Set<string> | undefined {
+  let named: Set<string> | undefined;
+  for (const value of values) {
+    for (const token of value.split(',')) {
+      const name = token.trim().toLowerCase();
+      if (name) (named ??= new Set()).add(name);
+    }
+  }
+  return named;
+}
+
+export interface UpstreamHeaderOptions {
+  /** The upstream's `host[:port]`. */
+  hostHeader: string;
+  /** The credential the route's `upstream_auth` produces; lower-case names. */
+  injected: Readonly<Record<string, string>>;
+}
+
+/**
+ * Headers for the upstream request from Node's `req.rawHeaders`, as undici's
+ * flat `[name, value, …]` list (duplicates kept in order).
+ */
+export function buildUpstreamHeaders(rawHeaders: readonly string[], opts: UpstreamHeaderOptions): string[] {
+  const connectionValues: string[] = [];
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if (rawHeaders[i]!.toLowerCase() === 'connection') connectionValues.push(rawHeaders[i + 1]!);
+  }
+  const named = connectionValues.length > 0 ? connectionTokens(connectionValues) : undefined;
+
+  const out: string[] = ['host', opts.hostHeader];
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!.toLowerCase();
+    if (DROP_FROM_REQUEST.has(name) || DROP_FROM_REQUEST_PREFIX.test(name)) continue;
+    if (named?.has(name) || Object.hasOwn(opts.injected, name)) continue;
+    out.push(name, rawHeaders[i + 1]!);
+  }
+  // Added last and never subject to `Connection`: the client cannot remove them.
+  for (const [name, value] of Object.entries(opts.injected)) out.push(name, value);
+  return out;
+}
+
+export type ResponseHeaders = Record<string, string | string[]>;
+
+/** Upstream response headers (undici: lower-case names) minus what must not reach the client. */
+export function filterResponseHeaders(headers: Readonly<Record<string, string | string[] | undefined>>): ResponseHeaders {
+  const connection = headers['connection'];
+  const named =
+    connection === undefined ? undefined : connectionTokens(typeof connection === 'string' ? [connection] : connection);
+  const out: ResponseHeaders = Object.create(null) as ResponseHeaders;
+  for (const name of Object.keys(headers)) {
+    const value = headers[name];
+    if (value === undefined || DROP_FROM_RESPONSE.has(name) || named?.has(name)) continue;
+    // CORS is the gateway's policy alone (origin.ts); an upstream's `*` must not widen it.
+    if (name.startsWith('access-control-')) continue;
+    out[name] = value;
+  }
+  return out;
+}

@@ -1,0 +1,179 @@
+import { describe, expect, it, vi } from 'vitest';
+import fc from 'fast-check';
+import { extractBearerToken, hasBodyAccessToken } from '../../src/auth/bearer.js';
+import { authenticate } from '../../src/auth/authenticate.js';
+import type { AuthContext } from '../../src/auth/principal.js';
+import type { TokenVerifier } from '../../src/auth/verifier.js';
+import type { RouteConfig } from '../../src/config/types.js';
+import { GatewayError } from '../../src/errors/gateway-error.js';
+
+const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
+
+function rejection(run: () => unknown): GatewayError {
+  try {
+    run();
+  } catch (err) {
+    if (err instanceof GatewayError) return err;
+    throw err;
+  }
+  throw new Error('expected a GatewayError');
+}
+
+const auth = (...values: string[]) => values.flatMap((v) => ['Authorization', v]);
+
+describe('extractBearerToken', () => {
+  it('returns the token of a well-formed header', () => {
+    expect(extractBearerToken(['Host', 'x', ...auth('Bearer abc.DEF-_~+/=')], '')).toBe('abc.DEF-_~+/=');
+    expect(extractBearerToken(auth('Bearer abc=='), '?x=1')).toBe('abc==');
+  });
+
+  it('treats the scheme case-insensitively and the header name too', () => {
+    expect(extractBearerToken(auth('bearer t'), '')).toBe('t');
+    expect(extractBearerToken(auth('BEARER t'), '')).toBe('t');
+    expect(extractBearerToken(['aUtHoRiZaTiOn', 'BeArEr t'], '')).toBe('t');
+  });
+
+  it('accepts one or more spaces after the scheme (RFC 6750 1*SP)', () => {
+    expect(extractBearerToken(auth('Bearer   t'), '')).toBe('t');
+  });
+
+  it('returns undefined without an Authorization header or with another scheme', () => {
+    expect(extractBearerToken([], '')).toBeUndefined();
+    expect(extractBearerToken(['Host', 'x'], '?a=b')).toBeUndefined();
+    expect(extractBearerToken(auth('Basic dXNlcjpwYXNz'), '')).toBeUndefined();
+    expect(extractBearerToken(auth('DPoP abc'), '')).toBeUndefined();
+    expect(extractBearerToken(auth('Bearerx abc'), '')).toBeUndefined();
+    expect(extractBearerToken(auth('Negotiate'), '')).toBeUndefined();
+  });
+
+  it.each([
+    ['two tokens', 'Bearer a b'],
+    ['a comma list', 'Bearer a, Bearer b'],
+    ['trailing junk', 'Bearer abc='.concat('x')],
+    ['padding in the middle', 'Bearer ab=c'],
+    ['an empty token', 'Bearer'],
+    ['only spaces', 'Bearer   '],
+    ['a tab separator', 'Bearer\tabc'],
+    ['a quoted token', 'Bearer "abc"'],
+    ['non-ASCII', 'Bearer abcé'],
+    ['a control character', 'Bearer abc\u0000'],
+    ['an empty header', ''],
+    ['a leading space', ' Bearer abc'],
+  ])('refuses %s with invalid_request', (_name, value) => {
+    const err = rejection(() => extractBearerToken(auth(value), ''));
+    expect(err.status).toBe(400);
+    expect(err.code).toBe('invalid_request');
+    expect(err.description).not.toContain('abc');
+  });
+
+  it('refuses two Authorization headers, whatever their schemes', () => {
+    expect(rejection(() => extractBearerToken(auth('Bearer a', 'Bearer a'), '')).code).toBe('invalid_request');
+    expect(rejection(() => extractBearerToken(auth('Basic x', 'Bearer a'), '')).code).toBe('invalid_request');
+    expect(rejection(() => extractBearerToken(['authorization', 'Bearer a', 'AUTHORIZATION', 'Bearer b'], '')).code).toBe('invalid_request');
+  });
+
+  it('refuses a header over 8 KiB before parsing it', () => {
+    const err = rejection(() => extractBearerToken(auth(`Bearer ${'a'.repeat(64 * 1024)}`), ''));
+    expect(err.code).toBe('invalid_request');
+    expect(rejection(() => extractBearerToken(auth(`Basic ${'a'.repeat(9000)}`), '')).code).toBe('invalid_request');
+    expect(extractBearerToken(auth(`Bearer ${'a'.repeat(8000)}`), '')).toHaveLength(8000);
+  });
+
+  it.each(['?access_token=abc', 'access_token=abc', '?a=1&access_token=', '?access%5Ftoken=abc', '?%61ccess_token=x', '?ACCESS_TOKEN=x', '?access_token'])(
+    'refuses a query token %s, even with a valid header',
+    (search) => {
+      expect(rejection(() => extractBearerToken(auth('Bearer good'), search)).code).toBe('invalid_request');
+      expect(rejection(() => extractBearerToken([], search)).code).toBe('invalid_request');
+    },
+  );
+
+  it('leaves other query parameters alone', () => {
+    expect(extractBearerToken(auth('Bearer t'), '?access_tokens=1&token=2&x_access_token=3')).toBe('t');
+  });
+
+  it('never throws anything but a GatewayError, and accepts only b64token values (property)', () => {
+    const headerValue = fc.oneof(
+      fc.string({ maxLength: 40 }),
+      fc.string({ unit: 'binary', maxLength: 40 }),
+      fc.string({ maxLength: 40 }).map((s) => `Bearer ${s}`),
+      fc.tuple(fc.constantFrom('Bearer', 'bearer', 'BEARER', 'Basic'), fc.stringMatching(/^ {0,3}$/), fc.stringMatching(/^[A-Za-z0-9\-._~+/= ,"]{0,30}$/)).map(([s, sp, t]) => s + sp + t),
+    );
+    const headers = fc.array(fc.tuple(fc.constantFrom('Authorization', 'authorization', 'Host', 'X-Other'), headerValue), { maxLength: 4 });
+    fc.assert(
+      fc.property(headers, fc.string({ maxLength: 30 }), (pairs, search) => {
+        try {
+          const token = extractBearerToken(pairs.flat(), search);
+          if (token !== undefined) expect(token).toMatch(B64TOKEN);
+        } catch (err) {
+          expect(err).toBeInstanceOf(GatewayError);
+          expect((err as GatewayError).status).toBe(400);
+        }
+      }),
+      { numRuns: 2000 },
+    );
+  });
+});
+
+describe('hasBodyAccessToken', () => {
+  const body = (s: string) => Buffer.from(s);
+
+  it('finds access_token in a form body, in any spelling', () => {
+    expect(hasBodyAccessToken('application/x-www-form-urlencoded', body('a=1&access_token=x'))).toBe(true);
+    expect(hasBodyAccessToken('Application/X-WWW-Form-Urlencoded; charset=utf-8', body('access%5Ftoken=x'))).toBe(true);
+  });
+
+  it('ignores other bodies and forms without it', () => {
+    expect(hasBodyAccessToken('application/x-www-form-urlencoded', body('a=1'))).toBe(false);
+    expect(hasBodyAccessToken('application/json', body('{"access_token":"x"}'))).toBe(false);
+    expect(hasBodyAccessToken(undefined, body('access_token=x'))).toBe(false);
+  });
+});
+
+describe('authenticate', () => {
+  const route = { resource: 'https://mcp.example.com/r', requiredScopes: ['mcp:read'] } as RouteConfig;
+  const context = (scopes: string[]): AuthContext => ({
+    issuer: 'https://idp',
+    subject: 's',
+    clientId: 'c',
+    scopes,
+    expiresAt: 0,
+    claims: {},
+    token: 't',
+    tokenHash: 'h',
+  });
+  const verifierFor = (scopes: string[]) => ({ verify: vi.fn(async () => context(scopes)) }) satisfies TokenVerifier;
+
+  async function rejected(promise: Promise<unknown>): Promise<GatewayError> {
+    const err = await promise.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(GatewayError);
+    return err as GatewayError;
+  }
+
+  it('returns the context when the token has the required scopes', async () => {
+    const verifier = verifierFor(['mcp:read', 'mcp:write']);
+    await expect(authenticate(route, verifier, auth('Bearer tok'), '')).resolves.toMatchObject({ subject: 's' });
+    expect(verifier.verify).toHaveBeenCalledWith('tok');
+  });
+
+  it('answers a missing or non-bearer token with a bare 401 challenge naming the scopes', async () => {
+    for (const headers of [[], auth('Basic eDp5')]) {
+      const err = await rejected(authenticate(route, verifierFor([]), headers, ''));
+      expect(err).toMatchObject({ status: 401, bareChallenge: true, challenge: true, scope: ['mcp:read'] });
+    }
+  });
+
+  it('answers a token without the route scopes with 403 insufficient_scope', async () => {
+    const err = await rejected(authenticate(route, verifierFor(['mcp:write']), auth('Bearer tok'), ''));
+    expect(err).toMatchObject({ status: 403, code: 'insufficient_scope', scope: ['mcp:read'] });
+  });
+
+  it('never verifies a malformed request', async () => {
+    const verifier = verifierFor(['mcp:read']);
+    expect((await rejected(authenticate(route, verifier, auth('Bearer a b'), ''))).status).toBe(400);
+    expect((await rejected(authenticate(route, verifier, auth('Bearer tok'), '?access_token=tok'))).status).toBe(400);
+    expect(verifier.verify).not.toHaveBeenCalled();
+  });
+});

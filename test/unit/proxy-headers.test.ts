@@ -1,0 +1,162 @@
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { buildUpstreamHeaders, filterResponseHeaders } from '../../src/proxy/headers.js';
+
+const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade'];
+const NEVER_FORWARDED = [...HOP_BY_HOP, 'authorization', 'proxy-authorization', 'cookie'];
+
+/** `[name, value, …]` → lower-case name → values. */
+function byName(flat: readonly string[]): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (let i = 0; i < flat.length; i += 2) {
+    const name = flat[i]!.toLowerCase();
+    out.set(name, [...(out.get(name) ?? []), flat[i + 1]!]);
+  }
+  return out;
+}
+
+const opts = { hostHeader: 'upstream.internal:3000', injected: { authorization: 'Bearer upstream-credential' } };
+
+describe('buildUpstreamHeaders', () => {
+  it('keeps end-to-end headers in order, duplicates included', () => {
+    const out = buildUpstreamHeaders(
+      ['Accept', 'application/json, text/event-stream', 'Mcp-Session-Id', 's1', 'Last-Event-ID', '7', 'Accept', 'x/y', 'Content-Type', 'application/json'],
+      opts,
+    );
+    expect(out).toEqual([
+      'host', 'upstream.internal:3000',
+      'accept', 'application/json, text/event-stream',
+      'mcp-session-id', 's1',
+      'last-event-id', '7',
+      'accept', 'x/y',
+      'content-type', 'application/json',
+      'authorization', 'Bearer upstream-credential',
+    ]);
+  });
+
+  it("drops the client's credentials, identity and hop-by-hop headers and sets Host", () => {
+    const out = byName(
+      buildUpstreamHeaders(
+        [
+          'Host', 'gateway.example',
+          'Authorization', 'Bearer client-token',
+          'authorization', 'Bearer second',
+          'Proxy-Authorization', 'Basic eDp5',
+          'Cookie', 'mag_session=abc',
+          'Content-Length', '12',
+          'Transfer-Encoding', 'chunked',
+          'Expect', '100-continue',
+          'X-Forwarded-User', 'admin',
+          'x-FORWARDED-for', '1.2.3.4',
+          'X-Forwarded-Proto', 'https',
+          'Forwarded', 'for=1.2.3.4',
+          'X-Real-IP', '1.2.3.4',
+          'X-Auth-Request-Email', 'admin@example.com',
+          'X-Authenticated-User', 'admin',
+          'X-Remote-User', 'admin',
+          'Remote-User', 'admin',
+          'X-User', 'admin',
+          'X-User-Id', '1',
+          'X-Email', 'a@b',
+          'X-Original-URL', '/admin',
+          'X-HTTP-Method-Override', 'DELETE',
+          'Proxy-Foo', 'x',
+          'Keep-Alive', 'timeout=5',
+          'TE', 'trailers',
+          'Upgrade', 'websocket',
+          'Trailer', 'x',
+          'Proxy-Connection', 'keep-alive',
+          'Accept', 'application/json',
+        ],
+        opts,
+      ),
+    );
+    expect([...out.keys()].sort()).toEqual(['accept', 'authorization', 'host']);
+    expect(out.get('host')).toEqual(['upstream.internal:3000']);
+    expect(out.get('authorization')).toEqual(['Bearer upstream-credential']);
+  });
+
+  it('drops what Connection names, but never the injected credential', () => {
+    const out = byName(
+      buildUpstreamHeaders(
+        ['Connection', 'x-custom, Authorization', 'connection', ' X-Other ,,', 'X-Custom', 'secret', 'x-other', '1', 'x-kept', 'yes'],
+        { hostHeader: 'u:1', injected: { authorization: 'Bearer up', 'x-api-key': 'k' } },
+      ),
+    );
+    expect(out.has('x-custom')).toBe(false);
+    expect(out.has('x-other')).toBe(false);
+    expect(out.has('connection')).toBe(false);
+    expect(out.get('x-kept')).toEqual(['yes']);
+    expect(out.get('authorization')).toEqual(['Bearer up']);
+    expect(out.get('x-api-key')).toEqual(['k']);
+  });
+
+  it('a client header with the name of an injected one is replaced, not duplicated', () => {
+    const out = byName(buildUpstreamHeaders(['X-Api-Key', 'client-guess', 'x-api-key', 'again'], { hostHeader: 'u:1', injected: { 'x-api-key': 'real' } }));
+    expect(out.get('x-api-key')).toEqual(['real']);
+  });
+
+  it('property: nothing hop-by-hop or credential-like survives; injected headers always do', () => {
+    const name = fc.oneof(
+      fc.constantFrom(...NEVER_FORWARDED, 'x-forwarded-user', 'x-api-key', 'x-custom', 'accept', 'mcp-session-id', 'host', 'content-length', 'constructor', '__proto__'),
+      fc.stringMatching(/^[a-z][a-z0-9-]{0,8}$/),
+    );
+    const anyCase = name.chain((n) =>
+      fc.array(fc.boolean(), { minLength: n.length, maxLength: n.length }).map((upper) =>
+        [...n].map((c, i) => (upper[i] ? c.toUpperCase() : c)).join(''),
+      ),
+    );
+    const header = fc.tuple(anyCase, fc.string({ maxLength: 12 }));
+    const connection = fc.array(name, { maxLength: 4 }).map((names) => ['Connection', names.join(', ')] as [string, string]);
+    const injected = fc.dictionary(fc.constantFrom('authorization', 'x-api-key', 'x-custom'), fc.stringMatching(/^[A-Za-z0-9 ]{1,10}$/), { minKeys: 1 });
+    fc.assert(
+      fc.property(fc.array(fc.oneof(header, connection), { maxLength: 16 }), injected, (pairs, inj) => {
+        const out = buildUpstreamHeaders(pairs.flat(), { hostHeader: 'u:1', injected: inj });
+        const names = byName(out);
+        for (const forbidden of NEVER_FORWARDED) {
+          if (!(forbidden in inj)) expect(names.has(forbidden)).toBe(false);
+        }
+        expect([...names.keys()].some((n) => n.startsWith('x-forwarded-') || n.startsWith('proxy-'))).toBe(false);
+        for (const [n, v] of Object.entries(inj)) expect(names.get(n)).toEqual([v]);
+        expect(names.get('host')).toEqual(['u:1']);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+});
+
+describe('filterResponseHeaders', () => {
+  it('drops hop-by-hop, what Connection names, challenges, cookies and CORS; keeps the rest', () => {
+    const out = filterResponseHeaders({
+      'content-type': 'text/event-stream',
+      'mcp-session-id': 's1',
+      'content-length': '10',
+      connection: 'keep-alive, x-internal',
+      'keep-alive': 'timeout=5',
+      'transfer-encoding': 'chunked',
+      'proxy-authenticate': 'Basic',
+      'www-authenticate': 'Bearer resource_metadata="https://upstream-as/"',
+      'set-cookie': ['a=1', 'b=2'],
+      'x-internal': 'secret',
+      'access-control-allow-origin': '*',
+      'x-kept': ['1', '2'],
+      'x-undefined': undefined,
+    });
+    expect({ ...out }).toEqual({
+      'content-type': 'text/event-stream',
+      'mcp-session-id': 's1',
+      'content-length': '10',
+      'x-kept': ['1', '2'],
+    });
+  });
+
+  it('property: no hop-by-hop header survives', () => {
+    const name = fc.constantFrom(...HOP_BY_HOP, 'x-a', 'x-b', 'content-type', 'www-authenticate');
+    fc.assert(
+      fc.property(fc.dictionary(name, fc.string({ maxLength: 5 })), fc.array(name, { maxLength: 3 }), (headers, named) => {
+        const out = filterResponseHeaders({ ...headers, connection: named.join(',') });
+        for (const n of [...HOP_BY_HOP, ...named, 'www-authenticate']) expect(n in out).toBe(false);
+      }),
+    );
+  });
+});
