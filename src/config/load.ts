@@ -82,10 +82,18 @@ async function yamlFilesUnder(dir: string, prefix = ''): Promise<string[]> {
     // Symlinks to files are followed (that is how ConfigMaps appear); symlinks
     // to directories are not, so a link loop cannot hang the loader.
     const isFile = entry.isFile() || (entry.isSymbolicLink() && (await stat(join(dir, rel)).then((s) => s.isFile(), () => false)));
-    if (entry.isDirectory()) found.push(...(await yamlFilesUnder(dir, rel)));
-    else if (isFile && /\.ya?ml$/.test(entry.name)) found.push(rel);
+    if (entry.isDirectory()) {
+      // A subdirectory with a gateway.yaml of its own is another configuration
+      // (policies/examples/*), not more routes of this one.
+      if (!(await holdsGatewayFile(join(dir, rel)))) found.push(...(await yamlFilesUnder(dir, rel)));
+    } else if (isFile && /\.ya?ml$/.test(entry.name)) found.push(rel);
   }
   return found;
+}
+
+async function holdsGatewayFile(dir: string): Promise<boolean> {
+  const names = await readdir(dir);
+  return names.some((name) => GATEWAY_FILES.includes(name));
 }
 
 async function readYaml(file: string): Promise<YamlFile> {

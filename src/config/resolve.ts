@@ -8,7 +8,8 @@ import { readSecret } from './secrets.js';
 import { canonicalUrl, isLoopbackUrl, isPlainHttpRemote, resourceMetadataUrl } from './urls.js';
 import type { ConfigPath, Locate } from './yaml-file.js';
 import type { GatewayFile, RouteFile, SecretRefValue } from './schema.js';
-import type { AuthorizationServerConfig, GatewayConfig, RouteConfig, RuleConfig, StoreConfig, TokenConfig, UpstreamAuthConfig } from './types.js';
+import type { AuthorizationServerConfig, GatewayConfig, RouteConfig, RuleConfig, StaticClientConfig, StoreConfig, TokenConfig, UpstreamAuthConfig } from './types.js';
+import { checkRedirectUri } from '../authorization-server/redirect-uri.js';
 
 export interface Located<T> {
   file: string;
@@ -80,6 +81,7 @@ class Resolver {
       auditSink: g.audit.sink,
       logLevel: g.log_level,
       shutdownGraceMs: parseDuration(g.shutdown_grace),
+      drainDelayMs: parseDuration(g.drain_delay),
       headerTimeoutMs: parseDuration(g.limits.header_timeout),
       requestTimeoutMs: parseDuration(g.limits.request_timeout),
       keepAliveTimeoutMs: parseDuration(g.limits.keep_alive_timeout),
@@ -116,14 +118,39 @@ class Resolver {
       dynamicRegistration: a.registration.dynamic,
       clientIdMetadataDocuments: a.registration.client_id_metadata_documents,
       login,
+      clients: await this.staticClients(a, at),
     };
+  }
+
+  private async staticClients(a: AsFile, at: Locate): Promise<StaticClientConfig[]> {
+    const clients: StaticClientConfig[] = [];
+    const ids = new Set<string>();
+    for (const [i, c] of a.clients.entries()) {
+      const here = ['authorization_server', 'clients', i];
+      if (ids.has(c.client_id)) this.issue(at, [...here, 'client_id'], `client_id ${c.client_id} is listed twice`);
+      ids.add(c.client_id);
+      for (const [j, uri] of c.redirect_uris.entries()) {
+        const verdict = checkRedirectUri(uri, { nativeSchemes: true });
+        if (!verdict.ok) this.issue(at, [...here, 'redirect_uris', j], verdict.reason);
+      }
+      clients.push({
+        clientId: c.client_id,
+        clientSecret: c.client_secret && (await this.secret(at, [...here, 'client_secret'], c.client_secret)),
+        clientName: c.client_name,
+        redirectUris: c.redirect_uris,
+        grantTypes: [...new Set(c.grant_types)],
+        scopes: c.scopes,
+      });
+    }
+    return clients;
   }
 
   private async route(source: Located<RouteFile>, publicUrl: string, builtinIssuer: string | undefined): Promise<RouteConfig> {
     const { value: f, at } = source;
     // A route at / is the public URL itself, never `<public_url>/`.
     const resource = canonicalUrl(f.resource ?? publicUrl + (f.path === '/' ? '' : f.path));
-    if (f.path.startsWith('/.well-known/') || f.path === '/.well-known' || RESERVED_PATHS.has(f.path)) {
+    // `/authorize/…`: the built-in AS's consent and login pages.
+    if (f.path.startsWith('/.well-known/') || f.path === '/.well-known' || f.path.startsWith('/authorize/') || RESERVED_PATHS.has(f.path)) {
       this.issue(at, ['path'], `${f.path} is reserved for the gateway's own endpoints`);
     }
     if (new URL(resource).search) this.issue(at, ['resource'], 'a resource URI has no query');
@@ -145,8 +172,9 @@ class Resolver {
       scopesSupported: f.scopes_supported,
       requiredScopes: f.required_scopes,
       rules: f.rules.map(
-        (r): RuleConfig => ({
+        (r, i): RuleConfig => ({
           match: r.match,
+          source: ruleSource(at(['rules', i], '')),
           ...(r.require_scopes && { requireScopes: r.require_scopes }),
           ...(r.deny && { deny: r.deny }),
           ...(r.allow_clients && { allowClients: r.allow_clients }),
@@ -234,6 +262,9 @@ class Resolver {
     this.issues.push(at(path, message));
   }
 }
+
+/** `file:line` of a rule (the issue is only a position here). */
+const ruleSource = ({ file, line }: ConfigIssue) => `${file}:${line}`;
 
 function storeConfig(s: GatewayFile['store']): StoreConfig {
   return s.kind === 'memory'

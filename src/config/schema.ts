@@ -160,6 +160,19 @@ export const LoginSchema = z.discriminatedUnion('kind', [
   }),
 ]).meta({ id: 'Login', description: 'Where users prove who they are' });
 
+export const StaticClientSchema = z
+  .strictObject({
+    client_id: z.string().regex(/^[\x21-\x7E]{1,255}$/, 'a client_id is 1 to 255 printable ASCII characters without spaces'),
+    client_secret: SecretRef.optional().describe('confidential clients: authenticate with client_secret_basic or client_secret_post'),
+    client_name: z.string().min(1).max(200).optional().describe('shown on the consent page'),
+    redirect_uris: z.array(z.string().min(1)).max(20).default([]).describe('exact strings; http only on loopback hosts'),
+    grant_types: z.array(z.enum(['authorization_code', 'refresh_token', 'client_credentials'])).min(1).default(['authorization_code', 'refresh_token']),
+    scopes: z.array(Scope).optional().describe('the scopes this client may be granted (default: any scope of the requested resource)'),
+  })
+  .refine((c) => !c.grant_types.includes('client_credentials') || c.client_secret, 'client_credentials needs a client_secret')
+  .refine((c) => !c.grant_types.includes('authorization_code') || c.redirect_uris.length > 0, 'authorization_code needs at least one redirect_uri')
+  .meta({ id: 'StaticClient', description: 'A client registered in configuration' });
+
 export const AuthorizationServerSchema = z.strictObject({
   enabled: z.boolean().default(true),
   issuer: HttpUrl.optional().describe('default: public_url'),
@@ -174,6 +187,7 @@ export const AuthorizationServerSchema = z.strictObject({
     })
     .default({ dynamic: true, client_id_metadata_documents: true }),
   login: LoginSchema.default({ kind: 'dev' }),
+  clients: z.array(StaticClientSchema).default([]).describe('pre-registered clients'),
 }).meta({ id: 'AuthorizationServer', description: 'The gateway as its own OAuth authorization server' });
 
 export const GatewaySchema = z.strictObject({
@@ -192,6 +206,10 @@ export const GatewaySchema = z.strictObject({
   audit: z.strictObject({ sink: z.enum(['stdout', 'stderr', 'none']).default('stdout') }).default({ sink: 'stdout' }),
   log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   shutdown_grace: Duration.default('25s'),
+  drain_delay: z
+    .union([z.literal('0s'), Duration])
+    .default('5s')
+    .describe('after SIGTERM, how long new connections are still served while load balancers stop routing here (Kubernetes endpoints take a few seconds); readiness is 503 throughout'),
   limits: z
     .strictObject({
       header_timeout: Duration.default('10s'),

@@ -34,6 +34,8 @@ export interface RuleConfig {
   deny?: true;
   allowClients?: string[];
   allowSubjects?: string[];
+  /** `file:line` of the rule, for `explain` and the audit log. */
+  source?: string;
 }
 
 export type UpstreamAuthConfig =
@@ -83,6 +85,19 @@ export interface AuthorizationServerConfig {
   dynamicRegistration: boolean;
   clientIdMetadataDocuments: boolean;
   login: LoginConfig;
+  /** Pre-registered clients (`authorization_server.clients`). */
+  clients?: StaticClientConfig[];
+}
+
+export interface StaticClientConfig {
+  clientId: string;
+  /** Resolved secret; undefined: a public client. */
+  clientSecret?: string;
+  clientName?: string;
+  redirectUris: string[];
+  grantTypes: Array<'authorization_code' | 'refresh_token' | 'client_credentials'>;
+  /** The scopes the client may be granted; undefined: any scope of the resource. */
+  scopes?: string[];
 }
 
 export interface GatewayConfig {
@@ -97,6 +112,8 @@ export interface GatewayConfig {
   auditSink: 'stdout' | 'stderr' | 'none';
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   shutdownGraceMs: number;
+  /** After SIGTERM: keep accepting connections this long (load balancers catching up), then stop listening. */
+  drainDelayMs: number;
   headerTimeoutMs: number;
   requestTimeoutMs: number;
   keepAliveTimeoutMs: number;

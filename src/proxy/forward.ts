@@ -37,7 +37,20 @@ export interface ForwardContext {
   body: Buffer;
   /** The upstream credential headers (lower-case names). */
   injected: Readonly<Record<string, string>>;
+  /** Rewrites a 2xx response body on its way back (tools/list filtering). */
+  transform?: ResponseTransform;
 }
+
+/** A rewrite of one response body, chunk by chunk. Throwing cuts the response (fail closed). */
+export interface BodyTransform {
+  /** The bytes to send now for this upstream chunk (empty: held back for now). */
+  push(chunk: Buffer): Buffer;
+  /** Whatever is still held back, once the upstream body is complete. */
+  end(): Buffer;
+}
+
+/** Picks the body transform for a 2xx response from its headers, or none. */
+export type ResponseTransform = (headers: Readonly<Record<string, string | string[] | undefined>>) => BodyTransform | undefined;
 
 export interface Forwarder {
   /** Answers `res` in every case (upstream response or JSON error); never rejects. Resolves when the response is over. */
@@ -51,6 +64,9 @@ const METHODS = new Set<string>(['GET', 'POST', 'DELETE']);
 const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH']);
 const TIMEOUT = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'ETIMEDOUT']);
 const SHUT_DOWN = new Set(['UND_ERR_CLOSED', 'UND_ERR_DESTROYED']);
+
+// A body transform refused the upstream's answer: the response is cut, never passed unfiltered.
+class TransformFailed extends Error {}
 
 // Reasons the gateway itself cancels an exchange; they are not upstream failures.
 class Cancelled extends Error {
@@ -109,6 +125,7 @@ export function createForwarder(route: RouteConfig, deps: ForwarderDeps): Forwar
     stream = false;
     finished = false;
     timer: NodeJS.Timeout | undefined;
+    body: BodyTransform | undefined;
 
     constructor(
       readonly method: Method,
@@ -116,6 +133,7 @@ export function createForwarder(route: RouteConfig, deps: ForwarderDeps): Forwar
       readonly auth: AuthContext,
       readonly sessionId: string | undefined,
       readonly done: () => void,
+      readonly transform?: ResponseTransform,
     ) {
       // The client went away, or the response was ended from outside (drain).
       res.once('close', () => this.cancel('client'));
@@ -174,6 +192,11 @@ export function createForwarder(route: RouteConfig, deps: ForwarderDeps): Forwar
       // Ended from outside meanwhile (shutdown drain): nothing more to write.
       if (res.writableEnded) return this.cancel('client');
       const out = filterResponseHeaders(headers);
+      if (this.transform && statusCode >= 200 && statusCode < 300) {
+        this.body = this.transform(headers);
+        // The rewritten body has another length: sent chunked instead.
+        if (this.body) delete out['content-length'];
+      }
       const stream = isEventStream(headers['content-type']);
       if (stream) {
         // Tell buffering proxies in front of us to pass events through at once.
@@ -196,6 +219,14 @@ export function createForwarder(route: RouteConfig, deps: ForwarderDeps): Forwar
       const res = this.res;
       if (res.writableEnded) return this.cancel('client');
       this.timer?.refresh();
+      if (this.body) {
+        try {
+          chunk = this.body.push(chunk);
+        } catch (err) {
+          return controller.abort(new TransformFailed((err as Error).message));
+        }
+        if (chunk.length === 0) return;
+      }
       // Backpressure: a slow client pauses the upstream read, not our memory.
       if (!res.write(chunk)) {
         controller.pause();
@@ -206,7 +237,16 @@ export function createForwarder(route: RouteConfig, deps: ForwarderDeps): Forwar
       }
     }
 
-    onResponseEnd(): void {
+    onResponseEnd(controller: Dispatcher.DispatchController): void {
+      if (this.body && !this.res.writableEnded) {
+        let tail: Buffer;
+        try {
+          tail = this.body.end();
+        } catch (err) {
+          return this.onResponseError(controller, new TransformFailed((err as Error).message));
+        }
+        if (tail.length > 0) this.res.write(tail);
+      }
       this.finish();
       if (!this.res.writableEnded) this.res.end();
     }
@@ -217,6 +257,12 @@ export function createForwarder(route: RouteConfig, deps: ForwarderDeps): Forwar
       this.finish();
       if (!first || res.destroyed) return;
       if (err instanceof Cancelled && err.why === 'client') return;
+      if (err instanceof TransformFailed) {
+        logger?.warn({ route: routeName, reason: err.message }, 'upstream response refused by the response filter');
+        if (this.headSent) res.destroy();
+        else writeError(res, new GatewayError(502, 'bad_gateway', 'Upstream response could not be filtered'));
+        return;
+      }
       if (err instanceof Cancelled && err.why === 'idle') {
         metrics?.upstreamError('timeout');
         logger?.warn({ route: routeName, kind: 'timeout' }, 'upstream body stalled');
@@ -273,12 +319,14 @@ export function createForwarder(route: RouteConfig, deps: ForwarderDeps): Forwar
       }
     }
     return new Promise<void>((resolve) => {
-      const exchange = new Exchange(method as Method, res, ctx.auth, sessionId, resolve);
+      const exchange = new Exchange(method as Method, res, ctx.auth, sessionId, resolve, ctx.transform);
+      // A body to rewrite must arrive readable: no content coding.
+      const injected = ctx.transform ? { ...ctx.injected, 'accept-encoding': 'identity' } : ctx.injected;
       pool.dispatch(
         {
           path: upstreamPath,
           method: method as Method,
-          headers: buildUpstreamHeaders(req.rawHeaders, { hostHeader: target.host, injected: ctx.injected }),
+          headers: buildUpstreamHeaders(req.rawHeaders, { hostHeader: target.host, injected }),
           body: ctx.body.length > 0 || method === 'POST' ? ctx.body : null,
         },
         exchange,

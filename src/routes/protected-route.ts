@@ -1,5 +1,6 @@
 // One protected route: origin check, bearer authentication, bounded body,
-// credential swap, then the proxy. Every rejection goes through writeError.
+// policy, credential swap, then the proxy. Every rejection goes through
+// writeError (a 2026-07-28 header mismatch: its JSON-RPC error body).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RouteConfig } from '../config/types.js';
 import { GatewayError, invalidRequest } from '../errors/gateway-error.js';
@@ -15,6 +16,8 @@ import type { UpstreamCredential } from '../upstream-auth/upstream-credential.js
 import type { Metrics, Decision } from '../observability/metrics.js';
 import type { Logger } from '../observability/logger.js';
 import { writeError } from '../errors/write-error.js';
+import type { PolicyStep } from '../policy/policy-step.js';
+import { HeaderMismatchError, writeHeaderMismatch } from '../policy/mcp-headers.js';
 
 const EMPTY_BODY = Buffer.alloc(0);
 const FORWARDED_METHODS = new Set(['GET', 'POST', 'DELETE']);
@@ -27,6 +30,8 @@ export interface ProtectedRouteDeps {
   logger: Logger;
   /** The gateway's own origin (from public_url): same-origin requests always pass. */
   selfOrigin: string;
+  /** Per-method and per-tool rules; without it, the route's required scopes only. */
+  policy?: PolicyStep;
 }
 
 export type ProtectedRouteHandler = (req: IncomingMessage, res: ServerResponse, search: string) => Promise<void>;
@@ -65,12 +70,18 @@ export function createProtectedRoute(route: RouteConfig, deps: ProtectedRouteDep
       if (body.length > 0 && hasBodyAccessToken(req.headers['content-type'], body)) {
         throw invalidRequest('Access tokens are accepted only in the Authorization header');
       }
+      const { transform } = deps.policy?.check(req, body, auth) ?? {};
       const injected = await deps.credential.headersFor(auth);
       const cors = corsResponseHeaders(origin, route.allowedOrigins);
       if (cors) for (const [name, value] of Object.entries(cors)) res.setHeader(name, value);
-      await deps.forwarder.forward(req, res, { auth, body, injected });
+      await deps.forwarder.forward(req, res, { auth, body, injected, transform });
       finish(res.statusCode, 'allow', started);
     } catch (thrown) {
+      if (thrown instanceof HeaderMismatchError) {
+        writeHeaderMismatch(res, thrown);
+        finish(thrown.status, 'deny', started);
+        return;
+      }
       const err = toGatewayError(thrown);
       if (err.status >= 500) deps.logger.warn({ route: routeLabel, err: err.cause ?? err, status: err.status }, err.description);
       else deps.logger.debug({ route: routeLabel, status: err.status, code: err.code }, err.description);

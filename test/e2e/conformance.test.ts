@@ -60,21 +60,7 @@ const JUSTIFIED: ExpectedDifference[] = [
 ];
 
 /** Gateway bugs the suite found; each entry fails the test once the bug is fixed, so it gets removed. */
-const KNOWN_GATEWAY_BUGS: ExpectedDifference[] = [
-  {
-    scenario: 'tasks-dispatch-and-envelope',
-    direct:
-      'sep-2663-tasks-get-invalid-task-id-32602: FAILURE — expected -32602; got -32000 (if the server is otherwise compliant, ' +
-      'verify it does not validate other dimensions — routing headers, _meta, params shape — before method dispatch)',
-    gateway:
-      'sep-2663-tasks-get-invalid-task-id-32602: FAILURE — expected -32602; got -32020 (if the server is otherwise compliant, ' +
-      'verify it does not validate other dimensions — routing headers, _meta, params shape — before method dispatch)',
-    why:
-      'src/policy/mcp-headers.ts checkMcpHeaders refuses any Mcp-Name on a method it has no name for (only tools/call, ' +
-      'resources/read, prompts/get), but the tasks extension (SEP-2663) sends Mcp-Name = params.taskId on tasks/get, ' +
-      'tasks/update and tasks/cancel: the request never reaches the upstream',
-  },
-];
+const KNOWN_GATEWAY_BUGS: ExpectedDifference[] = [];
 
 const WIRES = [
   { name: 'each scenario at its own revision', specVersion: undefined, expected: [...JUSTIFIED, ...KNOWN_GATEWAY_BUGS], methods: ['DELETE', 'GET', 'POST'] },

@@ -1,0 +1,117 @@
+// The policy decision, pure: which rule applies to each JSON-RPC message of a
+// request and whether the caller may do it. First matching rule wins; no
+// match means the route's required scopes only. A batch is allowed only when
+// every message in it is.
+import { operationOf, type JsonRpcMessage, type Operation } from './json-rpc.js';
+import type { CompiledRule, RoutePolicy } from './route-policy.js';
+
+export interface PolicyCaller {
+  subject: string;
+  clientId: string;
+  scopes: readonly string[];
+}
+
+/**
+ * Why: allowed by the route's scopes alone (`route`), by a matching rule
+ * (`rule`), or because the message is a response (`response`); refused for
+ * lack of scope (`scope`), by a `deny` rule (`deny`), or because the client or
+ * subject is not listed (`client`, `subject`).
+ */
+export type DecisionReason = 'route' | 'rule' | 'response' | 'scope' | 'deny' | 'client' | 'subject';
+
+export interface RuleRef {
+  index: number;
+  /** `file:line` of the rule. */
+  source?: string;
+  description: string;
+}
+
+export interface MessageDecision {
+  allow: boolean;
+  reason: DecisionReason;
+  /** Undefined for a response (nothing asked of the server). */
+  operation?: Operation;
+  rule?: RuleRef;
+  /** Every scope this operation needs: the route's plus the matching rule's. */
+  requiredScopes: string[];
+}
+
+export interface Decision extends MessageDecision {
+  /** 403 when refused. */
+  status?: 403;
+  /** One decision per message, in order (a single message: one). */
+  messages: MessageDecision[];
+}
+
+/** Decides a whole request: `messages` is the body (one message, or a batch). */
+export function evaluate(policy: RoutePolicy, request: { messages: readonly JsonRpcMessage[] }, caller: PolicyCaller): Decision {
+  const granted = new Set(caller.scopes);
+  const messages = request.messages.map((message) => {
+    const operation = operationOf(message);
+    return operation ? decide(policy, operation, caller, granted) : responseDecision(policy);
+  });
+  return combine(policy, messages);
+}
+
+/** Decides one operation (`tools/list` filtering asks this for each tool; `explain` for its arguments). */
+export function evaluateOperation(policy: RoutePolicy, operation: Operation, caller: PolicyCaller): Decision {
+  const single = decide(policy, operation, caller, new Set(caller.scopes));
+  return combine(policy, [single]);
+}
+
+/** The first rule that matches the operation, if any. */
+export function matchingRule(policy: RoutePolicy, operation: Operation): CompiledRule | undefined {
+  return policy.rules.find((rule) => matches(rule, operation));
+}
+
+function matches(rule: CompiledRule, { method, name }: Operation): boolean {
+  if (rule.method && !rule.method.test(method)) return false;
+  // A name pattern applies only to the method that carries that kind of name.
+  if (rule.tool && (method !== 'tools/call' || name === undefined || !rule.tool.test(name))) return false;
+  if (rule.uri && (method !== 'resources/read' || name === undefined || !rule.uri.test(name))) return false;
+  if (rule.prompt && (method !== 'prompts/get' || name === undefined || !rule.prompt.test(name))) return false;
+  return true;
+}
+
+function decide(policy: RoutePolicy, operation: Operation, caller: PolicyCaller, granted: ReadonlySet<string>): MessageDecision {
+  const rule = matchingRule(policy, operation);
+  const requiredScopes = union(policy.requiredScopes, rule?.requireScopes ?? []);
+  const base = { operation, requiredScopes, ...(rule && { rule: refOf(rule) }) };
+  if (rule?.deny) return { ...base, allow: false, reason: 'deny' };
+  // No scope would help a client or subject that is not listed: checked first.
+  if (rule?.allowClients && !rule.allowClients.has(caller.clientId)) return { ...base, allow: false, reason: 'client' };
+  if (rule?.allowSubjects && !rule.allowSubjects.has(caller.subject)) return { ...base, allow: false, reason: 'subject' };
+  if (!requiredScopes.every((scope) => granted.has(scope))) return { ...base, allow: false, reason: 'scope' };
+  return { ...base, allow: true, reason: rule ? 'rule' : 'route' };
+}
+
+function responseDecision(policy: RoutePolicy): MessageDecision {
+  return { allow: true, reason: 'response', requiredScopes: [...policy.requiredScopes] };
+}
+
+/**
+ * A batch is refused when any message is. A refusal no scope can lift
+ * (deny, client, subject) wins over a missing scope; a missing scope asks for
+ * every scope the batch needs, so one step-up covers all of it.
+ */
+function combine(policy: RoutePolicy, messages: MessageDecision[]): Decision {
+  const refused = messages.filter((m) => !m.allow);
+  if (refused.length === 0) {
+    const first = messages.find((m) => m.reason !== 'response') ?? messages[0] ?? responseDecision(policy);
+    return { ...first, messages };
+  }
+  const final = refused.find((m) => m.reason !== 'scope');
+  if (final) return { ...final, status: 403, messages };
+  const requiredScopes = union(...messages.map((m) => m.requiredScopes));
+  return { ...refused[0]!, requiredScopes, status: 403, messages };
+}
+
+const refOf = (rule: CompiledRule): RuleRef => ({
+  index: rule.index,
+  ...(rule.source !== undefined && { source: rule.source }),
+  description: rule.description,
+});
+
+function union(...lists: (readonly string[])[]): string[] {
+  return [...new Set(lists.flat())];
+}

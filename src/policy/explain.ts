@@ -1,0 +1,130 @@
+// `mcp-auth-gateway explain`: what the gateway would decide for one
+// operation, and which rule (file:line) decides it — the same evaluate() the
+// running gateway uses, on the same loaded configuration.
+import { ConfigError } from '../config/config-error.js';
+import { loadConfig } from '../config/load.js';
+import { evaluateOperation, type Decision } from './evaluate.js';
+import { NAME_KIND, NAME_MEMBER, type Operation } from './json-rpc.js';
+import { compilePolicy } from './route-policy.js';
+
+/** parseArgs options of the explain command. */
+export const EXPLAIN_OPTIONS = {
+  route: { type: 'string' },
+  method: { type: 'string' },
+  tool: { type: 'string' },
+  uri: { type: 'string' },
+  prompt: { type: 'string' },
+  scopes: { type: 'string' },
+  client: { type: 'string' },
+  subject: { type: 'string' },
+  json: { type: 'boolean' },
+} as const;
+
+export interface ExplainArgs {
+  route?: string;
+  method?: string;
+  tool?: string;
+  uri?: string;
+  prompt?: string;
+  /** Comma- or space-separated. */
+  scopes?: string;
+  client?: string;
+  subject?: string;
+  json?: boolean;
+}
+
+export const EXPLAIN_USAGE =
+  'mcp-auth-gateway explain --config <dir> --route <path> --method <m> [--tool t | --uri u | --prompt p] [--scopes a,b] [--client id] [--subject sub] [--json]';
+
+export interface ExplainOutput {
+  log(line: string): void;
+  error(line: string): void;
+}
+
+class UsageError extends Error {}
+
+/** Exit code: 0 decided (allow or deny), 1 invalid configuration, 2 usage. */
+export async function explainCommand(source: string, args: ExplainArgs, out: ExplainOutput = console): Promise<number> {
+  let operation: Operation;
+  try {
+    operation = operationFrom(args);
+    if (!args.route) throw new UsageError('--route is required');
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    out.error(`${err.message}\nusage: ${EXPLAIN_USAGE}`);
+    return 2;
+  }
+
+  let config;
+  try {
+    config = await loadConfig(source);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    out.error(err.message);
+    return 1;
+  }
+  const route = config.routes.find((r) => r.path === args.route);
+  if (!route) {
+    out.error(`no route ${args.route}; the routes are: ${config.routes.map((r) => r.path).join(', ') || '(none)'}`);
+    return 2;
+  }
+
+  const scopes = (args.scopes ?? '').split(/[\s,]+/).filter(Boolean);
+  const caller = { subject: args.subject ?? '', clientId: args.client ?? '', scopes };
+  const decision = evaluateOperation(compilePolicy(route), operation, caller);
+  const missing = decision.requiredScopes.filter((s) => !scopes.includes(s));
+
+  if (args.json) {
+    out.log(
+      JSON.stringify({
+        decision: decision.allow ? 'allow' : 'deny',
+        reason: decision.reason,
+        route: route.path,
+        method: operation.method,
+        ...(operation.name !== undefined && { name: operation.name }),
+        rule: decision.rule ?? null,
+        required_scopes: decision.requiredScopes,
+        missing_scopes: decision.reason === 'scope' ? missing : [],
+      }),
+    );
+    return 0;
+  }
+  for (const line of describe(decision, operation, route.path, route.file, missing)) out.log(line);
+  return 0;
+}
+
+function operationFrom(args: ExplainArgs): Operation {
+  const named = (['tool', 'uri', 'prompt'] as const).filter((kind) => args[kind] !== undefined);
+  if (named.length > 1) throw new UsageError('give at most one of --tool, --uri, --prompt');
+  const kind = named[0];
+  // --tool alone means tools/call, --uri resources/read, --prompt prompts/get.
+  const method = args.method ?? Object.keys(NAME_KIND).find((m) => NAME_KIND[m] === kind);
+  if (!method) throw new UsageError('--method is required');
+  const expected = NAME_KIND[method];
+  if (kind !== expected) {
+    throw new UsageError(expected ? `${method} needs --${expected} (its params.${NAME_MEMBER[method]})` : `${method} carries no name: --${kind} does not apply`);
+  }
+  return kind ? { method, name: args[kind] } : { method };
+}
+
+const REASONS: Record<Decision['reason'], string> = {
+  route: 'no rule matches: the route’s required_scopes apply',
+  rule: 'the rule allows it',
+  response: 'a response to the server: always passed',
+  scope: 'insufficient_scope: the token lacks',
+  deny: 'denied by policy: no scope allows it',
+  client: 'denied by policy: the client is not in allow_clients',
+  subject: 'denied by policy: the subject is not in allow_subjects',
+};
+
+function describe(decision: Decision, operation: Operation, routePath: string, routeFile: string, missing: string[]): string[] {
+  const what = operation.name === undefined ? operation.method : `${operation.method} ${operation.name}`;
+  const rule = decision.rule;
+  const because = decision.reason === 'scope' ? `${REASONS.scope} ${missing.join(' ')}` : REASONS[decision.reason];
+  return [
+    `decision  ${decision.allow ? 'allow' : 'deny'}  (${what} on ${routePath})`,
+    `rule      ${rule ? `${rule.source ?? routeFile} rules[${rule.index}]: ${rule.description}` : `none (${routeFile}: required_scopes)`}`,
+    `why       ${because}`,
+    `needs     ${decision.reason === 'deny' || decision.reason === 'client' || decision.reason === 'subject' ? '(no scope allows it)' : decision.requiredScopes.join(' ') || '(no scope)'}`,
+  ];
+}

@@ -1,0 +1,121 @@
+// The policy step of a protected route, between reading the body and the
+// credential swap: parse the JSON-RPC body once, hold the 2026-07-28 routing
+// headers to it, decide, write the audit line, and — when the route filters
+// `tools/list` — hand the proxy the response transform for this request.
+import type { IncomingHttpHeaders } from 'node:http';
+import type { AuthContext } from '../auth/principal.js';
+import type { RouteConfig } from '../config/types.js';
+import { GatewayError, insufficientScope } from '../errors/gateway-error.js';
+import type { Audit } from '../observability/audit.js';
+import type { ResponseTransform } from '../proxy/forward.js';
+import { evaluate, evaluateOperation, type Decision, type MessageDecision } from './evaluate.js';
+import { idKey, idOf, parseJsonRpcBody, type ParsedRequest } from './json-rpc.js';
+import { HeaderMismatchError, checkMcpHeaders } from './mcp-headers.js';
+import { compilePolicy, type RoutePolicy } from './route-policy.js';
+import { toolsListFilter, type ToolsListAnswers } from './tools-list-filter.js';
+
+/** Upper bound of a tools/list answer (JSON body, or one event) held in memory to filter it. */
+const MAX_FILTERED_BYTES = 16 * 1024 * 1024;
+
+export const DENIED_BY_POLICY = 'denied by policy';
+
+export interface PolicyRequest {
+  method?: string;
+  headers: IncomingHttpHeaders;
+}
+
+export interface PolicyOutcome {
+  /** Set when the answer must be filtered (tools/list). */
+  transform?: ResponseTransform;
+}
+
+export interface PolicyStep {
+  readonly policy: RoutePolicy;
+  /**
+   * Throws a GatewayError (400 not JSON-RPC, 403 refused) or a
+   * HeaderMismatchError (400, -32020); nothing is forwarded then.
+   */
+  check(req: PolicyRequest, body: Buffer, auth: AuthContext): PolicyOutcome;
+}
+
+export interface PolicyStepDeps {
+  audit: Audit;
+}
+
+export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): PolicyStep {
+  const policy = compilePolicy(route);
+  const { audit } = deps;
+
+  function record(auth: AuthContext, messages: MessageDecision[], batchDenied: boolean): void {
+    for (const m of messages) {
+      // The client's answers to server requests ask nothing of the server: no decision to record.
+      if (m.reason === 'response') continue;
+      // In a refused batch nothing is forwarded: a message allowed on its own is refused with it.
+      const allow = m.allow && !batchDenied;
+      audit.record({
+        event: 'decision',
+        route: route.path,
+        sub: auth.subject,
+        client_id: auth.clientId,
+        ...(m.operation && { method: m.operation.method }),
+        ...(m.operation?.name !== undefined && { name: m.operation.name }),
+        decision: allow ? 'allow' : 'deny',
+        reason: m.allow && batchDenied ? 'batch' : m.reason,
+        rule: m.rule ? (m.rule.source ?? `${route.file}: rules[${m.rule.index}]`) : 'route',
+        ...(!allow && { status: 403 }),
+      });
+    }
+  }
+
+  function recordRejected(auth: AuthContext, reason: string, status: number): void {
+    audit.record({ event: 'decision', route: route.path, sub: auth.subject, client_id: auth.clientId, decision: 'deny', reason, status });
+  }
+
+  const mayCall = (auth: AuthContext) => (tool: string) => evaluateOperation(policy, { method: 'tools/call', name: tool }, auth).allow;
+
+  function filterFor(answers: ToolsListAnswers, auth: AuthContext): ResponseTransform {
+    return toolsListFilter({ answers, mayCall: mayCall(auth), maxBytes: MAX_FILTERED_BYTES });
+  }
+
+  return {
+    policy,
+    check(req, body, auth) {
+      if (req.method !== 'POST') {
+        // A GET stream carries no request of the client's, but a resumed POST
+        // stream may deliver a tools/list answer on it.
+        return req.method === 'GET' && route.filterToolsList ? { transform: filterFor({ any: true }, auth) } : {};
+      }
+      let request: ParsedRequest;
+      try {
+        request = parseJsonRpcBody(body);
+        checkMcpHeaders(req.headers, request);
+      } catch (err) {
+        recordRejected(auth, err instanceof HeaderMismatchError ? 'header_mismatch' : 'malformed', 400);
+        throw err;
+      }
+      const decision = evaluate(policy, request, auth);
+      record(auth, decision.messages, !decision.allow);
+      if (!decision.allow) throw refusal(decision);
+      if (!route.filterToolsList) return {};
+      const ids = toolsListIds(request);
+      return ids.size > 0 ? { transform: filterFor({ ids }, auth) } : {};
+    },
+  };
+}
+
+/** 403 insufficient_scope: with the scopes that would allow it, or without any when none would. */
+function refusal(decision: Decision): GatewayError {
+  if (decision.reason === 'scope') {
+    return insufficientScope('The token does not grant the scopes this operation requires', decision.requiredScopes);
+  }
+  return insufficientScope(DENIED_BY_POLICY);
+}
+
+function toolsListIds(request: ParsedRequest): Set<string> {
+  const ids = new Set<string>();
+  for (const message of request.messages) {
+    const id = idOf(message);
+    if (message.method === 'tools/list' && id !== undefined) ids.add(idKey(id));
+  }
+  return ids;
+}

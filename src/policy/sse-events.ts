@@ -1,0 +1,106 @@
+// Splits a text/event-stream byte stream into whole events as it arrives, so
+// one event can be rewritten while every other event passes through as soon
+// as its terminating blank line is in. Only the bytes of the event not yet
+// complete are held back; boundaries are found on bytes (CR and LF never
+// occur inside a UTF-8 sequence), and events are handed on byte for byte.
+const CR = 0x0d;
+const LF = 0x0a;
+
+export class EventTooLargeError extends Error {
+  override readonly name = 'EventTooLargeError';
+}
+
+export class SseEventSplitter {
+  private pending: Buffer = Buffer.alloc(0);
+  /** Where scanning resumes in `pending`. */
+  private scanned = 0;
+  /** Length of the line being scanned (0: at a line start). */
+  private lineLength = 0;
+  /** The last byte scanned was a CR: an LF right after it belongs to that line end. */
+  private afterCR = false;
+
+  constructor(private readonly maxEventBytes: number) {}
+
+  /** Feeds a chunk; returns the events it completes (raw bytes, each with its blank line). */
+  push(chunk: Buffer): Buffer[] {
+    const buf = this.pending.length === 0 ? chunk : Buffer.concat([this.pending, chunk]);
+    const events: Buffer[] = [];
+    let start = 0;
+    for (let i = this.scanned; i < buf.length; i++) {
+      const byte = buf[i]!;
+      if (byte === LF && this.afterCR) {
+        this.afterCR = false;
+        // The LF of a CRLF that ended an event: it travels with the next one
+        // (a stray line end that no parser turns into an event) unless the
+        // event is still here to take it.
+        continue;
+      }
+      this.afterCR = byte === CR;
+      if (byte !== CR && byte !== LF) {
+        this.lineLength++;
+        continue;
+      }
+      if (this.lineLength > 0) {
+        this.lineLength = 0;
+        continue;
+      }
+      // A blank line: the event ends here (with the LF of a CRLF, when present).
+      let end = i + 1;
+      if (byte === CR && buf[end] === LF) {
+        end++;
+        i++;
+        this.afterCR = false;
+      }
+      events.push(buf.subarray(start, end));
+      start = end;
+    }
+    this.pending = buf.subarray(start);
+    this.scanned = this.pending.length;
+    if (this.pending.length > this.maxEventBytes) throw new EventTooLargeError(`an event exceeds ${this.maxEventBytes} bytes`);
+    return events;
+  }
+
+  /** The bytes of an event that never ended (the stream closed mid-event). */
+  rest(): Buffer {
+    const rest = this.pending;
+    this.pending = Buffer.alloc(0);
+    this.scanned = 0;
+    return rest;
+  }
+}
+
+export interface SseEvent {
+  /** `event:` field; '' when absent (a `message` event). */
+  type: string;
+  /** `data:` lines joined with LF; undefined when the event has none. */
+  data?: string;
+  /** Every other line (`id:`, `retry:`, comments), as written, in order. */
+  otherLines: string[];
+}
+
+/** Parses one raw event (as SseEventSplitter returns it). */
+export function parseSseEvent(raw: Buffer): SseEvent {
+  const event: SseEvent = { type: '', otherLines: [] };
+  const data: string[] = [];
+  for (const line of raw.toString('utf8').split(/\r\n|\r|\n/)) {
+    if (line === '') continue;
+    const colon = line.indexOf(':');
+    const field = colon === -1 ? line : line.slice(0, colon);
+    let value = colon === -1 ? '' : line.slice(colon + 1);
+    if (value.startsWith(' ')) value = value.slice(1);
+    if (field === 'data') data.push(value);
+    else {
+      if (field === 'event') event.type = value;
+      event.otherLines.push(line);
+    }
+  }
+  if (data.length > 0) event.data = data.join('\n');
+  return event;
+}
+
+/** Serialises an event whose data was replaced (data on one line: JSON has no raw line breaks). */
+export function formatSseEvent(event: SseEvent): Buffer {
+  const lines = [...event.otherLines];
+  if (event.data !== undefined) lines.push(...event.data.split('\n').map((line) => `data: ${line}`));
+  return Buffer.from(`${lines.join('\n')}\n\n`, 'utf8');
+}

@@ -1,0 +1,70 @@
+import { describe, expect, it } from 'vitest';
+import { HEADER_MISMATCH, HeaderMismatchError, checkMcpHeaders, decodeHeaderValue } from '../../src/policy/mcp-headers.js';
+import { parseJsonRpcBody } from '../../src/policy/json-rpc.js';
+
+const body = (value: unknown) => parseJsonRpcBody(Buffer.from(JSON.stringify(value)));
+const toolCall = (name: string, id: unknown = 7) => body({ jsonrpc: '2.0', id, method: 'tools/call', params: { name } });
+const b64 = (s: string) => `=?base64?${Buffer.from(s, 'utf8').toString('base64')}?=`;
+
+function mismatch(headers: Record<string, string | undefined>, request: ReturnType<typeof body>): HeaderMismatchError {
+  try {
+    checkMcpHeaders(headers, request);
+  } catch (err) {
+    expect(err).toBeInstanceOf(HeaderMismatchError);
+    return err as HeaderMismatchError;
+  }
+  throw new Error('no mismatch reported');
+}
+
+describe('checkMcpHeaders', () => {
+  it('accepts absent headers and headers that equal the body', () => {
+    expect(() => checkMcpHeaders({}, toolCall('echo'))).not.toThrow();
+    expect(() => checkMcpHeaders({ 'mcp-method': 'tools/call', 'mcp-name': 'echo' }, toolCall('echo'))).not.toThrow();
+    expect(() => checkMcpHeaders({ 'mcp-method': 'tools/list' }, body({ jsonrpc: '2.0', id: 1, method: 'tools/list' }))).not.toThrow();
+    const read = body({ jsonrpc: '2.0', id: 1, method: 'resources/read', params: { uri: 'file:///a b' } });
+    expect(() => checkMcpHeaders({ 'mcp-method': 'resources/read', 'mcp-name': b64('file:///a b') }, read)).not.toThrow();
+    expect(() => checkMcpHeaders({ 'mcp-name': b64('outil-été') }, toolCall('outil-été'))).not.toThrow();
+  });
+
+  it('refuses a method or name the body contradicts, with the request id', () => {
+    const err = mismatch({ 'mcp-method': 'tools/list' }, toolCall('delete_repo', 'abc'));
+    expect(err.status).toBe(400);
+    expect(JSON.parse(err.body())).toEqual({ jsonrpc: '2.0', id: 'abc', error: { code: HEADER_MISMATCH, message: err.message } });
+    expect(HEADER_MISMATCH).toBe(-32020);
+
+    expect(mismatch({ 'mcp-method': 'tools/call', 'mcp-name': 'echo' }, toolCall('delete_repo')).id).toBe(7);
+    // Case matters, as in the policy's globs.
+    mismatch({ 'mcp-method': 'Tools/Call' }, toolCall('echo'));
+    mismatch({ 'mcp-name': 'Echo' }, toolCall('echo'));
+    // A base64 value that decodes to something else, or does not decode.
+    mismatch({ 'mcp-name': b64('echo2') }, toolCall('echo'));
+    mismatch({ 'mcp-name': '=?base64?@@@?=' }, toolCall('echo'));
+    // Headers joined from duplicates.
+    mismatch({ 'mcp-method': 'tools/call, tools/call' }, toolCall('echo'));
+  });
+
+  it('leaves Mcp-Name on methods the policy names nothing for to the upstream (tasks/get carries a taskId)', () => {
+    expect(() => checkMcpHeaders({ 'mcp-method': 'tasks/get', 'mcp-name': 'task-1' }, body({ jsonrpc: '2.0', id: 1, method: 'tasks/get', params: { taskId: 'task-1' } }))).not.toThrow();
+    expect(() => checkMcpHeaders({ 'mcp-name': 'echo' }, body({ jsonrpc: '2.0', id: 1, method: 'tools/list' }))).not.toThrow();
+  });
+
+  it('refuses routing headers on a batch, id null', () => {
+    const batch = body([{ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo' } }]);
+    expect(mismatch({ 'mcp-method': 'tools/call' }, batch).id).toBeNull();
+  });
+
+  it('never echoes header values in the error', () => {
+    const err = mismatch({ 'mcp-method': '<script>"x"' }, toolCall('echo'));
+    expect(err.body()).not.toContain('script');
+  });
+});
+
+describe('decodeHeaderValue', () => {
+  it('decodes the base64 form and passes plain values', () => {
+    expect(decodeHeaderValue('echo')).toBe('echo');
+    expect(decodeHeaderValue(b64('Hello, 世界'))).toBe('Hello, 世界');
+    expect(decodeHeaderValue('=?base64?aGk=?=')).toBe('hi');
+    expect(decodeHeaderValue('=?base64?aGk?=')).toBeUndefined();
+    expect(decodeHeaderValue('=?base64?//79?=')).toBeUndefined(); // not UTF-8
+  });
+});
