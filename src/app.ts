@@ -3,7 +3,7 @@
 // request/response (the hot path); everything else goes through Hono.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Hono } from 'hono';
-import { getRequestListener } from '@hono/node-server';
+import { getRequestListener, RequestError } from '@hono/node-server';
 import { GatewayError } from './errors/gateway-error.js';
 import { errorResponse, toGatewayError } from './errors/respond.js';
 import { parseRequestTarget } from './proxy/request-target.js';
@@ -41,12 +41,17 @@ export function createApp(deps: AppDeps): GatewayApp {
     if (gatewayError.status >= 500) deps.logger.error({ err: gatewayError.cause ?? err }, 'request failed');
     return errorResponse(gatewayError);
   });
-  const honoListener = getRequestListener(hono.fetch, { overrideGlobalObjects: false });
+  const honoListener = getRequestListener(hono.fetch, {
+    overrideGlobalObjects: false,
+    // A request the adapter cannot turn into a URL (a Host with obs-text, …) gets our JSON 400, not an empty one.
+    errorHandler: (err) =>
+      errorResponse(err instanceof RequestError ? new GatewayError(400, 'invalid_request', 'Malformed request') : toGatewayError(err)),
+  });
 
   const listener: NodeListener = (req, res) => {
     let target: { path: string; search: string };
     try {
-      rejectDuplicateHost(req.rawHeaders);
+      requireSingleHost(req.rawHeaders);
       target = parseRequestTarget(req.url ?? '');
     } catch (err) {
       writeError(res, toGatewayError(err), undefined, { connection: 'close' });
@@ -62,8 +67,12 @@ export function createApp(deps: AppDeps): GatewayApp {
   return { hono, listener };
 }
 
-/** Two Host headers make the authority ambiguous (request smuggling, cache poisoning). */
-function rejectDuplicateHost(rawHeaders: readonly string[]): void {
+/**
+ * Exactly one Host (RFC 9112 §3.2): none or two make the authority ambiguous
+ * (request smuggling, cache poisoning). Checked here rather than by Node's
+ * requireHostHeader so the answer is the gateway's JSON error.
+ */
+function requireSingleHost(rawHeaders: readonly string[]): void {
   let seen = 0;
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i]!;
@@ -71,4 +80,5 @@ function rejectDuplicateHost(rawHeaders: readonly string[]): void {
       throw new GatewayError(400, 'invalid_request', 'Duplicate Host header');
     }
   }
+  if (seen === 0) throw new GatewayError(400, 'invalid_request', 'Missing Host header');
 }

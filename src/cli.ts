@@ -7,19 +7,34 @@ import { describeRoutes } from './config/describe.js';
 import { startGateway } from './gateway.js';
 import { watchConfig } from './config/watch.js';
 import { generateSigningKey } from './keys.js';
+import { demoCommand } from './demo/demo.js';
+import { EXPLAIN_OPTIONS, EXPLAIN_USAGE, explainCommand } from './policy/explain.js';
+
+/** After drain_delay + shutdown_grace, how long closing may still take before the process exits anyway. */
+const FORCED_EXIT_SLACK_MS = 5_000;
 
 const USAGE = `usage:
   mcp-auth-gateway [serve] --config <dir|file>   run the gateway (default config: ./policies)
   mcp-auth-gateway check   --config <dir|file>   validate the configuration and print the routes
-  mcp-auth-gateway keys generate                 print a new private ES256 signing JWK`;
+  mcp-auth-gateway keys generate                 print a new private ES256 signing JWK
+  mcp-auth-gateway demo                          gateway + built-in AS + dev login + a demo MCP server, on 127.0.0.1:8080 (PORT overrides)
+  ${EXPLAIN_USAGE}
+                                                 print the policy decision for one operation and the rule that makes it`;
 
 export async function main(argv: string[]): Promise<number | undefined> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    strict: true,
-    options: { config: { type: 'string', short: 'c' }, help: { type: 'boolean', short: 'h' } },
-  });
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      strict: true,
+      options: { config: { type: 'string', short: 'c' }, help: { type: 'boolean', short: 'h' }, ...EXPLAIN_OPTIONS },
+    });
+  } catch (err) {
+    console.error(`${(err as Error).message}\n${USAGE}`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
   if (values.help) {
     console.log(USAGE);
     return 0;
@@ -31,6 +46,10 @@ export async function main(argv: string[]): Promise<number | undefined> {
       return serve(source);
     case 'check':
       return check(source);
+    case 'demo':
+      return demoCommand();
+    case 'explain':
+      return explainCommand(source, values);
     case 'keys':
       if (rest[0] !== 'generate') break;
       console.log(JSON.stringify(await generateSigningKey(), null, 2));
@@ -65,6 +84,14 @@ async function serve(source: string): Promise<number | undefined> {
     }
     throw err;
   }
+  // Handlers before the listener opens: with none, a SIGTERM that arrives
+  // while starting kills the process outright (the kernel's default action).
+  let early: NodeJS.Signals | undefined;
+  let onSignal = (signal: NodeJS.Signals): void => {
+    early ??= signal;
+  };
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  process.on('SIGINT', () => onSignal('SIGINT'));
   const gateway = await startGateway(config);
   const { logger } = gateway;
 
@@ -85,20 +112,36 @@ async function serve(source: string): Promise<number | undefined> {
   process.on('SIGHUP', () => reload('SIGHUP'));
 
   let stopping = false;
-  const stop = (signal: string) => {
-    if (stopping) return;
+  const stop = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      // Ctrl-C twice means now; a repeated SIGTERM (forwarded by a wrapper) changes nothing.
+      if (signal !== 'SIGINT') return;
+      logger.warn({ signal }, 'second interrupt: exiting without draining');
+      process.exit(1);
+    }
     stopping = true;
     watcher.close();
-    logger.info({ signal }, 'shutting down');
-    gateway.drain().then(
-      () => process.exit(0),
+    // SIGTERM (Kubernetes, docker stop) waits drain_delay for load balancers to
+    // catch up; Ctrl-C in a terminal has no load balancer to wait for.
+    const { drainDelayMs, shutdownGraceMs } = gateway.config;
+    const delayMs = signal === 'SIGINT' ? 0 : drainDelayMs;
+    logger.info({ signal, drainDelayMs: delayMs, shutdownGraceMs }, 'shutting down');
+    // Last resort if something will not close: the orchestrator's SIGKILL would follow anyway.
+    setTimeout(() => {
+      logger.error('drain did not finish in time');
+      process.exit(1);
+    }, delayMs + shutdownGraceMs + FORCED_EXIT_SLACK_MS).unref();
+    // pino writes asynchronously: flush, or the last lines are lost on exit.
+    const exit = (code: number) => logger.flush(() => process.exit(code));
+    gateway.drain({ delayMs }).then(
+      () => exit(0),
       (err) => {
         logger.error({ err }, 'drain failed');
-        process.exit(1);
+        exit(1);
       },
     );
   };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+  onSignal = stop;
+  if (early) stop(early);
   return undefined;
 }

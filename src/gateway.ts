@@ -5,10 +5,11 @@
 import type { AddressInfo } from 'node:net';
 import type { GatewayConfig } from './config/types.js';
 import { createApp, type NodeListener } from './app.js';
-import { createHttpServer } from './server.js';
+import { createHttpServer, endForShutdown } from './server.js';
 import { createStore } from './store/create-store.js';
 import type { Store } from './store/store.js';
 import { RedisStore } from './store/redis-store.js';
+import { InstrumentedStore } from './store/instrumented-store.js';
 import { Metrics } from './observability/metrics.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { operationsRoutes, type Lifecycle } from './routes/operations.js';
@@ -18,6 +19,9 @@ import { JwksRegistry } from './auth/jwks.js';
 import { createForwarder, type Forwarder } from './proxy/forward.js';
 import { createSessionBinding } from './proxy/session-binding.js';
 import { createUpstreamCredential } from './upstream-auth/create-upstream-credential.js';
+import { createAudit, type Audit } from './observability/audit.js';
+import { createPolicyStep } from './policy/policy-step.js';
+import { createAuthorizationServer, type AuthorizationServer, type AuthorizationServerOptions } from './authorization-server/index.js';
 
 export interface RunningGateway {
   /** http://host:port the server listens on. */
@@ -29,39 +33,60 @@ export interface RunningGateway {
   store: Store;
   /** Validate-then-swap: a config that fails to build leaves the old one running. */
   reload(config: GatewayConfig): Promise<void>;
-  /** SIGTERM behaviour: not ready at once, in-flight requests finish, streams end after the grace period. */
-  drain(graceMs?: number): Promise<void>;
+  /**
+   * SIGTERM behaviour: not ready at once; new connections still served for
+   * `delayMs` (load balancers catching up), then refused; in-flight requests
+   * finish; whatever is still open `graceMs` later (event streams) is ended.
+   */
+  drain(options?: DrainOptions): Promise<void>;
   /** Immediate stop (tests). */
   close(): Promise<void>;
+}
+
+export interface DrainOptions {
+  /** default: the configured drain_delay */
+  delayMs?: number;
+  /** default: the configured shutdown_grace */
+  graceMs?: number;
 }
 
 export interface StartOptions {
   logger?: Logger;
   metrics?: Metrics;
   store?: Store;
+  /** Where policy decisions go (default: the configured audit sink). */
+  audit?: Audit;
+  /** Built-in authorization server knobs that are not configuration (test hooks, login methods). */
+  authorizationServer?: AuthorizationServerOptions;
 }
 
 interface RouteTable {
   listener: NodeListener;
   forwarders: Forwarder[];
+  authorizationServer?: AuthorizationServer;
 }
 
 export async function startGateway(config: GatewayConfig, options: StartOptions = {}): Promise<RunningGateway> {
   const logger = options.logger ?? createLogger(config.logLevel);
   const metrics = options.metrics ?? new Metrics();
-  const store =
+  const backend =
     options.store ?? createStore(config.store, { onConnectionError: (err) => logger.warn({ err: err.message }, 'store connection error') });
-  if (store instanceof RedisStore) {
+  if (backend instanceof RedisStore) {
     // An evicted record could resurrect a token or lose a client: say so loudly.
-    const policy = await store.checkEvictionPolicy().catch(() => undefined);
+    const policy = await backend.checkEvictionPolicy().catch(() => undefined);
     if (policy && policy !== 'noeviction') logger.warn({ policy }, 'Redis maxmemory-policy should be noeviction');
   }
+  const store: Store = new InstrumentedStore(backend, metrics);
   const jwks = new JwksRegistry();
+  const audit = options.audit ?? createAudit(config.auditSink);
   const lifecycle: Lifecycle = { ready: false };
   const operations = operationsRoutes({ lifecycle, store, metrics, storeTimeoutMs: config.storeTimeoutMs });
   for (const warning of config.warnings) logger.warn(warning);
 
-  function buildRouteTable(cfg: GatewayConfig): RouteTable {
+  async function buildRouteTable(cfg: GatewayConfig): Promise<RouteTable> {
+    const as = cfg.authorizationServer
+      ? await createAuthorizationServer(cfg, { store, logger, audit, options: options.authorizationServer })
+      : undefined;
     const sessions = createSessionBinding(store);
     const selfOrigin = new URL(cfg.publicUrl).origin;
     const protectedRoutes = new Map<string, ProtectedRouteHandler>();
@@ -79,19 +104,22 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
       forwarders.push(forwarder);
       const verifier = createTokenVerifier(route, {
         jwksSources: jwks,
+        builtin: as?.builtinVerifier,
         onCacheHit: () => metrics.tokenCache.labels('hit').inc(),
         onCacheMiss: () => metrics.tokenCache.labels('miss').inc(),
       });
-      const credential = createUpstreamCredential(route.upstreamAuth, { upstream: route.upstream, store });
-      protectedRoutes.set(route.path, createProtectedRoute(route, { verifier, forwarder, credential, metrics, logger, selfOrigin }));
+      const credential = createUpstreamCredential(route.upstreamAuth, { upstream: route.upstream, store, signer: as?.signer, publicUrl: cfg.publicUrl });
+      const policy = createPolicyStep(route, { audit });
+      protectedRoutes.set(route.path, createProtectedRoute(route, { verifier, forwarder, credential, metrics, logger, selfOrigin, policy }));
     }
-    const app = createApp({ routes: cfg.routes, protectedRoutes, operations, logger });
-    return { listener: app.listener, forwarders };
+    const app = createApp({ routes: cfg.routes, protectedRoutes, operations, logger, extra: as ? [as.routes] : [] });
+    return { listener: app.listener, forwarders, authorizationServer: as };
   }
 
-  let current = buildRouteTable(config);
+  let current = await buildRouteTable(config);
   let currentConfig = config;
-  const { server, inFlight } = createHttpServer(config, () => current.listener);
+  const http = createHttpServer(config, () => current.listener);
+  const { server } = http;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.port, config.host, () => {
@@ -109,7 +137,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
   async function closeEverything(): Promise<void> {
     if (closed) return;
     closed = true;
-    await Promise.allSettled(current.forwarders.map((f) => f.close()));
+    await Promise.allSettled([...current.forwarders.map((f) => f.close()), current.authorizationServer?.close()]);
     if (!options.store) await store.close().catch(() => undefined);
   }
 
@@ -124,24 +152,35 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     store,
     async reload(next) {
       const previous = current;
-      current = buildRouteTable(next);
+      current = await buildRouteTable(next);
       currentConfig = next;
       for (const warning of next.warnings) logger.warn(warning);
       logger.info({ routes: next.routes.map((r) => r.path) }, 'configuration reloaded');
       // Old pools close once their in-flight requests are done.
-      setTimeout(() => void Promise.allSettled(previous.forwarders.map((f) => f.close())), next.shutdownGraceMs).unref();
+      setTimeout(() => void Promise.allSettled([...previous.forwarders.map((f) => f.close()), previous.authorizationServer?.close()]), next.shutdownGraceMs).unref();
     },
-    async drain(graceMs = currentConfig.shutdownGraceMs) {
+    async drain({ delayMs = currentConfig.drainDelayMs, graceMs = currentConfig.shutdownGraceMs }: DrainOptions = {}) {
       lifecycle.ready = false;
-      logger.info({ graceMs }, 'draining');
+      http.draining = true;
+      logger.info({ delayMs, graceMs }, 'draining: not ready');
+      // Endpoints take a few seconds to drop a pod that is not ready: keep serving what they still send.
+      if (delayMs > 0) await sleep(delayMs);
       const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
-      const grace = new Promise<'grace'>((resolve) => setTimeout(() => resolve('grace'), graceMs).unref());
+      logger.info({ inFlight: http.inFlight.size }, 'draining: no new connections');
+      let graceTimer: NodeJS.Timeout | undefined;
+      const grace = new Promise<'grace'>((resolve) => (graceTimer = setTimeout(resolve, graceMs, 'grace')));
       const outcome = await Promise.race([stopped.then(() => 'done' as const), grace]);
+      clearTimeout(graceTimer);
       if (outcome === 'grace') {
-        // Streams that outlive the grace period are ended cleanly, then cut.
-        for (const res of inFlight) res.end();
-        setTimeout(() => server.closeAllConnections(), 200).unref();
+        // Event streams never end on their own: the forwarders end them cleanly,
+        // then whatever else is still open is answered or cut.
+        logger.info({ inFlight: http.inFlight.size }, 'draining: grace period over, ending open responses');
+        void Promise.allSettled(current.forwarders.map((f) => f.close()));
+        await sleep(100);
+        for (const res of http.inFlight) endForShutdown(res);
+        server.closeIdleConnections();
+        setTimeout(() => server.closeAllConnections(), 500).unref();
         await stopped;
       }
       await closeEverything();
@@ -156,3 +195,6 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     },
   };
 }
+
+// Not unref'd: while draining, a timer may be all that keeps the process alive until it is done.
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

@@ -12,6 +12,8 @@ export type OAuthErrorCode =
   | 'unauthorized_client'
   | 'unsupported_grant_type'
   | 'unsupported_response_type'
+  | 'invalid_redirect_uri'
+  | 'invalid_client_metadata'
   | 'access_denied'
   | 'temporarily_unavailable'
   | 'server_error';
@@ -25,7 +27,8 @@ export type GatewayErrorCode =
   | 'bad_gateway'
   | 'gateway_timeout'
   | 'request_header_fields_too_large'
-  | 'unsupported_media_type';
+  | 'unsupported_media_type'
+  | 'too_many_requests';
 
 export interface GatewayErrorOptions {
   /** Send the `WWW-Authenticate: Bearer` challenge (401/403 from a protected route). */

@@ -30,6 +30,11 @@ export function buildChallenge(err: GatewayError, ctx: ChallengeContext, bare: b
   return `Bearer ${params.join(', ')}`;
 }
 
+/** RFC 6749 §5.2: the challenge of a 401 invalid_client at the token endpoint (as a GatewayError `headers` option). */
+export function basicChallenge(realm: string): Record<string, string> {
+  return { 'www-authenticate': `Basic realm=${quoteParam(realm)}` };
+}
+
 export interface ErrorResponseParts {
   status: number;
   headers: Record<string, string>;

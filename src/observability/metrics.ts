@@ -43,6 +43,21 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly storeDuration = new Histogram({
+    name: 'mag_store_operation_duration_seconds',
+    help: 'Store operations (get, set, take...) by backend, operation and outcome',
+    labelNames: ['backend', 'operation', 'outcome'] as const,
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [this.registry],
+  });
+
+  readonly storeErrors = new Counter({
+    name: 'mag_store_errors_total',
+    help: 'Failed store operations: unavailable (down, paused, timed out) or other',
+    labelNames: ['backend', 'operation', 'kind'] as const,
+    registers: [this.registry],
+  });
+
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'mag_' });
   }

@@ -93,8 +93,10 @@ export function buildUpstreamHeaders(rawHeaders: readonly string[], opts: Upstre
   const out: string[] = ['host', opts.hostHeader];
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i]!.toLowerCase();
-    if (DROP_FROM_REQUEST.has(name) || DROP_FROM_REQUEST_PREFIX.test(name)) continue;
-    if (named?.has(name) || Object.hasOwn(opts.injected, name)) continue;
+    // CGI, WSGI and Rack read `X_Forwarded_User` as X-Forwarded-User: judge a name by that reading too.
+    const key = name.includes('_') ? name.replaceAll('_', '-') : name;
+    if (DROP_FROM_REQUEST.has(key) || DROP_FROM_REQUEST_PREFIX.test(key)) continue;
+    if (named?.has(name) || Object.hasOwn(opts.injected, key)) continue;
     out.push(name, rawHeaders[i + 1]!);
   }
   // Added last and never subject to `Connection`: the client cannot remove them.

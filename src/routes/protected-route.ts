@@ -20,6 +20,7 @@ import type { PolicyStep } from '../policy/policy-step.js';
 import { HeaderMismatchError, writeHeaderMismatch } from '../policy/mcp-headers.js';
 
 const EMPTY_BODY = Buffer.alloc(0);
+const FORM_CONTENT_TYPE = /^\s*application\/x-www-form-urlencoded\s*(;|$)/i;
 const FORWARDED_METHODS = new Set(['GET', 'POST', 'DELETE']);
 
 export interface ProtectedRouteDeps {
@@ -50,6 +51,8 @@ export function createProtectedRoute(route: RouteConfig, deps: ProtectedRouteDep
   return async function handleProtectedRoute(req, res, search) {
     const started = process.hrtime.bigint();
     const origin = req.headers.origin;
+    // Allowed cross-origin callers must be able to read errors too (the 401 challenge).
+    const cors = corsResponseHeaders(origin, route.allowedOrigins);
     let auth: AuthContext | undefined;
     try {
       if (req.method === 'OPTIONS') {
@@ -65,14 +68,17 @@ export function createProtectedRoute(route: RouteConfig, deps: ProtectedRouteDep
       if (!FORWARDED_METHODS.has(req.method ?? '')) {
         throw new GatewayError(405, 'method_not_allowed', 'Method not allowed', { headers: { allow: 'GET, POST, DELETE, OPTIONS' } });
       }
-      auth = await authenticate(route, deps.verifier, req.rawHeaders, search);
-      const body = req.method === 'POST' ? await readBody(req, route.maxBodyBytes) : EMPTY_BODY;
-      if (body.length > 0 && hasBodyAccessToken(req.headers['content-type'], body)) {
+      // A form body may carry `access_token` (RFC 6750 §2.2): refused as a
+      // 400 even without a header, so it is read (bounded) before authentication.
+      const contentType = req.headers['content-type'];
+      const formBody = req.method === 'POST' && FORM_CONTENT_TYPE.test(contentType ?? '') ? await readBody(req, route.maxBodyBytes) : undefined;
+      if (formBody && hasBodyAccessToken(contentType, formBody)) {
         throw invalidRequest('Access tokens are accepted only in the Authorization header');
       }
+      auth = await authenticate(route, deps.verifier, req.rawHeaders, search);
+      const body = formBody ?? (req.method === 'POST' ? await readBody(req, route.maxBodyBytes) : EMPTY_BODY);
       const { transform } = deps.policy?.check(req, body, auth) ?? {};
       const injected = await deps.credential.headersFor(auth);
-      const cors = corsResponseHeaders(origin, route.allowedOrigins);
       if (cors) for (const [name, value] of Object.entries(cors)) res.setHeader(name, value);
       await deps.forwarder.forward(req, res, { auth, body, injected, transform });
       finish(res.statusCode, 'allow', started);
@@ -85,7 +91,7 @@ export function createProtectedRoute(route: RouteConfig, deps: ProtectedRouteDep
       const err = toGatewayError(thrown);
       if (err.status >= 500) deps.logger.warn({ route: routeLabel, err: err.cause ?? err, status: err.status }, err.description);
       else deps.logger.debug({ route: routeLabel, status: err.status, code: err.code }, err.description);
-      writeError(res, err, challenge);
+      writeError(res, err, challenge, cors);
       finish(err.status, err.status === 401 ? 'unauthenticated' : err.status >= 500 ? 'error' : 'deny', started);
     }
   };

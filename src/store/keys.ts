@@ -50,3 +50,9 @@ export const idpTokenKey = (grantId: string) => key('idp-token', grantId);
 
 /** A fixed-window rate-limit counter, e.g. `rateLimitKey('register', ip)`. */
 export const rateLimitKey = (bucket: string, subject: string) => key('ratelimit', bucket, subject);
+
+/** A redeemed authorization code → its grant, so a replay can revoke what the code issued. */
+export const usedCodeKey = (code: string) => key('code-used', code);
+
+/** Claimed (SET NX) by the one request that rotates a refresh token: a second use is reuse. */
+export const usedRefreshTokenKey = (refreshToken: string) => key('refresh-used', refreshToken);

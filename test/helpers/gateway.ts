@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { stringify } from 'yaml';
 import { loadConfig } from '../../src/config/load.js';
-import { startGateway, type RunningGateway } from '../../src/gateway.js';
+import { startGateway, type RunningGateway, type StartOptions } from '../../src/gateway.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
 
@@ -21,6 +21,8 @@ export interface TestGateway extends RunningGateway {
 export async function startTestGateway(
   files: Record<string, unknown>,
   env: NodeJS.ProcessEnv = {},
+  /** Extra start options (a recording store, authorization server test hooks). */
+  options: StartOptions = {},
 ): Promise<TestGateway> {
   const dir = await mkdtemp(join(tmpdir(), 'mag-'));
   const writeConfig = async (more: Record<string, unknown>) => {
@@ -38,6 +40,7 @@ export async function startTestGateway(
     },
   });
   const gateway = await startGateway(config, {
+    ...options,
     logger: createLogger(config.logLevel, sink),
     metrics: new Metrics({ defaultMetrics: false }),
   });

@@ -1,0 +1,106 @@
+// The gateway under test, run as users run it (`mcp-auth-gateway serve
+// --config <dir>`) in its own process: a config directory with one route per
+// upstream endpoint, each with JWT validation against the local JWKS,
+// required scopes and a static upstream credential.
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { spawnReady, type ChildHandle } from './processes.js';
+
+export interface GatewayRoutes {
+  /** POST tools/list */
+  mcp: string;
+  /** GET: 200 events */
+  stream: string;
+  /** GET: one event, then idle */
+  idle: string;
+}
+
+export const GATEWAY_PATHS: GatewayRoutes = { mcp: '/mcp', stream: '/stream', idle: '/idle' };
+
+/** Only the audience of the tokens: the gateway listens on a port of its own choosing. */
+export const PUBLIC_URL = 'http://127.0.0.1:8080';
+
+export const UPSTREAM_CREDENTIAL_VALUE = 'bench-upstream-secret';
+/** What the upstream receives from the gateway (`static` adds the Bearer scheme). */
+export const UPSTREAM_CREDENTIAL = `Bearer ${UPSTREAM_CREDENTIAL_VALUE}`;
+
+export const REQUIRED_SCOPE = 'mcp:read';
+
+export interface GatewayOptions {
+  upstreamOrigin: string;
+  issuer: string;
+  jwksUri: string;
+  alg: string;
+  /** Run the built dist (default) or the TypeScript sources through tsx. */
+  runtime: 'dist' | 'src';
+  /** The JS entry point for runtime dist. */
+  entry: string;
+  /** Write a V8 CPU profile into this directory when the process exits. */
+  cpuProfileDir?: string;
+}
+
+export interface GatewayProcess extends ChildHandle {
+  url: string;
+  configDir: string;
+}
+
+export async function startGatewayProcess(name: string, options: GatewayOptions): Promise<GatewayProcess> {
+  const configDir = await mkdtemp(join(tmpdir(), 'mag-bench-'));
+  await writeFile(
+    join(configDir, 'gateway.yaml'),
+    [
+      'listen: { host: 127.0.0.1, port: 0 }',
+      `public_url: ${PUBLIC_URL}`,
+      'store: { kind: memory }',
+      'audit: { sink: none }',
+      'log_level: info',
+      // Stopping a gateway between phases need not wait for Kubernetes' grace period.
+      'shutdown_grace: 2s',
+      '',
+    ].join('\n'),
+  );
+  for (const [file, path] of Object.entries(GATEWAY_PATHS)) {
+    await writeFile(
+      join(configDir, `${file}.yaml`),
+      [
+        `path: ${path}`,
+        `upstream: ${options.upstreamOrigin}${path}`,
+        `authorization_servers: [${options.issuer}]`,
+        `token: { jwt: { issuer: ${options.issuer}, jwks_uri: ${options.jwksUri}, algorithms: [${options.alg}] } }`,
+        'scopes_supported: [mcp:read, mcp:write]',
+        `required_scopes: [${REQUIRED_SCOPE}]`,
+        'upstream_auth: { kind: static, header: Authorization, value: { env: BENCH_UPSTREAM_TOKEN } }',
+        '',
+      ].join('\n'),
+    );
+  }
+  const nodeArgs = options.cpuProfileDir ? ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfileDir}`] : [];
+  const entry = options.runtime === 'dist' ? [options.entry] : ['--import', 'tsx', 'bench/lib/gateway-from-src.ts'];
+  // Only what the gateway needs: no stray PORT/HOST/PUBLIC_URL overrides from the shell.
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, BENCH_UPSTREAM_TOKEN: UPSTREAM_CREDENTIAL_VALUE };
+  const handle = await spawnReady(name, process.execPath, [...nodeArgs, ...entry, 'serve', '--config', configDir], {
+    env,
+    ready: listeningUrl,
+  });
+  const stopProcess = handle.stop;
+  return Object.assign(handle, {
+    url: handle.readyValue as string,
+    configDir,
+    async stop(signal?: NodeJS.Signals) {
+      await stopProcess(signal);
+      await rm(configDir, { recursive: true, force: true });
+    },
+  });
+}
+
+/** The gateway's `gateway listening` log line carries the URL it bound. */
+function listeningUrl(line: string): string | undefined {
+  if (!line.startsWith('{')) return undefined;
+  try {
+    const entry = JSON.parse(line) as { msg?: unknown; url?: unknown };
+    return entry.msg === 'gateway listening' && typeof entry.url === 'string' ? entry.url : undefined;
+  } catch {
+    return undefined;
+  }
+}

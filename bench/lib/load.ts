@@ -1,0 +1,116 @@
+// One load run with autocannon's programmatic API against one target, with
+// the target process's CPU time per request (less sensitive to a busy shared
+// machine than requests per second) and the load generator's own CPU use
+// (near 100 % means autocannon, not the target, was the limit).
+import autocannon from 'autocannon';
+import { cpuSeconds } from './processes.js';
+import { percentile } from './stats.js';
+
+export interface LoadTarget {
+  name: string;
+  /** Full URL, path included. */
+  url: string;
+  headers: Record<string, string>;
+  /** The process whose CPU time is charged to this target (the proxy; the upstream for "direct"). */
+  pid: number;
+  /** Cold-token runs: every request takes the next token of this rotation. */
+  tokens?: TokenRotation;
+}
+
+export interface LoadSettings {
+  connections: number;
+  durationSec: number;
+}
+
+export interface LoadSample {
+  requestsPerSec: number;
+  requests: number;
+  latencyMs: { mean: number; p50: number; p90: number; p99: number; max: number };
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+  statusCodes: Record<string, number>;
+  /** CPU time of the target process per completed request. */
+  targetCpuUsPerRequest?: number;
+  /** CPU use of the load generator over the run, in % of one core. */
+  loadGeneratorCpuPct: number;
+}
+
+/** Hands out tokens in order, forever: with more tokens than the gateway's LRU cache holds, every request misses it. */
+export class TokenRotation {
+  private next = 0;
+  constructor(readonly tokens: readonly string[]) {
+    if (tokens.length === 0) throw new TypeError('no tokens to rotate');
+  }
+  take(): string {
+    const token = this.tokens[this.next]!;
+    this.next = (this.next + 1) % this.tokens.length;
+    return token;
+  }
+}
+
+export const TOOLS_LIST_BODY = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} });
+
+export const MCP_HEADERS: Readonly<Record<string, string>> = {
+  'content-type': 'application/json',
+  accept: 'application/json, text/event-stream',
+  'mcp-protocol-version': '2025-06-18',
+};
+
+export async function runLoad(target: LoadTarget, settings: LoadSettings): Promise<LoadSample> {
+  const cpuBefore = cpuSeconds(target.pid);
+  const loaderBefore = process.cpuUsage();
+  const wallBefore = performance.now();
+  const rotation = target.tokens;
+  const options: autocannon.Options = {
+    url: target.url,
+    connections: settings.connections,
+    duration: settings.durationSec,
+    method: 'POST',
+    headers: target.headers,
+    body: TOOLS_LIST_BODY,
+    ...(rotation
+      ? {
+          requests: [
+            {
+              method: 'POST',
+              body: TOOLS_LIST_BODY,
+              setupRequest: (request) => ({ ...request, headers: { ...target.headers, authorization: `Bearer ${rotation.take()}` } }),
+            },
+          ],
+        }
+      : {}),
+  };
+  const durations: number[] = [];
+  const result = await new Promise<autocannon.Result>((resolve, reject) => {
+    const instance = autocannon(options, (err: unknown, res) => (err ? reject(err as Error) : resolve(res)));
+    // Every response's own time: autocannon's histogram has 1 ms steps.
+    instance.on('response', (_client, statusCode, _bytes, ms) => {
+      if (statusCode >= 200 && statusCode < 300) durations.push(ms);
+    });
+  });
+  const wallSec = (performance.now() - wallBefore) / 1000;
+  const loader = process.cpuUsage(loaderBefore);
+  const cpuAfter = cpuSeconds(target.pid);
+  const statusCodes: Record<string, number> = {};
+  for (const [code, stats] of Object.entries(result.statusCodeStats ?? {})) statusCodes[code] = stats.count ?? 0;
+  const requests = result.requests.total;
+  return {
+    requestsPerSec: requests / result.duration,
+    requests,
+    latencyMs: {
+      mean: durations.reduce((a, b) => a + b, 0) / durations.length,
+      p50: percentile(durations, 50),
+      p90: percentile(durations, 90),
+      p99: percentile(durations, 99),
+      max: percentile(durations, 100),
+    },
+    non2xx: result.non2xx,
+    errors: result.errors,
+    timeouts: result.timeouts,
+    statusCodes,
+    targetCpuUsPerRequest:
+      cpuBefore !== undefined && cpuAfter !== undefined && requests > 0 ? ((cpuAfter - cpuBefore) * 1e6) / requests : undefined,
+    loadGeneratorCpuPct: ((loader.user + loader.system) / 1e3 / (wallSec * 1000)) * 100,
+  };
+}

@@ -1,0 +1,111 @@
+// Command-line options of `npm run bench`, checked once.
+import { parseArgs } from 'node:util';
+
+/** Run by default, in this order; `profile` runs only when asked for. */
+export const PHASES = ['throughput', 'latency', 'sse', 'memory'] as const;
+export type Phase = (typeof PHASES)[number] | 'profile';
+
+export interface BenchOptions {
+  smoke: boolean;
+  rounds: number;
+  durationSec: number;
+  warmupSec: number;
+  connections: number;
+  /** Requests per second of the fixed-rate latency runs. */
+  rate: number;
+  rateDurationSec: number;
+  /** Concurrent streams per target and round in the SSE comparison. */
+  sseStreams: number;
+  sseEvents: number;
+  sseIntervalMs: number;
+  idleStreams: number;
+  /** Distinct tokens of the cold-token run; more than the gateway's 10,000-entry cache makes every request a miss. */
+  coldTokens: number;
+  alg: 'RS256' | 'ES256' | 'PS256' | 'EdDSA';
+  runtime: 'dist' | 'src';
+  /** The gateway's JS entry point for --runtime dist; another build can be compared against this one. */
+  gatewayEntry: string;
+  /** How long opening idle streams may make no progress before the count is taken as final. */
+  stallSec: number;
+  /** `profile`: also run the gateway with --cpu-prof under cached- and cold-token load and summarise. */
+  phases: Phase[];
+  /** Where results go; default bench/results (bench/results/smoke for --smoke). */
+  outDir: string;
+}
+
+export const USAGE = `usage: npm run bench -- [options]
+  --smoke               about 10 s of load in all: short rounds, 200 idle streams (CI)
+  --rounds N            interleaved rounds per measure (default 3, at least 1)
+  --duration S          seconds per throughput run (default 5)
+  --connections N       concurrent connections (default 32)
+  --rate N              requests/s of the fixed-rate latency runs, evenly spaced (default 1000)
+  --idle-streams N      idle SSE streams for the memory measure (default 10000)
+  --cold-tokens N       distinct tokens of the cold-token run (default 12000: more than the gateway's 10,000-entry cache)
+  --alg ALG             signing algorithm of the tokens: RS256 (default), ES256, PS256, EdDSA
+  --runtime dist|src    run the built gateway (default; \`npm run bench\` builds first) or src through tsx
+  --gateway-entry FILE  the gateway entry for --runtime dist (default bin/mcp-auth-gateway.js), e.g. a patched build
+  --only a,b            phases to run: ${PHASES.join(', ')}, profile (default all but profile)
+  --profile             also write CPU profiles of the gateway under load, with a summary (= adding profile to the phases)
+  --out DIR             results directory (default bench/results, bench/results/smoke with --smoke)`;
+
+export function parseOptions(argv: string[]): BenchOptions {
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    options: {
+      smoke: { type: 'boolean', default: false },
+      rounds: { type: 'string' },
+      duration: { type: 'string' },
+      connections: { type: 'string' },
+      rate: { type: 'string' },
+      'idle-streams': { type: 'string' },
+      'cold-tokens': { type: 'string' },
+      alg: { type: 'string', default: 'RS256' },
+      runtime: { type: 'string', default: 'dist' },
+      'gateway-entry': { type: 'string', default: 'bin/mcp-auth-gateway.js' },
+      only: { type: 'string' },
+      profile: { type: 'boolean', default: false },
+      out: { type: 'string' },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+  if (values.help) {
+    console.log(USAGE);
+    process.exit(0);
+  }
+  const smoke = values.smoke;
+  const number = (name: string, raw: string | undefined, fallback: number, min: number): number => {
+    if (raw === undefined) return fallback;
+    const value = Number(raw);
+    if (!Number.isFinite(value) || value < min) throw new Error(`--${name} must be a number ≥ ${min}`);
+    return value;
+  };
+  const durationSec = number('duration', values.duration, smoke ? 0.4 : 5, 0.1);
+  const alg = values.alg;
+  if (alg !== 'RS256' && alg !== 'ES256' && alg !== 'PS256' && alg !== 'EdDSA') throw new Error('--alg must be RS256, ES256, PS256 or EdDSA');
+  const runtime = values.runtime;
+  if (runtime !== 'dist' && runtime !== 'src') throw new Error('--runtime must be dist or src');
+  const phases: string[] = values.only ? values.only.split(',').map((p) => p.trim()) : [...PHASES];
+  if (values.profile && !phases.includes('profile')) phases.push('profile');
+  for (const phase of phases) if (![...PHASES, 'profile'].includes(phase)) throw new Error(`--only: unknown phase ${phase}`);
+  return {
+    smoke,
+    rounds: Math.round(number('rounds', values.rounds, 3, 1)),
+    durationSec,
+    warmupSec: Math.min(smoke ? 0.2 : 2, durationSec),
+    connections: Math.round(number('connections', values.connections, 32, 1)),
+    rate: number('rate', values.rate, 1000, 1),
+    rateDurationSec: smoke ? 0.5 : durationSec,
+    sseStreams: smoke ? 1 : 5,
+    sseEvents: 200,
+    sseIntervalMs: 5,
+    idleStreams: Math.round(number('idle-streams', values['idle-streams'], smoke ? 200 : 10_000, 1)),
+    coldTokens: Math.round(number('cold-tokens', values['cold-tokens'], 12_000, 1)),
+    alg,
+    runtime,
+    gatewayEntry: values['gateway-entry'],
+    stallSec: smoke ? 3 : 10,
+    phases: phases as Phase[],
+    outDir: values.out ?? (smoke ? 'bench/results/smoke' : 'bench/results'),
+  };
+}

@@ -1,0 +1,215 @@
+// npm run bench: the gateway against what users would otherwise deploy,
+// measured in one run on this machine. See docs/benchmark.md.
+//   throughput  interleaved rounds: direct, nginx, http-proxy, gateway (cached token), gateway (new token each request)
+//   latency     p50/p99 at a fixed modest rate: direct vs gateway
+//   sse         first-event time and per-event delay: direct vs gateway
+//   memory      RSS per idle SSE stream through a fresh gateway
+// Writes bench/results/<date>.json, latest.md and latest.svg; exits 1 when
+// the gateway answered anything but 2xx under load.
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { mkdir, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import { join, resolve } from 'node:path';
+import { audienceOf, startEnvironment, type BenchEnvironment } from './lib/environment.js';
+import { GATEWAY_PATHS } from './lib/gateway.js';
+import { measureIdleStreams } from './lib/idle-memory.js';
+import { interleave, type MeasuredTarget } from './lib/interleave.js';
+import { MCP_HEADERS, TokenRotation } from './lib/load.js';
+import { machineInfo } from './lib/machine.js';
+import { parseOptions, type BenchOptions } from './lib/options.js';
+import { REPO_ROOT } from './lib/processes.js';
+import { profileGateway } from './lib/profile-phase.js';
+import { chartSvg, checkGoals, markdownReport } from './lib/report.js';
+import { summariseTarget, throughputRatios, type BenchResults, type TargetName } from './lib/results.js';
+import { spread } from './lib/stats.js';
+import { compareStreams } from './lib/streaming.js';
+import { runPaced } from './lib/paced.js';
+
+const log = (...lines: string[]) => console.log(lines.join('\n'));
+
+async function main(): Promise<number> {
+  const options = parseOptions(process.argv.slice(2));
+  const date = new Date();
+  const notes: string[] = [];
+  checkBuild(options, notes);
+  notes.push('Shared or virtual machines make these numbers noisy: compare ratios measured in the same run, not absolute figures across runs.');
+
+  log(`starting upstream, gateway (${options.runtime}), http-proxy and nginx...`);
+  const env = await startEnvironment(options);
+  notes.push(...env.notes);
+  const machine = machineInfo(env.nginxVersion);
+  const results: BenchResults = {
+    date: date.toISOString(),
+    smoke: options.smoke,
+    settings: { ...withoutOutput(options), phases: options.phases },
+    machine,
+    notes,
+    goals: [],
+  };
+  try {
+    await measure(env, options, results, date);
+  } finally {
+    await env.stop();
+  }
+  machine.loadAverage.end = os.loadavg()[0];
+  results.goals = checkGoals(results);
+
+  const outDir = resolve(REPO_ROOT, options.outDir);
+  await mkdir(outDir, { recursive: true });
+  const jsonFile = resultFile(outDir, date);
+  const markdown = markdownReport(results);
+  await writeFile(jsonFile, JSON.stringify(results, null, 2) + '\n');
+  await writeFile(join(outDir, 'latest.md'), markdown);
+  await writeFile(join(outDir, 'latest.svg'), chartSvg(results));
+  log('', markdown, `results: ${jsonFile}, ${join(outDir, 'latest.md')}, ${join(outDir, 'latest.svg')}`);
+
+  const gatewayFailures = results.goals.find((g) => g.goal.startsWith('zero non-2xx'));
+  return gatewayFailures?.met === false ? 1 : 0;
+}
+
+async function measure(env: BenchEnvironment, options: BenchOptions, results: BenchResults, date: Date): Promise<void> {
+  const mcpToken = await env.tokenFor(GATEWAY_PATHS.mcp);
+  const gatewayHeaders = { ...MCP_HEADERS, authorization: `Bearer ${mcpToken}` };
+  const gatewayMcp = `${env.gateway.url}${GATEWAY_PATHS.mcp}`;
+  let coldTokens: TokenRotation | undefined;
+  if (options.phases.includes('throughput') || options.phases.includes('profile')) {
+    const started = performance.now();
+    coldTokens = new TokenRotation(await env.issuer.mintMany(audienceOf(GATEWAY_PATHS.mcp), options.coldTokens));
+    log(`minted ${options.coldTokens} ${options.alg} tokens for the cold-token run in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  }
+  const direct: MeasuredTarget = { name: 'direct', url: `${env.upstream.url}${GATEWAY_PATHS.mcp}`, headers: { ...MCP_HEADERS }, pid: env.upstream.pid };
+  const gateway: MeasuredTarget = { name: 'gateway', url: gatewayMcp, headers: gatewayHeaders, pid: env.gateway.pid };
+  const proxies: MeasuredTarget[] = [
+    ...(env.nginx ? [{ name: 'nginx', url: `http://127.0.0.1:${env.nginx.port}${GATEWAY_PATHS.mcp}`, headers: { ...MCP_HEADERS }, pid: env.nginx.pid }] : []),
+    { name: 'http-proxy', url: `${env.httpProxy.url}${GATEWAY_PATHS.mcp}`, headers: { ...MCP_HEADERS }, pid: env.httpProxy.pid },
+  ];
+  const settings = { connections: options.connections, durationSec: options.durationSec };
+
+  if (options.phases.includes('throughput')) {
+    log(`throughput: ${options.rounds} rounds × ${options.durationSec} s, ${options.connections} connections`);
+    const targets: MeasuredTarget[] = [
+      direct,
+      ...proxies,
+      gateway,
+      { ...gateway, name: 'gateway-cold', tokens: coldTokens!, counters: () => tokenCacheCounters(env.gateway.url) },
+    ];
+    const samples = await interleave(targets, settings, options.rounds, options.warmupSec, log);
+    results.throughput = {
+      targets: Object.fromEntries([...samples].map(([name, rounds]) => [name, summariseTarget(name as TargetName, rounds)])),
+      ratios: throughputRatios(samples),
+    };
+  }
+
+  if (options.phases.includes('latency')) {
+    log(`latency: ${options.rate} req/s evenly spaced, ${options.rounds} rounds × ${options.rateDurationSec} s`);
+    const samples = await interleave(
+      [direct, ...proxies, gateway],
+      { connections: options.connections, durationSec: options.rateDurationSec, rate: options.rate },
+      options.rounds,
+      Math.min(options.warmupSec, 1),
+      log,
+      runPaced,
+    );
+    const [d, g] = [samples.get('direct')!, samples.get('gateway')!];
+    results.latency = {
+      rate: options.rate,
+      targets: Object.fromEntries([...samples].map(([name, rounds]) => [name, summariseTarget(name as TargetName, rounds)])),
+      addedMs: {
+        p50: spread(g.map((s, i) => s.latencyMs.p50 - d[i]!.latencyMs.p50)),
+        p99: spread(g.map((s, i) => s.latencyMs.p99 - d[i]!.latencyMs.p99)),
+      },
+    };
+  }
+
+  if (options.phases.includes('sse')) {
+    log(`sse: ${options.sseEvents} events ${options.sseIntervalMs} ms apart, ${options.sseStreams} concurrent streams per target and round`);
+    const streamToken = await env.tokenFor(GATEWAY_PATHS.stream);
+    const targets = await compareStreams(
+      [
+        { name: 'direct', url: `${env.upstream.url}${GATEWAY_PATHS.stream}`, headers: {} },
+        { name: 'gateway', url: `${env.gateway.url}${GATEWAY_PATHS.stream}`, headers: { authorization: `Bearer ${streamToken}` } },
+      ],
+      { rounds: options.smoke ? 1 : options.rounds, streamsPerRound: options.sseStreams, events: options.sseEvents, intervalMs: options.sseIntervalMs },
+      log,
+    );
+    results.sse = { events: options.sseEvents, intervalMs: options.sseIntervalMs, targets };
+  }
+
+  if (options.phases.includes('memory')) {
+    log(`memory: ${options.idleStreams} idle SSE streams through a fresh gateway`);
+    results.idleStreams = await measureIdleStreams(env, options.idleStreams, options.stallSec, log);
+  }
+
+  if (options.phases.includes('profile')) {
+    log('profile: gateway with --cpu-prof under cached-token and cold-token load');
+    const outDir = resolve(REPO_ROOT, options.outDir);
+    await mkdir(outDir, { recursive: true });
+    const stamp = date.toISOString().slice(0, 19).replace(/:/g, '-');
+    const { results: profiles, markdown } = await profileGateway(
+      env,
+      { ...settings, durationSec: Math.max(options.durationSec * 2, 2) },
+      coldTokens!,
+      outDir,
+      stamp,
+      log,
+    );
+    results.profiles = profiles.map(({ summary: _summary, ...rest }) => rest);
+    const file = join(outDir, `profile-${stamp}.md`);
+    await writeFile(file, markdown + '\n');
+    log(markdown, `profile summary: ${file}`);
+  }
+}
+
+/** Verified-token cache lookups so far, from the gateway's Prometheus metrics. */
+async function tokenCacheCounters(gatewayUrl: string): Promise<Record<string, number>> {
+  const text = await (await fetch(`${gatewayUrl}/metrics`)).text();
+  const counters: Record<string, number> = {};
+  for (const match of text.matchAll(/^mag_token_cache_total\{result="([a-z]+)"\} ([0-9.e+]+)$/gm)) counters[match[1]!] = Number(match[2]);
+  return counters;
+}
+
+/** The built gateway must be there, and a build older than the sources is measured only with a warning. */
+function checkBuild(options: BenchOptions, notes: string[]): void {
+  if (options.runtime !== 'dist') {
+    notes.push('The gateway ran from src through tsx (--runtime src), not from the build.');
+    return;
+  }
+  const built = join(REPO_ROOT, 'dist/cli.js');
+  if (!existsSync(built)) throw new Error('dist/ is missing: run `npm run build` (`npm run bench` does), or pass --runtime src');
+  const newest = newestMtime(join(REPO_ROOT, 'src'));
+  if (newest > statSync(built).mtimeMs) notes.push('dist/ is older than src/: the measured gateway may not match the sources (npm run build).');
+}
+
+function newestMtime(dir: string): number {
+  let newest = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    newest = Math.max(newest, entry.isDirectory() ? newestMtime(path) : statSync(path).mtimeMs);
+  }
+  return newest;
+}
+
+/** bench/results/<date>.json; a second run on the same day gets -2, -3, … */
+function resultFile(outDir: string, date: Date): string {
+  const day = date.toISOString().slice(0, 10);
+  for (let n = 1; ; n++) {
+    const file = join(outDir, n === 1 ? `${day}.json` : `${day}-${n}.json`);
+    if (!existsSync(file)) return file;
+  }
+}
+
+function withoutOutput(options: BenchOptions) {
+  const { outDir: _outDir, phases: _phases, smoke: _smoke, ...rest } = options;
+  return rest;
+}
+
+// Ctrl-C: exit through process.exit, so the children are stopped too (processes.ts).
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
+
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    console.error(err instanceof Error ? (err.stack ?? err.message) : String(err));
+    process.exit(1);
+  },
+);

@@ -1,0 +1,90 @@
+// Validates an /authorize request in the order that keeps it safe: first the
+// client and its redirect URI — on failure an error page, never a redirect
+// (an unverified redirect_uri would make the AS an open redirector) — then
+// everything else, whose errors go back to the now-trusted redirect URI.
+import type { AsContext } from './context.js';
+import type { ClientRecord } from './client-record.js';
+import type { ClientRegistry } from './clients.js';
+import type { AuthorizationRequest } from './interactions.js';
+import { matchRedirectUri } from './redirect-uri.js';
+import { resolveResource, resolveScopes } from './resource-scope.js';
+
+/** RFC 7636 §4.2: BASE64URL(SHA256(verifier)) is 43 characters; 43 to 128 of the unreserved set. */
+const CODE_CHALLENGE = /^[A-Za-z0-9._~-]{43,128}$/;
+
+export type ValidatedRequest =
+  /** forceConsent: `prompt=consent` — ask even if this browser already approved. */
+  | { outcome: 'ok'; client: ClientRecord; request: AuthorizationRequest; forceConsent: boolean }
+  /** Shown to the user as a page: nothing is redirected, nothing stored. */
+  | { outcome: 'page'; title: string; message: string }
+  /** Sent back to the client's (verified) redirect URI. */
+  | { outcome: 'redirect'; redirectUri: string; state: string | undefined; error: string; description: string };
+
+export async function validateAuthorizationRequest(ctx: AsContext, clients: ClientRegistry, search: URLSearchParams): Promise<ValidatedRequest> {
+  const values = new Map<string, string[]>();
+  for (const [name, value] of search) values.set(name, [...(values.get(name) ?? []), value]);
+  const single = (name: string) => values.get(name)?.[0];
+  const repeated = (name: string) => (values.get(name)?.length ?? 0) > 1;
+
+  const clientId = single('client_id');
+  if (!clientId || repeated('client_id')) return page('Invalid request', 'The request names no client, or more than one.');
+  const lookup = await clients.find(clientId);
+  if (!lookup.found) return page('Unknown application', `The application that sent you here is not known to this server (${lookup.reason}).`);
+  const { client } = lookup;
+
+  if (repeated('redirect_uri')) return page('Invalid request', 'The request names more than one redirect URI.');
+  const sentRedirectUri = single('redirect_uri');
+  let redirectUri: string;
+  let registeredRedirectUri: string;
+  if (sentRedirectUri === undefined) {
+    // OAuth 2.1 §4.1.1: optional only when exactly one is registered.
+    if (client.redirectUris.length !== 1) return page('Invalid request', 'The request has no redirect_uri.');
+    redirectUri = registeredRedirectUri = client.redirectUris[0] as string;
+  } else {
+    const matched = matchRedirectUri(sentRedirectUri, client.redirectUris);
+    if (!matched) return page('Invalid redirect URI', 'The address this request wants to send you back to is not registered for the application.');
+    redirectUri = sentRedirectUri;
+    registeredRedirectUri = matched;
+  }
+
+  const state = repeated('state') ? undefined : single('state');
+  const fail = (error: string, description: string): ValidatedRequest => ({ outcome: 'redirect', redirectUri, state, error, description });
+
+  // Several resources (RFC 8707 allows them) would need a token per audience: one MCP server per authorization here.
+  if (repeated('resource')) return fail('invalid_target', 'exactly one resource is accepted');
+  for (const list of values.values()) if (list.length > 1) return fail('invalid_request', 'a parameter is repeated');
+  if (values.has('request') || values.has('request_uri')) return fail('request_not_supported', 'request objects are not supported');
+  const responseType = single('response_type');
+  if (!responseType) return fail('invalid_request', 'response_type is required');
+  if (responseType !== 'code') return fail('unsupported_response_type', 'only response_type=code is supported');
+  if (!client.grantTypes.includes('authorization_code')) return fail('unauthorized_client', 'this client is not registered for the authorization_code grant');
+  const codeChallenge = single('code_challenge');
+  if (!codeChallenge || !CODE_CHALLENGE.test(codeChallenge)) return fail('invalid_request', 'a PKCE code_challenge (43 to 128 characters) is required');
+  if (single('code_challenge_method') !== 'S256') return fail('invalid_request', 'code_challenge_method must be S256');
+  if (single('response_mode') !== undefined && single('response_mode') !== 'query') return fail('invalid_request', 'only response_mode=query is supported');
+  // Every authorization needs the user here (consent, login): a silent one cannot succeed.
+  if (single('prompt')?.split(' ').includes('none')) return fail('login_required', 'user interaction is required');
+
+  const resource = resolveResource(ctx, single('resource'));
+  if (!resource.ok) return fail(resource.error, resource.description);
+  const scopes = resolveScopes(resource.value, client, single('scope'));
+  if (!scopes.ok) return fail(scopes.error, scopes.description);
+
+  return {
+    outcome: 'ok',
+    client,
+    forceConsent: single('prompt')?.split(' ').includes('consent') ?? false,
+    request: {
+      clientId,
+      redirectUri,
+      registeredRedirectUri,
+      redirectUriSent: sentRedirectUri !== undefined,
+      ...(state !== undefined && { state }),
+      codeChallenge,
+      resource: resource.value.resource,
+      scopes: scopes.value,
+    },
+  };
+}
+
+const page = (title: string, message: string): ValidatedRequest => ({ outcome: 'page', title, message });

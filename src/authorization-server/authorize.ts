@@ -1,0 +1,56 @@
+// /authorize (GET, or POST with a form): validates the request, keeps it
+// server-side, and moves the browser on — to the consent page, or, when this
+// browser already approved exactly this (client, redirect URI, resource,
+// scopes), straight to the login.
+import { Hono, type Context } from 'hono';
+import type { AsContext } from './context.js';
+import { validateAuthorizationRequest } from './authorization-request.js';
+import { authorizationRedirectUrl } from './authorization-response.js';
+import type { BrowserBinding } from './browser.js';
+import type { ClientRegistry } from './clients.js';
+import { redirect } from './complete-authorization.js';
+import type { ConsentMemory } from './consent-memory.js';
+import { renderConsent } from './consent.js';
+import type { Interactions } from './interactions.js';
+import type { LoginMethod } from './login/login-method.js';
+import { errorPage, guarded } from './pages/respond-page.js';
+import { readBoundedText, MAX_FORM_BYTES } from './request-body.js';
+
+export interface AuthorizeDeps {
+  clients: ClientRegistry;
+  interactions: Interactions;
+  browser: BrowserBinding;
+  consents: ConsentMemory;
+  login: LoginMethod;
+}
+
+export function authorizeRoutes(ctx: AsContext, deps: AuthorizeDeps): Hono {
+  const app = new Hono();
+
+  async function authorize(c: Context, search: URLSearchParams): Promise<Response> {
+    const validated = await validateAuthorizationRequest(ctx, deps.clients, search);
+    if (validated.outcome === 'page') return errorPage(c, 400, validated.title, validated.message);
+    if (validated.outcome === 'redirect') {
+      const { redirectUri, state, error, description } = validated;
+      return redirect(c, authorizationRedirectUrl(redirectUri, { error, description }, state, ctx.issuer));
+    }
+    const { client, request, forceConsent } = validated;
+    const browserId = await deps.browser.ensureBrowserId(c);
+    if (!forceConsent && (await deps.consents.covers(c, browserId, request))) {
+      const interaction = await deps.interactions.create('login', request, browserId);
+      return deps.login.start(c, interaction, browserId);
+    }
+    const interaction = await deps.interactions.create('consent', request, browserId);
+    return renderConsent(c, client, interaction, deps.browser.csrfToken(browserId, interaction.id));
+  }
+
+  app.get('/authorize', (c) => guarded(c, () => authorize(c, new URL(c.req.url).searchParams)));
+  app.post('/authorize', (c) =>
+    guarded(c, async () => {
+      const type = c.req.header('content-type')?.split(';')[0]?.trim().toLowerCase();
+      if (type !== 'application/x-www-form-urlencoded') return errorPage(c, 400, 'Invalid request', 'An authorization request sent by POST must be a form.');
+      return authorize(c, new URLSearchParams(await readBoundedText(c.req.raw, MAX_FORM_BYTES)));
+    }),
+  );
+  return app;
+}

@@ -1,0 +1,25 @@
+// What every endpoint of the built-in AS shares, built once per configuration load.
+import type { AuthorizationServerConfig, RouteConfig } from '../config/types.js';
+import type { Audit } from '../observability/audit.js';
+import type { Logger } from '../observability/logger.js';
+import type { Store } from '../store/store.js';
+import type { SigningKeys } from './keys.js';
+
+export interface AsContext {
+  /** `iss` of every token and authorization response; no trailing slash. */
+  readonly issuer: string;
+  readonly config: AuthorizationServerConfig;
+  /** The routes whose tokens this AS issues (`token` left to the built-in AS), by canonical resource. */
+  readonly resources: ReadonlyMap<string, RouteConfig>;
+  /** Honour X-Forwarded-For from the trusted hop when naming a client IP. */
+  readonly trustProxy: boolean;
+  readonly keys: SigningKeys;
+  readonly store: Store;
+  readonly logger: Logger;
+  readonly audit: Audit;
+}
+
+/** The endpoints sit at the root of the issuer's origin, so 2025-03-26 clients' default endpoints work. */
+export function endpointUrl(issuer: string, path: `/${string}`): string {
+  return `${new URL(issuer).origin}${path}`;
+}

@@ -1,0 +1,12 @@
+// Public, credential-less endpoints (metadata, JWKS, registration, token,
+// revocation) are called from browser-based MCP clients on other origins.
+// No cookies are involved there, so any origin may read them.
+import { cors } from 'hono/cors';
+
+export const publicCors = cors({
+  origin: '*',
+  allowMethods: ['GET', 'POST', 'OPTIONS'],
+  // MCP-Protocol-Version: 2025-03-26 clients send it on metadata requests.
+  allowHeaders: ['authorization', 'content-type', 'mcp-protocol-version'],
+  maxAge: 86_400,
+});

@@ -1,0 +1,86 @@
+// A grant is what one authorization (code) or one client_credentials request
+// issued; its refresh tokens form one family. Refresh tokens rotate on every
+// use; presenting a rotated one again is reuse: the whole grant is revoked.
+// There is no grace window: two requests racing with the same refresh token
+// both fail and the grant is revoked (the client signs in again).
+//
+// Keys: refresh:<h(token)> → the grant it belongs to (kept after rotation, so
+// reuse is recognised); refresh-family:<h(grant)> → the current member;
+// refresh-used:<h(token)> → claimed (SET NX) by the one rotation allowed;
+// grant:<h(grant)> → written only to revoke, never cleared, so a late write of
+// the family cannot undo a revocation.
+import { GatewayError } from '../errors/gateway-error.js';
+import { grantKey, refreshFamilyKey, refreshTokenKey, usedRefreshTokenKey } from '../store/keys.js';
+import type { Store } from '../store/store.js';
+import { hashSecret, randomToken } from './secrets.js';
+
+export interface GrantInfo {
+  grantId: string;
+  clientId: string;
+  subject: string;
+  scopes: string[];
+  resource: string;
+}
+
+interface FamilyState {
+  /** hash of the current refresh token */
+  current: string;
+}
+
+export type RevocationReason = 'refresh_token_reuse' | 'code_replay' | 'revoked_by_client';
+
+export class Grants {
+  constructor(
+    private readonly store: Store,
+    private readonly refreshTtlMs: number,
+  ) {}
+
+  /** The first refresh token of a grant. */
+  async startFamily(grant: GrantInfo): Promise<string> {
+    return this.issueMember(grant);
+  }
+
+  /**
+   * Rotates `refreshToken` (presented by `clientId`): the grant and a new
+   * refresh token, or invalid_grant. Reuse of a rotated token revokes the grant.
+   */
+  async rotate(refreshToken: string, clientId: string, onReuse: (grant: GrantInfo) => void): Promise<{ grant: GrantInfo; refreshToken: string }> {
+    const grant = await this.lookup(refreshToken);
+    if (!grant || grant.clientId !== clientId) throw invalidGrant('The refresh token is invalid, expired or revoked');
+    if (await this.isRevoked(grant.grantId)) throw invalidGrant('The refresh token is invalid, expired or revoked');
+    const family = await this.store.get(refreshFamilyKey(grant.grantId));
+    const current = family === undefined ? undefined : (JSON.parse(family) as FamilyState).current;
+    const isCurrent = current === hashSecret(refreshToken);
+    // SET NX: of concurrent rotations of one token, one wins; the others are reuse.
+    const claimed = isCurrent && (await this.store.setIfAbsent(usedRefreshTokenKey(refreshToken), '1', this.refreshTtlMs));
+    if (!claimed) {
+      await this.revoke(grant.grantId, 'refresh_token_reuse');
+      onReuse(grant);
+      throw invalidGrant('The refresh token was already used: the grant is revoked');
+    }
+    return { grant, refreshToken: await this.issueMember(grant) };
+  }
+
+  /** The grant of a refresh token, whatever its state (for revocation). */
+  async lookup(refreshToken: string): Promise<GrantInfo | undefined> {
+    const value = await this.store.get(refreshTokenKey(refreshToken));
+    return value === undefined ? undefined : (JSON.parse(value) as GrantInfo);
+  }
+
+  async revoke(grantId: string, reason: RevocationReason): Promise<void> {
+    await this.store.set(grantKey(grantId), JSON.stringify({ revoked: true, reason, at: Date.now() }), this.refreshTtlMs);
+  }
+
+  async isRevoked(grantId: string): Promise<boolean> {
+    return (await this.store.get(grantKey(grantId))) !== undefined;
+  }
+
+  private async issueMember(grant: GrantInfo): Promise<string> {
+    const token = randomToken(32);
+    await this.store.set(refreshTokenKey(token), JSON.stringify(grant), this.refreshTtlMs);
+    await this.store.set(refreshFamilyKey(grant.grantId), JSON.stringify({ current: hashSecret(token) } satisfies FamilyState), this.refreshTtlMs);
+    return token;
+  }
+}
+
+const invalidGrant = (description: string) => new GatewayError(400, 'invalid_grant', description);

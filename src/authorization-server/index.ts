@@ -1,0 +1,150 @@
+// The gateway as its own OAuth 2.1 authorization server: built once per
+// configuration load from the GatewayConfig, mounted at the host root.
+import { Hono } from 'hono';
+import type { GatewayConfig, RouteConfig } from '../config/types.js';
+import { isLoopbackUrl } from '../config/urls.js';
+import { temporarilyUnavailable } from '../errors/gateway-error.js';
+import { errorResponse, toGatewayError } from '../errors/respond.js';
+import type { TokenVerifier } from '../auth/verifier.js';
+import { createAudit, type Audit } from '../observability/audit.js';
+import type { Logger } from '../observability/logger.js';
+import { StoreUnavailableError, type Store } from '../store/store.js';
+import type { JwtSigner } from '../upstream-auth/upstream-credential.js';
+import { authorizeRoutes } from './authorize.js';
+import { BrowserBinding } from './browser.js';
+import { createBuiltinVerifier } from './builtin-verifier.js';
+import { ClientMetadataDocuments } from './client-id-metadata-document.js';
+import { ClientRegistry } from './clients.js';
+import { AuthorizationCodes, CODE_TTL_MS } from './codes.js';
+import { createCompletion } from './complete-authorization.js';
+import { consentRoutes } from './consent.js';
+import { ConsentMemory } from './consent-memory.js';
+import type { AsContext } from './context.js';
+import { Grants } from './grants.js';
+import { Interactions } from './interactions.js';
+import { jwksRoutes } from './jwks.js';
+import { loadSigningKeys } from './keys.js';
+import { devLogin } from './login/dev-login.js';
+import type { LoginMethodFactory, LoginServices } from './login/login-method.js';
+import { metadataRoutes } from './metadata.js';
+import { errorPage } from './pages/respond-page.js';
+import { RateLimiter, type RateLimit } from './rate-limit.js';
+import { registerRoutes } from './register.js';
+import { revokeRoutes } from './revoke.js';
+import { createSafeFetcher, type SafeFetchOptions } from './safe-fetch.js';
+import { tokenRoutes } from './token.js';
+
+export interface AuthorizationServerOptions {
+  /** Test only, never from configuration: SSRF guard settings for Client ID Metadata Document fetches. */
+  safeFetch?: SafeFetchOptions;
+  /** Successful registrations per client IP; default 60 per 10 minutes. */
+  registrationRateLimit?: RateLimit;
+  /** Where a dev signing key is kept; default `<cwd>/.dev-keys`. */
+  devKeyDirectory?: string;
+  /** Test only: a shorter authorization code lifetime (default and maximum 60 s). */
+  codeTtlMs?: number;
+  /** Login methods by `login.kind`; `dev` is built in. */
+  loginMethods?: Partial<Record<string, LoginMethodFactory>>;
+}
+
+export interface AuthorizationServerDeps {
+  store: Store;
+  logger: Logger;
+  audit?: Audit;
+  options?: AuthorizationServerOptions;
+}
+
+export interface AuthorizationServer {
+  /** Metadata, JWKS, /register, /authorize (+ consent and login pages), /token, /revoke. */
+  routes: Hono;
+  /** Verifies this AS's access tokens for a route (typ at+jwt, aud = the route's resource). */
+  builtinVerifier: (route: RouteConfig) => TokenVerifier;
+  /** Signs with the AS key (for `upstream_auth: signed`). */
+  signer: JwtSigner;
+  issuer: string;
+  close(): Promise<void>;
+}
+
+const DEFAULT_REGISTRATION_RATE_LIMIT: RateLimit = { max: 60, windowMs: 10 * 60_000 };
+const MIN_REGISTRATION_TTL_MS = 30 * 24 * 3600_000;
+const BUILTIN_LOGIN_METHODS: Record<string, LoginMethodFactory> = { dev: devLogin };
+
+export async function createAuthorizationServer(config: GatewayConfig, deps: AuthorizationServerDeps): Promise<AuthorizationServer> {
+  const asConfig = config.authorizationServer;
+  if (!asConfig) throw new Error('the built-in authorization server is not enabled');
+  const options = deps.options ?? {};
+  if (asConfig.login.kind === 'dev' && !isLoopbackUrl(config.publicUrl)) {
+    throw new Error(`the dev login is refused unless public_url is loopback (public_url is ${config.publicUrl})`);
+  }
+  const loginFactory = { ...BUILTIN_LOGIN_METHODS, ...options.loginMethods }[asConfig.login.kind];
+  if (!loginFactory) throw new Error(`authorization_server.login.kind ${asConfig.login.kind} is not available in this build`);
+
+  const keys = await loadSigningKeys({ configured: asConfig.signingKey, publicUrl: config.publicUrl, devKeyDirectory: options.devKeyDirectory });
+  if (keys.devKeyFile) deps.logger.warn({ file: keys.devKeyFile }, 'built-in authorization server: using a development signing key');
+
+  const resources = new Map<string, RouteConfig>();
+  for (const route of config.routes) if (route.token.kind === 'builtin') resources.set(route.resource, route);
+  const ctx: AsContext = {
+    issuer: asConfig.issuer,
+    config: asConfig,
+    resources,
+    trustProxy: config.trustProxy,
+    keys,
+    store: deps.store,
+    logger: deps.logger,
+    audit: deps.audit ?? createAudit(config.auditSink),
+  };
+
+  const fetcher = asConfig.clientIdMetadataDocuments ? createSafeFetcher(options.safeFetch) : undefined;
+  const clients = new ClientRegistry({
+    store: deps.store,
+    staticClients: asConfig.clients ?? [],
+    documents: fetcher && new ClientMetadataDocuments(fetcher),
+    registrationTtlMs: Math.max(MIN_REGISTRATION_TTL_MS, asConfig.refreshTokenTtlMs),
+  });
+  const codes = new AuthorizationCodes(deps.store, Math.min(options.codeTtlMs ?? CODE_TTL_MS, CODE_TTL_MS));
+  const grants = new Grants(deps.store, asConfig.refreshTokenTtlMs);
+  const interactions = new Interactions(deps.store);
+  const browser = new BrowserBinding(keys.cookieSecret);
+  const consents = new ConsentMemory(keys.cookieSecret);
+  const completion = createCompletion(ctx, { codes, clients });
+  const selfOrigin = new URL(asConfig.issuer).origin;
+  const services: LoginServices = {
+    interactions,
+    browser,
+    basePath: `/authorize/login/${asConfig.login.kind}`,
+    selfOrigin,
+    complete: completion.complete,
+    fail: completion.fail,
+    errorPage,
+  };
+  const login = loginFactory(ctx, services);
+
+  const routes = new Hono();
+  routes.onError((err) => {
+    const error = err instanceof StoreUnavailableError ? temporarilyUnavailable('The authorization server is temporarily unavailable', err) : toGatewayError(err);
+    if (error.status >= 500) deps.logger.warn({ err: error.cause ?? err, status: error.status }, 'authorization server request failed');
+    return errorResponse(error);
+  });
+  routes.route('/', metadataRoutes(ctx));
+  routes.route('/', jwksRoutes(ctx));
+  if (asConfig.dynamicRegistration) {
+    const rateLimiter = new RateLimiter(deps.store, 'register', options.registrationRateLimit ?? DEFAULT_REGISTRATION_RATE_LIMIT);
+    routes.route('/', registerRoutes(ctx, { clients, rateLimiter }));
+  }
+  routes.route('/', authorizeRoutes(ctx, { clients, interactions, browser, consents, login }));
+  routes.route('/', consentRoutes(ctx, { clients, interactions, browser, consents, login, services, selfOrigin }));
+  routes.route('/', login.routes());
+  routes.route('/', tokenRoutes(ctx, { clients, codes, grants }));
+  routes.route('/', revokeRoutes(ctx, { clients, grants }));
+
+  return {
+    routes,
+    builtinVerifier: createBuiltinVerifier(ctx.issuer, keys),
+    signer: keys.signer,
+    issuer: ctx.issuer,
+    close: async () => {
+      await fetcher?.close();
+    },
+  };
+}

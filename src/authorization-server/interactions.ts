@@ -1,0 +1,67 @@
+// An authorization request between /authorize and the code: kept server-side
+// (the browser only carries a random id), bound to the browser that started
+// it, single-use at each step, and gone after ten minutes.
+import { pendingAuthorizationKey } from '../store/keys.js';
+import type { Store } from '../store/store.js';
+import { hashSecret, randomToken } from './secrets.js';
+
+export const INTERACTION_TTL_MS = 10 * 60_000;
+
+/** A validated authorization request. */
+export interface AuthorizationRequest {
+  clientId: string;
+  /** As the client sent it (a loopback port may differ from the registered entry): the code goes here. */
+  redirectUri: string;
+  /** The registered entry it matched: what consent is remembered for. */
+  registeredRedirectUri: string;
+  /** Whether redirect_uri was in the request (then /token must repeat it). */
+  redirectUriSent: boolean;
+  state?: string;
+  codeChallenge: string;
+  /** The route's canonical resource URI: the token's audience. */
+  resource: string;
+  scopes: string[];
+}
+
+export type InteractionStage = 'consent' | 'login';
+
+export interface Interaction {
+  id: string;
+  stage: InteractionStage;
+  request: AuthorizationRequest;
+  /** sha256 of the browser binding cookie: only that browser can continue. */
+  browser: string;
+  createdAt: number;
+  /** Scratch space for a login method (e.g. the IdP's state, nonce and PKCE verifier). */
+  login?: Record<string, string>;
+}
+
+export class Interactions {
+  constructor(
+    private readonly store: Store,
+    private readonly ttlMs = INTERACTION_TTL_MS,
+  ) {}
+
+  async create(stage: InteractionStage, request: AuthorizationRequest, browserId: string, login?: Record<string, string>): Promise<Interaction> {
+    const interaction: Interaction = { id: randomToken(32), stage, request, browser: hashSecret(browserId), createdAt: Date.now(), ...(login && { login }) };
+    await this.store.set(pendingAuthorizationKey(interaction.id), JSON.stringify(interaction), this.ttlMs);
+    return interaction;
+  }
+
+  /** Reads without consuming (to render a page again). */
+  async peek(id: string): Promise<Interaction | undefined> {
+    if (!id) return undefined;
+    const value = await this.store.get(pendingAuthorizationKey(id));
+    return value === undefined ? undefined : (JSON.parse(value) as Interaction);
+  }
+
+  /** Consumes: of concurrent callers exactly one gets it. */
+  async take(id: string): Promise<Interaction | undefined> {
+    if (!id) return undefined;
+    const value = await this.store.take(pendingAuthorizationKey(id));
+    return value === undefined ? undefined : (JSON.parse(value) as Interaction);
+  }
+}
+
+export const belongsTo = (interaction: Interaction, browserId: string | undefined): boolean =>
+  browserId !== undefined && interaction.browser === hashSecret(browserId);

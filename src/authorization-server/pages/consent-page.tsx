@@ -1,0 +1,85 @@
+/** @jsxRuntime automatic */
+/** @jsxImportSource hono/jsx */
+// The per-client consent page (the confused-deputy defence): who is asking,
+// where the answer will be sent, what for, and for which MCP server. Every
+// client-supplied string is neutralised for display; JSX escapes it.
+import { Layout } from './layout.js';
+import { displayText, redirectTarget } from './display.js';
+
+export interface ConsentView {
+  clientName?: string;
+  clientId: string;
+  clientKind: 'static' | 'dynamic' | 'metadata_document';
+  redirectUri: string;
+  scopes: readonly string[];
+  resource: string;
+  /** Posted back with the decision. */
+  interactionId: string;
+  csrfToken: string;
+  action: string;
+}
+
+export function ConsentPage(props: ConsentView) {
+  const name = props.clientName ? displayText(props.clientName) : undefined;
+  const identity =
+    props.clientKind === 'metadata_document'
+      ? `client_id ${displayText(props.clientId, 200)} (published by ${safeHost(props.clientId)})`
+      : props.clientKind === 'static'
+        ? 'registered by the administrator of this gateway'
+        : 'registered itself dynamically: its name is not verified';
+  return (
+    <Layout title="Authorize access">
+      <h1>
+        Allow <bdi>{name ?? 'an unnamed application'}</bdi> to use this MCP server?
+      </h1>
+      <dl>
+        <dt>Application</dt>
+        <dd>
+          <bdi>{name ?? '(no name given)'}</bdi>
+          <div class="note">{identity}</div>
+        </dd>
+        <dt>Sends you back to</dt>
+        <dd>
+          <strong>{redirectTarget(props.redirectUri)}</strong>
+        </dd>
+        <dt>MCP server</dt>
+        <dd>
+          <code>{props.resource}</code>
+        </dd>
+        <dt>Access</dt>
+        <dd>
+          {props.scopes.length === 0 ? (
+            'basic access (no scopes)'
+          ) : (
+            <ul class="scopes">
+              {props.scopes.map((scope) => (
+                <li>
+                  <code>{scope}</code>
+                </li>
+              ))}
+            </ul>
+          )}
+        </dd>
+      </dl>
+      <p class="note">Only approve if you started this from an application you trust and the destination above is the one you expect.</p>
+      <form method="post" action={props.action}>
+        <input type="hidden" name="interaction" value={props.interactionId} />
+        <input type="hidden" name="csrf" value={props.csrfToken} />
+        <button class="primary" type="submit" name="decision" value="approve">
+          Approve
+        </button>
+        <button type="submit" name="decision" value="deny">
+          Deny
+        </button>
+      </form>
+    </Layout>
+  );
+}
+
+function safeHost(url: string): string {
+  try {
+    return new URL(url).host;
+  } catch {
+    return '?';
+  }
+}

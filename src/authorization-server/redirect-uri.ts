@@ -1,0 +1,69 @@
+// Redirect URI rules (OAuth 2.1 §2.3.1 and §7.5, RFC 8252, RFC 9700 §4.1):
+// what may be registered, and whether a requested redirect_uri is one of them.
+
+export const MAX_REDIRECT_URI_LENGTH = 2000;
+
+/** Schemes that run code or read local data in a browser: never a redirect target. */
+const DANGEROUS_SCHEMES = new Set(['javascript', 'data', 'vbscript', 'file', 'about', 'blob', 'filesystem', 'view-source', 'jar', 'intent']);
+
+/** Loopback hosts on which plain http is allowed (RFC 8252 §7.3, §8.3). */
+const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost']);
+
+/** Parameters the AS adds to the redirect: a registered URI that already holds one would make the response ambiguous. */
+const RESPONSE_PARAMETERS = ['code', 'state', 'iss', 'error', 'error_description', 'error_uri'];
+
+export type RedirectUriVerdict = { ok: true } | { ok: false; reason: string };
+
+/**
+ * Whether `uri` may be registered. `nativeSchemes`: private-use schemes
+ * (`com.example.app:/cb`) are allowed, as native apps need them.
+ */
+export function checkRedirectUri(uri: unknown, options: { nativeSchemes: boolean }): RedirectUriVerdict {
+  if (typeof uri !== 'string' || uri === '') return bad('a redirect URI must be a non-empty string');
+  if (uri.length > MAX_REDIRECT_URI_LENGTH) return bad('a redirect URI is limited to 2000 characters');
+  // Printable ASCII only: no whitespace, no control or bidi characters, no backslash (parsers disagree on it).
+  if (!/^[\x21-\x7E]+$/.test(uri)) return bad('a redirect URI holds only printable ASCII characters, without spaces');
+  if (uri.includes('\\')) return bad('a redirect URI must not contain a backslash');
+  if (uri.includes('#')) return bad('a redirect URI must not contain a fragment');
+  if (uri.includes('*')) return bad('a redirect URI must not contain wildcards');
+  const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):/.exec(uri)?.[1]?.toLowerCase();
+  if (!scheme) return bad('a redirect URI must be absolute');
+  if (DANGEROUS_SCHEMES.has(scheme)) return bad(`the ${scheme}: scheme is not allowed`);
+  let url: URL;
+  try {
+    url = new URL(uri);
+  } catch {
+    return bad('a redirect URI must be a valid absolute URI');
+  }
+  if (url.username || url.password || /^[^/?]*\/\/[^/?]*@/.test(uri)) return bad('a redirect URI must not contain user information');
+  for (const name of RESPONSE_PARAMETERS) if (url.searchParams.has(name)) return bad(`a redirect URI must not already carry the ${name} parameter`);
+  if (scheme === 'https') return url.hostname ? { ok: true } : bad('an https redirect URI needs a host');
+  if (scheme === 'http') {
+    return LOOPBACK_HOSTS.has(url.hostname) ? { ok: true } : bad('http redirect URIs are allowed only on loopback hosts (127.0.0.1, [::1], localhost)');
+  }
+  if (scheme === 'ws' || scheme === 'wss' || scheme === 'ftp') return bad(`the ${scheme}: scheme is not allowed`);
+  if (!options.nativeSchemes) return bad('private-use URI schemes are allowed only for native applications (application_type: native)');
+  return { ok: true };
+}
+
+const LOOPBACK_IP_LITERAL = /^http:\/\/(127\.0\.0\.1|\[::1\])(?::(\d{1,5}))?([/?].*)?$/;
+
+/**
+ * Whether `requested` names one of `registered`: byte for byte, except that a
+ * loopback IP literal matches on any port (RFC 8252 §7.3; `localhost` gets no
+ * such exception). Returns the registered entry, or undefined.
+ */
+export function matchRedirectUri(requested: string, registered: readonly string[]): string | undefined {
+  if (registered.includes(requested)) return requested;
+  const asked = LOOPBACK_IP_LITERAL.exec(requested);
+  if (!asked) return undefined;
+  for (const candidate of registered) {
+    const known = LOOPBACK_IP_LITERAL.exec(candidate);
+    if (known && known[1] === asked[1] && (known[3] ?? '') === (asked[3] ?? '')) return candidate;
+  }
+  return undefined;
+}
+
+function bad(reason: string): RedirectUriVerdict {
+  return { ok: false, reason };
+}

@@ -1,0 +1,128 @@
+// `mcp-auth-gateway demo`: everything in one process on this machine — the
+// demo MCP server on a free loopback port, and in front of it the gateway
+// with the built-in authorization server and the dev login, on
+// 127.0.0.1:8080 (PORT overrides). Configuration is embedded (validated by
+// the same schema and resolver as files), the store is in memory.
+import { resolveConfig } from '../config/resolve.js';
+import { ConfigError, type ConfigIssue } from '../config/config-error.js';
+import { GatewaySchema, RouteSchema } from '../config/schema.js';
+import type { GatewayConfig } from '../config/types.js';
+import { validate } from '../config/validate.js';
+import type { Locate } from '../config/yaml-file.js';
+import { startGateway } from '../gateway.js';
+import { startDemoMcpServer } from './demo-mcp-server.js';
+
+export const DEMO_ROUTE_PATH = '/demo/mcp';
+
+/** The demo's configuration, as it would be written in policies/. */
+export function demoConfigFiles(port: number, upstream: string) {
+  const publicUrl = `http://127.0.0.1:${port}`;
+  return {
+    gateway: {
+      listen: { host: '127.0.0.1', port },
+      public_url: publicUrl,
+      store: { kind: 'memory' },
+      audit: { sink: 'stderr' },
+      log_level: process.env.LOG_LEVEL ?? 'warn',
+      authorization_server: { enabled: true, login: { kind: 'dev' } },
+    },
+    route: {
+      path: DEMO_ROUTE_PATH,
+      upstream,
+      scopes_supported: ['mcp:read', 'mcp:write'],
+      required_scopes: ['mcp:read'],
+      rules: [
+        { match: { method: 'tools/call', tool: 'delete_*' }, require_scopes: ['mcp:write'] },
+        { match: { method: 'tools/call', tool: 'add_note' }, require_scopes: ['mcp:write'] },
+        { match: { method: 'tools/call', tool: 'shell' }, deny: true },
+      ],
+      filter_tools_list: true,
+      upstream_auth: { kind: 'none' },
+    },
+  };
+}
+
+export async function demoConfig(port: number, upstream: string): Promise<GatewayConfig> {
+  const files = demoConfigFiles(port, upstream);
+  const at: Locate = (path, message, key) => ({ file: 'demo', line: 0, column: 0, message: `${[...path, ...(key ? [key] : [])].join('.')}: ${message}` });
+  const gateway = validate(GatewaySchema, files.gateway, at);
+  const route = validate(RouteSchema, files.route, at);
+  const issues: ConfigIssue[] = [...gateway.issues, ...route.issues];
+  if (!gateway.value || !route.value) throw new ConfigError(issues);
+  const resolved = await resolveConfig({
+    source: 'demo',
+    configDir: process.cwd(),
+    gateway: { file: 'demo', value: gateway.value, at },
+    routes: [{ file: 'demo', value: route.value, at }],
+    env: process.env,
+  });
+  if (resolved.issues.length > 0) throw new ConfigError(resolved.issues);
+  return resolved.config;
+}
+
+export interface RunningDemo {
+  mcpUrl: string;
+  close(): Promise<void>;
+}
+
+export async function startDemo(port: number): Promise<RunningDemo> {
+  const upstream = await startDemoMcpServer();
+  try {
+    const gateway = await startGateway(await demoConfig(port, upstream.url));
+    return {
+      mcpUrl: `${gateway.url}${DEMO_ROUTE_PATH}`,
+      async close() {
+        await gateway.close();
+        await upstream.close();
+      },
+    };
+  } catch (err) {
+    await upstream.close();
+    throw err;
+  }
+}
+
+/** The CLI command: starts, prints how to connect, stops on SIGINT/SIGTERM. */
+export async function demoCommand(env: NodeJS.ProcessEnv = process.env): Promise<number | undefined> {
+  const port = env.PORT ? Number(env.PORT) : 8080;
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    console.error(`PORT must be a port number, got ${env.PORT}`);
+    return 2;
+  }
+  let demo: RunningDemo;
+  try {
+    demo = await startDemo(port);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    console.error(code === 'EADDRINUSE' ? `Port ${port} is in use: set PORT to another port.` : `The demo could not start: ${(err as Error).message}`);
+    return 1;
+  }
+  console.log(
+    [
+      '',
+      'mcp-auth-gateway demo is running.',
+      '',
+      `  MCP server URL:  ${demo.mcpUrl}`,
+      '',
+      '  Point an MCP client at that URL, e.g. `npx @modelcontextprotocol/inspector` (transport: Streamable HTTP).',
+      '  It discovers the built-in authorization server, registers itself, and opens a consent page that',
+      '  names it; then sign in with any user name (the dev login). Scopes: mcp:read lists and calls',
+      '  echo, add, list_notes; mcp:write also add_note and delete_note; shell is denied by policy.',
+      '',
+      'Press Ctrl-C to stop.',
+      '',
+    ].join('\n'),
+  );
+  let stopping = false;
+  const stop = () => {
+    if (stopping) return;
+    stopping = true;
+    demo.close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
+  return undefined;
+}

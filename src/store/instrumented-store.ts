@@ -1,0 +1,62 @@
+// Times every store call and counts its failures (mag_store_* metrics), so an
+// operator sees a slow or unreachable Redis before users report 503s. A thin
+// wrapper: the backend's behaviour, errors included, passes through unchanged.
+import type { Metrics } from '../observability/metrics.js';
+import { StoreUnavailableError, type Store } from './store.js';
+
+type StoreMetrics = Pick<Metrics, 'storeDuration' | 'storeErrors'>;
+type Operation = 'get' | 'set' | 'setIfAbsent' | 'take' | 'delete' | 'ping';
+
+export class InstrumentedStore implements Store {
+  readonly kind: Store['kind'];
+
+  constructor(
+    /** The backend itself (e.g. for backend-specific checks). */
+    readonly backend: Store,
+    private readonly metrics: StoreMetrics,
+  ) {
+    this.kind = backend.kind;
+  }
+
+  get(key: string): Promise<string | undefined> {
+    return this.#observe('get', () => this.backend.get(key));
+  }
+
+  set(key: string, value: string, ttlMs: number): Promise<void> {
+    return this.#observe('set', () => this.backend.set(key, value, ttlMs));
+  }
+
+  setIfAbsent(key: string, value: string, ttlMs: number): Promise<boolean> {
+    return this.#observe('setIfAbsent', () => this.backend.setIfAbsent(key, value, ttlMs));
+  }
+
+  take(key: string): Promise<string | undefined> {
+    return this.#observe('take', () => this.backend.take(key));
+  }
+
+  delete(key: string): Promise<void> {
+    return this.#observe('delete', () => this.backend.delete(key));
+  }
+
+  ping(): Promise<void> {
+    return this.#observe('ping', () => this.backend.ping());
+  }
+
+  close(): Promise<void> {
+    return this.backend.close();
+  }
+
+  async #observe<T>(operation: Operation, call: () => Promise<T>): Promise<T> {
+    const started = process.hrtime.bigint();
+    const seconds = () => Number(process.hrtime.bigint() - started) / 1e9;
+    try {
+      const result = await call();
+      this.metrics.storeDuration.labels(this.kind, operation, 'ok').observe(seconds());
+      return result;
+    } catch (err) {
+      this.metrics.storeDuration.labels(this.kind, operation, 'error').observe(seconds());
+      this.metrics.storeErrors.labels(this.kind, operation, err instanceof StoreUnavailableError ? 'unavailable' : 'other').inc();
+      throw err;
+    }
+  }
+}

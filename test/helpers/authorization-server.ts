@@ -1,0 +1,189 @@
+/**
+ * Helpers for tests of the built-in authorization server: a gateway with the AS on a real loopback
+ * port (public_url = where it listens, so the SDK's discovery works), a store that records every
+ * write (to assert "nothing was stored"), and a headless user that submits the consent and dev
+ * login forms.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { MemoryStore } from '../../src/store/memory-store.js';
+import type { Store } from '../../src/store/store.js';
+import type { AuthorizationServerOptions } from '../../src/authorization-server/index.js';
+import type { Audit, AuditEvent } from '../../src/observability/audit.js';
+import { startTestGateway, type TestGateway } from './gateway.js';
+import type { PageHandler } from './mcp-client.js';
+import { freePort } from './net.js';
+
+/** A real MemoryStore that remembers which keys were written (set, setIfAbsent that wrote). */
+export class RecordingStore implements Store {
+  readonly kind = 'memory' as const;
+  readonly writes: Array<{ key: string; ttlMs: number; value: string }> = [];
+  private readonly inner = new MemoryStore({ maxEntries: 100_000 });
+
+  get(key: string) {
+    return this.inner.get(key);
+  }
+  async set(key: string, value: string, ttlMs: number) {
+    this.writes.push({ key, ttlMs, value });
+    await this.inner.set(key, value, ttlMs);
+  }
+  async setIfAbsent(key: string, value: string, ttlMs: number) {
+    const wrote = await this.inner.setIfAbsent(key, value, ttlMs);
+    if (wrote) this.writes.push({ key, ttlMs, value });
+    return wrote;
+  }
+  take(key: string) {
+    return this.inner.take(key);
+  }
+  delete(key: string) {
+    return this.inner.delete(key);
+  }
+  ping() {
+    return this.inner.ping();
+  }
+  close() {
+    return this.inner.close();
+  }
+  /** Every key and value ever written, as one string (to assert a secret never reached the store). */
+  dump(): string {
+    return this.writes.map((w) => `${w.key} ${w.value}`).join('\n');
+  }
+  /** The key namespaces written since `mark` (a previous `writes.length`). */
+  namespacesSince(mark: number): string[] {
+    return this.writes.slice(mark).map(({ key }) => key.split(':')[0] as string);
+  }
+}
+
+export interface AsGatewayOptions {
+  /** Route files (name → object); `upstream` is filled in where missing. */
+  routes?: Record<string, Record<string, unknown>>;
+  upstream: string;
+  /** Merged into `authorization_server`. */
+  authorizationServer?: Record<string, unknown>;
+  gateway?: Record<string, unknown>;
+  options?: AuthorizationServerOptions;
+  env?: NodeJS.ProcessEnv;
+  /** Where audit events go (default: nowhere). */
+  audit?: Audit;
+}
+
+export interface AsGateway extends TestGateway {
+  recording: RecordingStore;
+  /** `http://127.0.0.1:<port>` = public_url = issuer. */
+  issuer: string;
+}
+
+export const DEFAULT_ROUTE = {
+  path: '/everything/mcp',
+  scopes_supported: ['mcp:read', 'mcp:write', 'mcp:admin'],
+  required_scopes: ['mcp:read'],
+};
+
+export async function startAsGateway(opts: AsGatewayOptions): Promise<AsGateway> {
+  const keyDir = await mkdtemp(join(tmpdir(), 'mag-keys-'));
+  const recording = new RecordingStore();
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort();
+    const issuer = `http://127.0.0.1:${port}`;
+    const files: Record<string, unknown> = {
+      'gateway.yaml': {
+        listen: { host: '127.0.0.1', port },
+        public_url: issuer,
+        audit: { sink: 'none' },
+        log_level: 'warn',
+        authorization_server: { enabled: true, login: { kind: 'dev' }, ...opts.authorizationServer },
+        ...opts.gateway,
+      },
+    };
+    for (const [name, route] of Object.entries(opts.routes ?? { 'everything.yaml': DEFAULT_ROUTE })) {
+      files[name] = { upstream: opts.upstream, ...route };
+    }
+    try {
+      const gateway = await startTestGateway(files, opts.env, {
+        store: recording,
+        ...(opts.audit && { audit: opts.audit }),
+        authorizationServer: { devKeyDirectory: keyDir, ...opts.options },
+      });
+      const stop = gateway.stop.bind(gateway);
+      return Object.assign(gateway, {
+        recording,
+        issuer,
+        async stop() {
+          await stop();
+          await rm(keyDir, { recursive: true, force: true });
+        },
+      });
+    } catch (err) {
+      if (attempt < 3 && (err as NodeJS.ErrnoException).code === 'EADDRINUSE') continue;
+      throw err;
+    }
+  }
+}
+
+/** The first POST form of a page: its action and every named input's value. */
+export function parseForm(html: string): { action: string; fields: Record<string, string> } | undefined {
+  const form = /<form[^>]*method="post"[^>]*action="([^"]*)"[^>]*>([\s\S]*?)<\/form>/i.exec(html);
+  if (!form) return undefined;
+  const fields: Record<string, string> = {};
+  for (const input of (form[2] as string).matchAll(/<input\b[^>]*>/gi)) {
+    const name = /\bname="([^"]*)"/.exec(input[0])?.[1];
+    const value = /\bvalue="([^"]*)"/.exec(input[0])?.[1] ?? '';
+    if (name) fields[decodeEntities(name)] = decodeEntities(value);
+  }
+  return { action: decodeEntities(form[1] as string), fields };
+}
+
+export function decodeEntities(text: string): string {
+  return text.replace(/&(amp|lt|gt|quot|#39|#x27);/g, (_, e: string) => ({ amp: '&', lt: '<', gt: '>', quot: '"', '#39': "'", '#x27': "'" })[e] as string);
+}
+
+export interface HeadlessUserLog {
+  consentPages: string[];
+  loginPages: string[];
+}
+
+/**
+ * Plays the user: approves (or denies) the consent page and signs in on the dev login page as
+ * `username`. Records the pages it saw.
+ */
+export function headlessUser(username: string, opts: { decision?: 'approve' | 'deny'; log?: HeadlessUserLog } = {}): PageHandler {
+  return async (page) => {
+    if (page.status !== 200) return undefined;
+    const form = parseForm(page.body);
+    if (!form) return undefined;
+    const body = new URLSearchParams(form.fields);
+    if ('username' in form.fields) {
+      opts.log?.loginPages.push(page.body);
+      body.set('username', username);
+    } else {
+      opts.log?.consentPages.push(page.body);
+      body.set('decision', opts.decision ?? 'approve');
+    }
+    return { url: form.action, method: 'POST', body };
+  };
+}
+
+/** A throwaway self-signed certificate for 127.0.0.1 and localhost (openssl), for https test servers. */
+export async function selfSignedCertificate(): Promise<{ key: string; cert: string }> {
+  const dir = await mkdtemp(join(tmpdir(), 'mag-tls-'));
+  try {
+    const keyFile = join(dir, 'key.pem');
+    const certFile = join(dir, 'cert.pem');
+    execFileSync('openssl', [
+      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
+      '-keyout', keyFile, '-out', certFile, '-days', '1', '-subj', '/CN=localhost',
+      '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost',
+    ], { stdio: 'ignore' });
+    return { key: await readFile(keyFile, 'utf8'), cert: await readFile(certFile, 'utf8') };
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** An Audit that keeps its events. */
+export function recordingAudit(): Audit & { events: AuditEvent[] } {
+  const events: AuditEvent[] = [];
+  return { events, record: (event) => void events.push(event) };
+}

@@ -1,0 +1,218 @@
+/**
+ * SECURITY-CASES group E (/authorize) against the built-in AS. Refusals before the redirect URI is
+ * trusted are error pages (never a redirect); later ones go back with `error`, `state` and `iss`.
+ * Where the case says ∅store, the store has gained no write (and no cookie was set).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { followAuthorization } from '../helpers/mcp-client.js';
+import { freePort } from '../helpers/net.js';
+import { headlessUser, startAsGateway, type AsGateway } from '../helpers/authorization-server.js';
+
+const CHALLENGE = 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM';
+
+let gateway: AsGateway;
+let multi: AsGateway;
+let clientId: string;
+let redirectUri: string;
+let resource: string;
+
+async function registerClient(gw: AsGateway, redirectUris: string[]): Promise<string> {
+  const res = await fetch(`${gw.issuer}/register`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ client_name: 'authorize tests', redirect_uris: redirectUris, token_endpoint_auth_method: 'none', grant_types: ['authorization_code', 'refresh_token'] }),
+  });
+  expect(res.status).toBe(201);
+  return ((await res.json()) as { client_id: string }).client_id;
+}
+
+beforeAll(async () => {
+  gateway = await startAsGateway({ upstream: 'http://127.0.0.1:9/mcp' });
+  multi = await startAsGateway({
+    upstream: 'http://127.0.0.1:9/mcp',
+    routes: {
+      'a.yaml': { path: '/a/mcp', scopes_supported: ['mcp:read'] },
+      'b.yaml': { path: '/b/mcp', scopes_supported: ['mcp:read'] },
+    },
+  });
+  redirectUri = `http://127.0.0.1:${await freePort()}/callback`;
+  clientId = await registerClient(gateway, [redirectUri, 'http://localhost:7000/cb', 'https://app.example/cb']);
+  resource = `${gateway.issuer}/everything/mcp`;
+});
+afterAll(async () => {
+  await Promise.all([gateway?.stop(), multi?.stop()]);
+});
+
+function authorizeUrl(gw: AsGateway, params: Record<string, string | string[] | undefined>): URL {
+  const url = new URL(`${gw.issuer}/authorize`);
+  for (const [name, value] of Object.entries(params)) {
+    if (value === undefined) continue;
+    for (const v of Array.isArray(value) ? value : [value]) url.searchParams.append(name, v);
+  }
+  return url;
+}
+
+const valid = (over: Record<string, string | string[] | undefined> = {}) => ({
+  response_type: 'code',
+  client_id: clientId,
+  redirect_uri: redirectUri,
+  code_challenge: CHALLENGE,
+  code_challenge_method: 'S256',
+  state: 'xyz',
+  resource,
+  ...over,
+});
+
+async function get(url: URL) {
+  const res = await fetch(url, { redirect: 'manual' });
+  return { status: res.status, headers: res.headers, body: await res.text() };
+}
+
+describe('E19: unknown client or unregistered redirect_uri → an error page, never a redirect, nothing stored', () => {
+  const cases: Array<[string, () => Record<string, string | string[] | undefined>]> = [
+    ['an unknown client_id', () => valid({ client_id: 'no-such-client' })],
+    ['no client_id', () => valid({ client_id: undefined })],
+    ['two client_ids', () => valid({ client_id: [clientId, clientId] })],
+    ['another host', () => valid({ redirect_uri: 'https://evil.example/callback' })],
+    ['a trailing slash added', () => valid({ redirect_uri: `${redirectUri}/` })],
+    ['another path', () => valid({ redirect_uri: redirectUri.replace('/callback', '/other') })],
+    ['an added query', () => valid({ redirect_uri: `${redirectUri}?x=1` })],
+    ['a fragment', () => valid({ redirect_uri: `${redirectUri}#f` })],
+    ['upper-case scheme and host', () => valid({ redirect_uri: 'HTTPS://APP.EXAMPLE/cb' })],
+    ['another loopback address', () => valid({ redirect_uri: redirectUri.replace('127.0.0.1', '127.0.0.2') })],
+    ['IPv6 loopback for an IPv4 registration', () => valid({ redirect_uri: redirectUri.replace('127.0.0.1', '[::1]') })],
+    ['localhost on another port (no port exception for localhost)', () => valid({ redirect_uri: 'http://localhost:7001/cb' })],
+    ['an https URI on another port', () => valid({ redirect_uri: 'https://app.example:8443/cb' })],
+    ['a prefix of a registered URI', () => valid({ redirect_uri: 'https://app.example/c' })],
+    ['two redirect_uris', () => valid({ redirect_uri: [redirectUri, redirectUri] })],
+    ['no redirect_uri when several are registered', () => valid({ redirect_uri: undefined })],
+    ['javascript:', () => valid({ redirect_uri: 'javascript:alert(1)' })],
+  ];
+  it.each(cases)('%s', async (_name, params) => {
+    const mark = gateway.recording.writes.length;
+    const res = await get(authorizeUrl(gateway, params()));
+    expect(res.status).toBe(400);
+    expect(res.headers.get('location')).toBeNull();
+    expect(res.headers.get('content-type')).toMatch(/^text\/html/);
+    expect(res.headers.get('set-cookie')).toBeNull();
+    expect(res.headers.get('x-frame-options')).toBe('DENY');
+    expect(res.body).not.toContain('evil.example');
+    expect(gateway.recording.writes.slice(mark)).toEqual([]);
+  });
+
+  it('a loopback IP literal matches on any port (RFC 8252 §7.3)', async () => {
+    const res = await get(authorizeUrl(gateway, valid({ redirect_uri: redirectUri.replace(/:\d+\//, ':1/') })));
+    expect(res.status).toBe(200);
+    expect(res.body).toContain('Approve');
+  });
+});
+
+/** The redirect of a refused request: exactly one error, the state as sent, and iss. */
+function expectErrorRedirect(res: { status: number; headers: Headers }, error: string, state: string | null = 'xyz') {
+  expect(res.status).toBe(302);
+  const location = new URL(res.headers.get('location')!);
+  expect(`${location.origin}${location.pathname}`).toBe(redirectUri);
+  expect(location.searchParams.getAll('error')).toEqual([error]);
+  expect(location.searchParams.getAll('state')).toEqual(state === null ? [] : [state]);
+  expect(location.searchParams.getAll('iss')).toEqual([gateway.issuer]);
+  expect(location.searchParams.has('code')).toBe(false);
+}
+
+describe('E20: PKCE S256 is required; only response_type=code', () => {
+  const cases: Array<[string, Record<string, string | string[] | undefined>, string]> = [
+    ['no code_challenge', { code_challenge: undefined }, 'invalid_request'],
+    ['code_challenge_method plain', { code_challenge_method: 'plain' }, 'invalid_request'],
+    ['no code_challenge_method (plain by default)', { code_challenge_method: undefined }, 'invalid_request'],
+    ['code_challenge_method s256 (case)', { code_challenge_method: 's256' }, 'invalid_request'],
+    ['a challenge that is too short', { code_challenge: 'abc' }, 'invalid_request'],
+    ['a challenge that is too long', { code_challenge: 'a'.repeat(129) }, 'invalid_request'],
+    ['a challenge with characters outside the unreserved set', { code_challenge: `${CHALLENGE.slice(0, 42)}+` }, 'invalid_request'],
+    ['an empty challenge', { code_challenge: '' }, 'invalid_request'],
+    ['two challenges', { code_challenge: [CHALLENGE, CHALLENGE] }, 'invalid_request'],
+    ['response_type token', { response_type: 'token' }, 'unsupported_response_type'],
+    ['response_type code id_token', { response_type: 'code id_token' }, 'unsupported_response_type'],
+    ['no response_type', { response_type: undefined }, 'invalid_request'],
+    ['a request object', { request: 'eyJhbGciOiJub25lIn0.e30.' }, 'request_not_supported'],
+  ];
+  it.each(cases)('%s → %s, nothing stored', async (_name, over, error) => {
+    const mark = gateway.recording.writes.length;
+    const res = await get(authorizeUrl(gateway, valid(over)));
+    expectErrorRedirect(res, error);
+    expect(gateway.recording.writes.slice(mark)).toEqual([]);
+  });
+});
+
+describe('E21: resource must be one of the gateway canonical URIs', () => {
+  const variants = () => [
+    `${resource}/`,
+    resource.replace('/everything/mcp', '/everything'),
+    `${resource}x`,
+    `${resource}/sub`,
+    resource.toUpperCase(),
+    resource.replace('http:', 'https:'),
+    resource.replace('127.0.0.1', 'localhost'),
+    `${resource}?x=1`,
+    'https://other.example/everything/mcp',
+    '',
+  ];
+  it('refuses every non-canonical variant with invalid_target, nothing stored', async () => {
+    for (const variant of variants().filter((v) => v !== '')) {
+      const mark = gateway.recording.writes.length;
+      const res = await get(authorizeUrl(gateway, valid({ resource: variant })));
+      expectErrorRedirect(res, 'invalid_target');
+      expect(gateway.recording.writes.slice(mark)).toEqual([]);
+    }
+  });
+
+  it('refuses two resources', async () => {
+    expectErrorRedirect(await get(authorizeUrl(gateway, valid({ resource: [resource, resource] }))), 'invalid_target');
+  });
+
+  it('requires resource when the gateway has several routes', async () => {
+    const uri = `http://127.0.0.1:${await freePort()}/cb`;
+    const id = await registerClient(multi, [uri]);
+    const params = { response_type: 'code', client_id: id, redirect_uri: uri, code_challenge: CHALLENGE, code_challenge_method: 'S256', state: 'm' };
+    const without = await get(authorizeUrl(multi, params));
+    expect(without.status).toBe(302);
+    const location = new URL(without.headers.get('location')!);
+    expect(location.searchParams.get('error')).toBe('invalid_target');
+    expect(location.searchParams.get('iss')).toBe(multi.issuer);
+    const withResource = await get(authorizeUrl(multi, { ...params, resource: `${multi.issuer}/b/mcp` }));
+    expect(withResource.status).toBe(200);
+  });
+
+  it('refuses a scope the route does not support (invalid_scope), accepts offline_access', async () => {
+    expectErrorRedirect(await get(authorizeUrl(gateway, valid({ scope: 'mcp:read mcp:root' }))), 'invalid_scope');
+    const ok = await get(authorizeUrl(gateway, valid({ scope: 'mcp:read offline_access' })));
+    expect(ok.status).toBe(200);
+    expect(ok.body).toContain('mcp:read');
+  });
+});
+
+describe('E22: the success redirect', () => {
+  it('carries exactly one code, the state byte for byte, and iss', async () => {
+    const state = 'a b+c/%25?&=é😀"<>\\';
+    const callback = await followAuthorization(authorizeUrl(gateway, valid({ state })), redirectUri, { onPage: headlessUser('erin') });
+    expect(callback.searchParams.getAll('code')).toHaveLength(1);
+    expect(callback.searchParams.get('code')).toMatch(/^[A-Za-z0-9_-]{43,}$/);
+    expect(callback.searchParams.getAll('state')).toEqual([state]);
+    expect(callback.searchParams.getAll('iss')).toEqual([gateway.issuer]);
+    expect(callback.searchParams.has('error')).toBe(false);
+  });
+
+  it('sends no state when none was sent, and works for a POSTed authorization request', async () => {
+    const form = new URLSearchParams(valid({ state: undefined }) as Record<string, string>);
+    form.delete('state');
+    const res = await fetch(`${gateway.issuer}/authorize`, { method: 'POST', body: form, redirect: 'manual' });
+    expect(res.status).toBe(200);
+    expect(await res.text()).toContain('Approve');
+  });
+
+  it('a denied consent goes back with access_denied, the state and iss', async () => {
+    const callback = await followAuthorization(authorizeUrl(gateway, valid({ state: 'deny-me' })), redirectUri, { onPage: headlessUser('frank', { decision: 'deny' }) });
+    expect(callback.searchParams.get('error')).toBe('access_denied');
+    expect(callback.searchParams.get('state')).toBe('deny-me');
+    expect(callback.searchParams.get('iss')).toBe(gateway.issuer);
+    expect(callback.searchParams.has('code')).toBe(false);
+  });
+});

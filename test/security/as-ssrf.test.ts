@@ -1,0 +1,242 @@
+/**
+ * SECURITY-CASES C13 and D (Client ID Metadata Documents): the SSRF guard's refusal table as a
+ * unit, the guard against real servers (numeric host forms, DNS to loopback, redirects re-checked,
+ * size and time limits), and CIMD clients through the gateway — including that, without the
+ * test-only loopback permission, the gateway never fetches a loopback client_id at all.
+ */
+import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createHash, randomBytes } from 'node:crypto';
+import { decodeJwt } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createSafeFetcher, isForbiddenAddress, SafeFetchError } from '../../src/authorization-server/safe-fetch.js';
+import { cacheLifetime } from '../../src/authorization-server/client-id-metadata-document.js';
+import { followAuthorization } from '../helpers/mcp-client.js';
+import { freePort } from '../helpers/net.js';
+import { headlessUser, selfSignedCertificate, startAsGateway, type AsGateway } from '../helpers/authorization-server.js';
+
+describe('the refusal table', () => {
+  const forbidden = [
+    '127.0.0.1', '127.1.2.3', '0.0.0.0', '0.1.2.3', '10.0.0.1', '10.255.255.255', '172.16.0.1', '172.31.255.255', '192.168.1.1',
+    '169.254.169.254', '169.254.0.1', '100.64.0.1', '100.127.255.255', '192.0.0.1', '192.0.2.1', '198.18.0.1', '198.51.100.1', '203.0.113.1',
+    '224.0.0.1', '239.255.255.250', '240.0.0.1', '255.255.255.255',
+    '::', '::1', '[::1]', '::ffff:127.0.0.1', '::ffff:7f00:1', '[::ffff:7f00:1]', '::ffff:10.0.0.1', '::ffff:169.254.169.254', '::ffff:a9fe:a9fe',
+    'fc00::1', 'fd00:ec2::254', 'fe80::1', 'fe80::1%eth0', 'fec0::1', 'ff02::1', '64:ff9b::7f00:1', '2002:7f00:1::1', '2001:db8::1', '100::1',
+    'localhost', 'metadata.google.internal', '2130706433', '0x7f000001', '', 'not an address',
+  ];
+  it.each(forbidden)('refuses %j', (address) => {
+    expect(isForbiddenAddress(address)).toBe(true);
+  });
+
+  const allowed = ['8.8.8.8', '1.1.1.1', '172.32.0.1', '172.15.255.255', '100.128.0.1', '11.0.0.1', '192.169.0.1', '2606:4700:4700::1111', '2a00:1450:4001:80b::200e'];
+  it.each(allowed)('allows %s', (address) => {
+    expect(isForbiddenAddress(address)).toBe(false);
+  });
+
+  it('the test-only permission opens loopback and nothing else', () => {
+    for (const a of ['127.0.0.1', '127.9.9.9', '::1', '::ffff:127.0.0.1']) expect(isForbiddenAddress(a, { allowLoopback: true })).toBe(false);
+    for (const a of ['10.0.0.1', '169.254.169.254', '192.168.0.1', 'fc00::1', '0.0.0.0']) expect(isForbiddenAddress(a, { allowLoopback: true })).toBe(true);
+  });
+
+  it.each([
+    [undefined, 300_000],
+    ['no-store', 300_000],
+    ['max-age=0', 300_000],
+    ['max-age=60', 300_000],
+    ['public, max-age=3600', 3_600_000],
+    ['max-age=999999', 86_400_000],
+  ])('Cache-Control %s → cached %i ms', (header, ms) => {
+    expect(cacheLifetime(header)).toBe(ms);
+  });
+});
+
+let tls: { key: string; cert: string };
+let server: HttpsServer;
+let origin: string;
+let hits: string[] = [];
+const routes = new Map<string, (req: IncomingMessage, res: ServerResponse) => void>();
+
+beforeAll(async () => {
+  tls = await selfSignedCertificate();
+  server = createHttpsServer({ key: tls.key, cert: tls.cert }, (req, res) => {
+    hits.push(req.url ?? '');
+    const handler = routes.get((req.url ?? '').split('?')[0]!);
+    if (handler) handler(req, res);
+    else res.writeHead(404).end();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  origin = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+afterAll(async () => {
+  server?.closeAllConnections();
+  await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+});
+
+const redirectTo = (location: string) => (_req: IncomingMessage, res: ServerResponse) => res.writeHead(302, { location }).end();
+const json = (body: unknown, headers: Record<string, string> = {}) => (_req: IncomingMessage, res: ServerResponse) =>
+  res.writeHead(200, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
+
+async function failure(promise: Promise<unknown>): Promise<string> {
+  try {
+    await promise;
+  } catch (err) {
+    expect(err).toBeInstanceOf(SafeFetchError);
+    return (err as SafeFetchError).reason;
+  }
+  throw new Error('expected a refusal');
+}
+
+describe('the guard against real servers', () => {
+  it('refuses loopback in every spelling without the test permission, before connecting', async () => {
+    const port = new URL(origin).port;
+    const fetcher = createSafeFetcher({ ca: tls.cert });
+    try {
+      hits = [];
+      for (const host of ['127.0.0.1', '2130706433', '0x7f.0.0.1', '017700000001', '127.1', '[::1]', '[::ffff:127.0.0.1]', '[::ffff:7f00:1]', 'localhost']) {
+        expect(await failure(fetcher.fetch(`https://${host}:${port}/doc`)), host).toBe('forbidden_address');
+      }
+      expect(hits).toEqual([]);
+      expect(await failure(fetcher.fetch(`http://example.com/doc`))).toBe('not_https');
+      expect(await failure(fetcher.fetch(`https://user:pw@example.com/doc`))).toBe('not_https');
+    } finally {
+      await fetcher.close();
+    }
+  });
+
+  it('follows at most three redirects, re-checking each hop', async () => {
+    const fetcher = createSafeFetcher({ allowLoopback: true, ca: tls.cert });
+    routes.set('/final', json({ ok: true }));
+    routes.set('/r1', redirectTo('/r2'));
+    routes.set('/r2', redirectTo('/r3'));
+    routes.set('/r3', redirectTo(`${origin}/final`));
+    routes.set('/r0', redirectTo('/r1'));
+    routes.set('/to-http', redirectTo(`http://127.0.0.1:${new URL(origin).port}/final`));
+    routes.set('/to-private', redirectTo('https://10.0.0.1/doc'));
+    routes.set('/to-metadata', redirectTo('https://[::ffff:169.254.169.254]/latest/meta-data/'));
+    routes.set('/to-decimal', redirectTo('https://2852039166/latest/'));
+    try {
+      const ok = await fetcher.fetch(`${origin}/r1`);
+      expect(ok.status).toBe(200);
+      expect(ok.url).toBe(`${origin}/final`);
+      expect(await failure(fetcher.fetch(`${origin}/r0`))).toBe('too_many_redirects');
+      expect(await failure(fetcher.fetch(`${origin}/to-http`))).toBe('not_https');
+      expect(await failure(fetcher.fetch(`${origin}/to-private`))).toBe('forbidden_address');
+      expect(await failure(fetcher.fetch(`${origin}/to-metadata`))).toBe('forbidden_address');
+      expect(await failure(fetcher.fetch(`${origin}/to-decimal`))).toBe('forbidden_address');
+    } finally {
+      await fetcher.close();
+    }
+  });
+
+  it('bounds size (declared or streamed) and time', async () => {
+    const fetcher = createSafeFetcher({ allowLoopback: true, ca: tls.cert, timeoutMs: 500 });
+    routes.set('/big-declared', (_req, res) => res.writeHead(200, { 'content-length': String(100_000) }).end('x'.repeat(100_000)));
+    routes.set('/big-chunked', (_req, res) => {
+      res.writeHead(200);
+      for (let i = 0; i < 10; i++) res.write('x'.repeat(10_000));
+      res.end();
+    });
+    routes.set('/slow', (_req, res) => {
+      res.writeHead(200);
+      res.write('{');
+      setTimeout(() => res.end('}'), 3_000).unref();
+    });
+    try {
+      expect(await failure(fetcher.fetch(`${origin}/big-declared`))).toBe('too_large');
+      expect(await failure(fetcher.fetch(`${origin}/big-chunked`))).toBe('too_large');
+      const started = Date.now();
+      expect(await failure(fetcher.fetch(`${origin}/slow`))).toBe('timeout');
+      expect(Date.now() - started).toBeLessThan(2_000);
+    } finally {
+      await fetcher.close();
+    }
+  });
+});
+
+describe('Client ID Metadata Documents through the gateway', () => {
+  let gateway: AsGateway;
+  let guarded: AsGateway;
+  let redirectUri: string;
+  const verifier = randomBytes(32).toString('base64url');
+  const challenge = createHash('sha256').update(verifier).digest('base64url');
+
+  beforeAll(async () => {
+    gateway = await startAsGateway({ upstream: 'http://127.0.0.1:9/mcp', options: { safeFetch: { allowLoopback: true, ca: tls.cert } } });
+    guarded = await startAsGateway({ upstream: 'http://127.0.0.1:9/mcp' });
+    redirectUri = `http://127.0.0.1:${await freePort()}/callback`;
+  });
+  afterAll(async () => {
+    await Promise.all([gateway?.stop(), guarded?.stop()]);
+  });
+
+  function publish(path: string, doc: (url: string) => Record<string, unknown>, headers?: Record<string, string>): string {
+    const url = `${origin}${path}`;
+    routes.set(path, json(doc(url), headers));
+    return url;
+  }
+
+  const authorize = (gw: AsGateway, clientId: string, over: Record<string, string> = {}) => {
+    const url = new URL(`${gw.issuer}/authorize`);
+    url.search = new URLSearchParams({ response_type: 'code', client_id: clientId, redirect_uri: redirectUri, code_challenge: challenge, code_challenge_method: 'S256', state: 'c', ...over }).toString();
+    return url;
+  };
+
+  it('a valid document: consent names the publisher, the flow completes, the token names the URL as client_id, the document is cached', async () => {
+    const clientId = publish('/good/client.json', (url) => ({ client_id: url, client_name: 'Doc Client', redirect_uris: [redirectUri], token_endpoint_auth_method: 'none' }), {
+      'cache-control': 'max-age=1',
+    });
+    hits = [];
+    const page = await fetch(authorize(gateway, clientId), { redirect: 'manual' });
+    expect(page.status).toBe(200);
+    const html = await page.text();
+    expect(html).toContain('Doc Client');
+    expect(html).toContain(`published by 127.0.0.1:${new URL(origin).port}`);
+
+    const callback = await followAuthorization(authorize(gateway, clientId), redirectUri, { onPage: headlessUser('judy') });
+    const res = await fetch(`${gateway.issuer}/token`, {
+      method: 'POST',
+      body: new URLSearchParams({ grant_type: 'authorization_code', code: callback.searchParams.get('code')!, code_verifier: verifier, redirect_uri: redirectUri, client_id: clientId }),
+    });
+    expect(res.status).toBe(200);
+    const { access_token } = (await res.json()) as { access_token: string };
+    expect(decodeJwt(access_token)).toMatchObject({ client_id: clientId, sub: 'judy' });
+    // max-age=1 is held to the 5-minute minimum: fetched once for all of the above.
+    expect(hits.filter((h) => h === '/good/client.json')).toHaveLength(1);
+  });
+
+  it.each([
+    ['names another client_id', (url: string) => ({ client_id: `${url}?x`, redirect_uris: [redirectUri] })],
+    ['holds a client_secret', (url: string) => ({ client_id: url, client_secret: 's', redirect_uris: [redirectUri] })],
+    ['wants client_secret_basic', (url: string) => ({ client_id: url, token_endpoint_auth_method: 'client_secret_basic', redirect_uris: [redirectUri] })],
+    ['lists a javascript: redirect URI', (url: string) => ({ client_id: url, redirect_uris: ['javascript:alert(1)'] })],
+    ['does not list the redirect_uri', (url: string) => ({ client_id: url, redirect_uris: ['https://elsewhere.example/cb'] })],
+  ])('a document that %s → an error page, no redirect', async (name, doc) => {
+    const clientId = publish(`/bad/${encodeURIComponent(name)}.json`, doc);
+    const mark = gateway.recording.writes.length;
+    const res = await fetch(authorize(gateway, clientId), { redirect: 'manual' });
+    expect(res.status).toBe(400);
+    expect(res.headers.get('location')).toBeNull();
+    expect(gateway.recording.writes.slice(mark)).toEqual([]);
+  });
+
+  it('a missing document, a non-JSON one, or a redirect to a private address → an error page', async () => {
+    routes.set('/not-json.json', (_req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end('<html>'));
+    routes.set('/bounce.json', redirectTo('https://192.168.0.1/client.json'));
+    for (const path of ['/missing.json', '/not-json.json', '/bounce.json']) {
+      const res = await fetch(authorize(gateway, `${origin}${path}`), { redirect: 'manual' });
+      expect(res.status, path).toBe(400);
+    }
+  });
+
+  it('without the test-only permission the gateway never fetches a loopback client_id', async () => {
+    const clientId = publish('/guarded/client.json', (url) => ({ client_id: url, redirect_uris: [redirectUri] }));
+    hits = [];
+    for (const id of [clientId, clientId.replace('127.0.0.1', 'localhost'), clientId.replace('127.0.0.1', '2130706433')]) {
+      const res = await fetch(authorize(guarded, id), { redirect: 'manual' });
+      expect(res.status, id).toBe(400);
+      expect(await res.text()).toContain('forbidden_address');
+    }
+    expect(hits).toEqual([]);
+  });
+});
