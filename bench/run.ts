@@ -1,16 +1,17 @@
 // npm run bench: the gateway against what users would otherwise deploy,
 // measured in one run on this machine. See docs/benchmark.md.
-//   throughput  interleaved rounds: direct, nginx, http-proxy, gateway (cached token), gateway (new token each request)
+//   throughput  interleaved rounds: direct, nginx, http-proxy, the gateway's proxy core alone,
+//               gateway (cached token), gateway (new token each request)
 //   latency     p50/p99 at a fixed modest rate: direct vs gateway
 //   sse         first-event time and per-event delay: direct vs gateway
 //   memory      RSS per idle SSE stream through a fresh gateway
 // Writes bench/results/<date>.json, latest.md and latest.svg; exits 1 when
 // the gateway answered anything but 2xx under load.
 import { existsSync, readdirSync, statSync } from 'node:fs';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import { join, resolve } from 'node:path';
-import { audienceOf, startEnvironment, type BenchEnvironment } from './lib/environment.js';
+import { startEnvironment, type BenchEnvironment } from './lib/environment.js';
 import { GATEWAY_PATHS } from './lib/gateway.js';
 import { measureIdleStreams } from './lib/idle-memory.js';
 import { interleave, type MeasuredTarget } from './lib/interleave.js';
@@ -29,13 +30,15 @@ const log = (...lines: string[]) => console.log(lines.join('\n'));
 
 async function main(): Promise<number> {
   const options = parseOptions(process.argv.slice(2));
+  if (options.from) return rerender(options);
   const date = new Date();
   const notes: string[] = [];
   checkBuild(options, notes);
   notes.push('Shared or virtual machines make these numbers noisy: compare ratios measured in the same run, not absolute figures across runs.');
 
   log(`starting upstream, gateway (${options.runtime}), http-proxy and nginx...`);
-  const env = await startEnvironment(options);
+  const needsColdTokens = options.phases.includes('throughput') || options.phases.includes('profile');
+  const env = await startEnvironment(options, needsColdTokens ? options.coldTokens : 0);
   notes.push(...env.notes);
   const machine = machineInfo(env.nginxVersion);
   const results: BenchResults = {
@@ -72,16 +75,18 @@ async function measure(env: BenchEnvironment, options: BenchOptions, results: Be
   const gatewayHeaders = { ...MCP_HEADERS, authorization: `Bearer ${mcpToken}` };
   const gatewayMcp = `${env.gateway.url}${GATEWAY_PATHS.mcp}`;
   let coldTokens: TokenRotation | undefined;
-  if (options.phases.includes('throughput') || options.phases.includes('profile')) {
+  if (env.coldTokens) {
     const started = performance.now();
-    coldTokens = new TokenRotation(await env.issuer.mintMany(audienceOf(GATEWAY_PATHS.mcp), options.coldTokens));
-    log(`minted ${options.coldTokens} ${options.alg} tokens for the cold-token run in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    coldTokens = new TokenRotation(await env.coldTokens);
+    const waited = (performance.now() - started) / 1000;
+    if (waited > 0.1) log(`waited ${waited.toFixed(1)} s more for the ${options.coldTokens} ${options.alg} tokens of the cold-token run`);
   }
   const direct: MeasuredTarget = { name: 'direct', url: `${env.upstream.url}${GATEWAY_PATHS.mcp}`, headers: { ...MCP_HEADERS }, pid: env.upstream.pid };
   const gateway: MeasuredTarget = { name: 'gateway', url: gatewayMcp, headers: gatewayHeaders, pid: env.gateway.pid };
   const proxies: MeasuredTarget[] = [
     ...(env.nginx ? [{ name: 'nginx', url: `http://127.0.0.1:${env.nginx.port}${GATEWAY_PATHS.mcp}`, headers: { ...MCP_HEADERS }, pid: env.nginx.pid }] : []),
     { name: 'http-proxy', url: `${env.httpProxy.url}${GATEWAY_PATHS.mcp}`, headers: { ...MCP_HEADERS }, pid: env.httpProxy.pid },
+    { name: 'proxy-core', url: `${env.proxyCore.url}${GATEWAY_PATHS.mcp}`, headers: { ...MCP_HEADERS }, pid: env.proxyCore.pid },
   ];
   const settings = { connections: options.connections, durationSec: options.durationSec };
 
@@ -101,11 +106,11 @@ async function measure(env: BenchEnvironment, options: BenchOptions, results: Be
   }
 
   if (options.phases.includes('latency')) {
-    log(`latency: ${options.rate} req/s evenly spaced, ${options.rounds} rounds × ${options.rateDurationSec} s`);
+    log(`latency: ${options.rate} req/s evenly spaced, ${options.latencyRounds} rounds × ${options.rateDurationSec} s`);
     const samples = await interleave(
       [direct, ...proxies, gateway],
       { connections: options.connections, durationSec: options.rateDurationSec, rate: options.rate },
-      options.rounds,
+      options.latencyRounds,
       Math.min(options.warmupSec, 1),
       log,
       runPaced,
@@ -129,7 +134,7 @@ async function measure(env: BenchEnvironment, options: BenchOptions, results: Be
         { name: 'direct', url: `${env.upstream.url}${GATEWAY_PATHS.stream}`, headers: {} },
         { name: 'gateway', url: `${env.gateway.url}${GATEWAY_PATHS.stream}`, headers: { authorization: `Bearer ${streamToken}` } },
       ],
-      { rounds: options.smoke ? 1 : options.rounds, streamsPerRound: options.sseStreams, events: options.sseEvents, intervalMs: options.sseIntervalMs },
+      { rounds: options.latencyRounds, streamsPerRound: options.sseStreams, events: options.sseEvents, intervalMs: options.sseIntervalMs, warm: !options.smoke },
       log,
     );
     results.sse = { events: options.sseEvents, intervalMs: options.sseIntervalMs, targets };
@@ -137,7 +142,7 @@ async function measure(env: BenchEnvironment, options: BenchOptions, results: Be
 
   if (options.phases.includes('memory')) {
     log(`memory: ${options.idleStreams} idle SSE streams through a fresh gateway`);
-    results.idleStreams = await measureIdleStreams(env, options.idleStreams, options.stallSec, log);
+    results.idleStreams = await measureIdleStreams(env, options.idleStreams, options, log);
   }
 
   if (options.phases.includes('profile')) {
@@ -158,6 +163,19 @@ async function measure(env: BenchEnvironment, options: BenchOptions, results: Be
     await writeFile(file, markdown + '\n');
     log(markdown, `profile summary: ${file}`);
   }
+}
+
+/** `--from`: the report and chart again from a results file (after a change to the report, say). */
+async function rerender(options: BenchOptions): Promise<number> {
+  const results = JSON.parse(await readFile(resolve(REPO_ROOT, options.from!), 'utf8')) as BenchResults;
+  results.goals = checkGoals(results);
+  const outDir = resolve(REPO_ROOT, options.outDir);
+  await mkdir(outDir, { recursive: true });
+  const markdown = markdownReport(results);
+  await writeFile(join(outDir, 'latest.md'), markdown);
+  await writeFile(join(outDir, 'latest.svg'), chartSvg(results));
+  log(markdown, `written: ${join(outDir, 'latest.md')}, ${join(outDir, 'latest.svg')}`);
+  return 0;
 }
 
 /** Verified-token cache lookups so far, from the gateway's Prometheus metrics. */

@@ -10,6 +10,7 @@ import { createStore } from './store/create-store.js';
 import type { Store } from './store/store.js';
 import { RedisStore } from './store/redis-store.js';
 import { InstrumentedStore } from './store/instrumented-store.js';
+import { enforceEvictionPolicy } from './store/eviction-policy.js';
 import { Metrics } from './observability/metrics.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { operationsRoutes, type Lifecycle } from './routes/operations.js';
@@ -72,9 +73,12 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
   const backend =
     options.store ?? createStore(config.store, { onConnectionError: (err) => logger.warn({ err: err.message }, 'store connection error') });
   if (backend instanceof RedisStore) {
-    // An evicted record could resurrect a token or lose a client: say so loudly.
-    const policy = await backend.checkEvictionPolicy().catch(() => undefined);
-    if (policy && policy !== 'noeviction') logger.warn({ policy }, 'Redis maxmemory-policy should be noeviction');
+    // An evicted record could resurrect a token or lose a client: refuse (require_noeviction) or say so loudly.
+    const require = config.store.kind === 'redis' && config.store.requireNoeviction;
+    await enforceEvictionPolicy(backend, { require, logger }).catch(async (err: unknown) => {
+      if (!options.store) await backend.close().catch(() => undefined);
+      throw err;
+    });
   }
   const store: Store = new InstrumentedStore(backend, metrics);
   const jwks = new JwksRegistry();
@@ -85,7 +89,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
 
   async function buildRouteTable(cfg: GatewayConfig): Promise<RouteTable> {
     const as = cfg.authorizationServer
-      ? await createAuthorizationServer(cfg, { store, logger, audit, options: options.authorizationServer })
+      ? await createAuthorizationServer(cfg, { store, logger, audit, metrics, options: options.authorizationServer })
       : undefined;
     const sessions = createSessionBinding(store);
     const selfOrigin = new URL(cfg.publicUrl).origin;
@@ -108,7 +112,13 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
         onCacheHit: () => metrics.tokenCache.labels('hit').inc(),
         onCacheMiss: () => metrics.tokenCache.labels('miss').inc(),
       });
-      const credential = createUpstreamCredential(route.upstreamAuth, { upstream: route.upstream, store, signer: as?.signer, publicUrl: cfg.publicUrl });
+      const credential = createUpstreamCredential(route.upstreamAuth, {
+        upstream: route.upstream,
+        store,
+        signer: as?.signer,
+        publicUrl: cfg.publicUrl,
+        idpTokens: as?.idpTokens,
+      });
       const policy = createPolicyStep(route, { audit });
       protectedRoutes.set(route.path, createProtectedRoute(route, { verifier, forwarder, credential, metrics, logger, selfOrigin, policy }));
     }

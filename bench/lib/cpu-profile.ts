@@ -44,6 +44,8 @@ export interface ProfileSummary {
   topSelf: ProfileEntry[];
   areas: ProfileEntry[];
   gatewayInclusive: ProfileEntry[];
+  /** Every area's self time in µs (for comparing two profiles). */
+  areaUs: Record<string, number>;
 }
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
@@ -154,6 +156,7 @@ export function summariseProfile(file: string, window?: ProfileWindow, top = 25)
     topSelf: entries(self, top),
     areas: entries(areas, top),
     gatewayInclusive: entries(inclusive, top),
+    areaUs: Object.fromEntries(areas),
   };
 }
 

@@ -19,11 +19,14 @@ export interface BenchEnvironment {
   issuer: Issuer;
   gateway: GatewayProcess;
   httpProxy: ServerProcess;
+  proxyCore: ServerProcess;
   nginx: NginxProcess | undefined;
   nginxVersion: string | null;
   notes: string[];
   /** A valid token for a gateway route (audience = its resource). */
   tokenFor(path: string): Promise<string>;
+  /** The cold-token run's distinct tokens for the /mcp route; minting starts with the environment, when asked for. */
+  coldTokens: Promise<string[]> | undefined;
   startGateway(name: string, cpuProfileDir?: string): Promise<GatewayProcess>;
   stop(): Promise<void>;
 }
@@ -32,7 +35,7 @@ const TSX = ['--import', 'tsx'];
 
 export const audienceOf = (path: string) => `${PUBLIC_URL}${path}`;
 
-export async function startEnvironment(options: BenchOptions): Promise<BenchEnvironment> {
+export async function startEnvironment(options: BenchOptions, coldTokenCount = 0): Promise<BenchEnvironment> {
   const started: { stop(): Promise<void> }[] = [];
   const notes: string[] = [];
   try {
@@ -44,6 +47,9 @@ export async function startEnvironment(options: BenchOptions): Promise<BenchEnvi
     started.push(upstream);
     const issuer = await startIssuer(options.alg, `${REQUIRED_SCOPE} mcp:write`);
     started.push({ stop: () => issuer.close() });
+    // Signed on libuv's thread pool while the other processes start, not while anything is measured.
+    const coldTokens = coldTokenCount > 0 ? issuer.mintMany(audienceOf(GATEWAY_PATHS.mcp), coldTokenCount) : undefined;
+    coldTokens?.catch(() => undefined);
     const startGateway = (name: string, cpuProfileDir?: string) =>
       startGatewayProcess(name, {
         upstreamOrigin: upstream.url,
@@ -54,22 +60,24 @@ export async function startEnvironment(options: BenchOptions): Promise<BenchEnvi
         entry: options.gatewayEntry,
         ...(cpuProfileDir ? { cpuProfileDir } : {}),
       });
-    const gateway = await startGateway('gateway');
-    started.push(gateway);
-    const httpProxy = await startServer('http-proxy', 'bench/servers/http-proxy.ts', { BENCH_TARGET: upstream.url });
-    started.push(httpProxy);
-
     const binary = findNginx();
-    let nginx: NginxProcess | undefined;
     if (!binary) notes.push('nginx is not installed: the nginx baseline was skipped (Debian: apt-get install nginx-light).');
-    else {
-      try {
-        nginx = await startNginx(binary, Number(new URL(upstream.url).port));
-        started.push(nginx);
-      } catch (err) {
-        notes.push(`nginx (${binary.version}) did not start, so its baseline was skipped: ${(err as Error).message.split('\n')[0]}`);
-      }
-    }
+    // In parallel: each needs only the upstream. All settle before a failure is thrown, so none is left running.
+    const settled = await Promise.allSettled([
+      startGateway('gateway'),
+      startServer('http-proxy', 'bench/servers/http-proxy.ts', { BENCH_TARGET: upstream.url }),
+      startServer('proxy core', 'bench/servers/proxy-core.ts', { BENCH_TARGET: upstream.url }),
+      binary ? startNginx(binary, Number(new URL(upstream.url).port)) : Promise.resolve(undefined),
+    ]);
+    for (const outcome of settled) if (outcome.status === 'fulfilled' && outcome.value) started.push(outcome.value);
+    const [gatewayOutcome, httpProxyOutcome, proxyCoreOutcome, nginxOutcome] = settled;
+    for (const outcome of [gatewayOutcome, httpProxyOutcome, proxyCoreOutcome]) if (outcome.status === 'rejected') throw outcome.reason;
+    const gateway = (gatewayOutcome as PromiseFulfilledResult<GatewayProcess>).value;
+    const httpProxy = (httpProxyOutcome as PromiseFulfilledResult<ServerProcess>).value;
+    const proxyCore = (proxyCoreOutcome as PromiseFulfilledResult<ServerProcess>).value;
+    let nginx: NginxProcess | undefined;
+    if (nginxOutcome.status === 'fulfilled') nginx = nginxOutcome.value;
+    else notes.push(`nginx (${binary?.version}) did not start, so its baseline was skipped: ${(nginxOutcome.reason as Error).message.split('\n')[0]}`);
 
     const tokens = new Map<string, Promise<string>>();
     const tokenFor = (path: string) => {
@@ -80,6 +88,7 @@ export async function startEnvironment(options: BenchOptions): Promise<BenchEnvi
 
     await expectStatus('upstream (direct)', `${upstream.url}${GATEWAY_PATHS.mcp}`, {}, 200);
     await expectStatus('http-proxy', `${httpProxy.url}${GATEWAY_PATHS.mcp}`, {}, 200);
+    await expectStatus('proxy core', `${proxyCore.url}${GATEWAY_PATHS.mcp}`, {}, 200);
     if (nginx) await expectStatus('nginx', `http://127.0.0.1:${nginx.port}${GATEWAY_PATHS.mcp}`, {}, 200);
     await expectStatus('gateway without a token', `${gateway.url}${GATEWAY_PATHS.mcp}`, {}, 401);
     const bearer = { authorization: `Bearer ${await tokenFor(GATEWAY_PATHS.mcp)}` };
@@ -90,10 +99,12 @@ export async function startEnvironment(options: BenchOptions): Promise<BenchEnvi
       issuer,
       gateway,
       httpProxy,
+      proxyCore,
       nginx,
       nginxVersion: binary?.version ?? null,
       notes,
       tokenFor,
+      coldTokens,
       startGateway,
       stop: () => stopAll(started),
     };

@@ -55,8 +55,9 @@ export async function startGatewayProcess(name: string, options: GatewayOptions)
       'store: { kind: memory }',
       'audit: { sink: none }',
       'log_level: info',
-      // Stopping a gateway between phases need not wait for Kubernetes' grace period.
+      // Stopping a gateway between phases need not wait as it would for Kubernetes.
       'shutdown_grace: 2s',
+      'drain_delay: 0s',
       '',
     ].join('\n'),
   );

@@ -37,10 +37,15 @@ interface ClientReport {
 
 /** Descriptors a process keeps for itself (listeners, pipes, libraries, the JWKS fetch...). */
 const RESERVED_FDS = 64;
-const SETTLE_MS = 2_000;
 const MiB = 2 ** 20;
 
-export async function measureIdleStreams(env: BenchEnvironment, requested: number, stallSec: number, log: Log): Promise<IdleStreamsResult> {
+export async function measureIdleStreams(
+  env: BenchEnvironment,
+  requested: number,
+  timing: { stallSec: number; settleSec: number },
+  log: Log,
+): Promise<IdleStreamsResult> {
+  const settleMs = timing.settleSec * 1000;
   const notes: string[] = [];
   const gateway = await env.startGateway('gateway (idle streams)');
   try {
@@ -56,7 +61,7 @@ export async function measureIdleStreams(env: BenchEnvironment, requested: numbe
 
     const hold = async (count: number) =>
       spawnReady('idle-stream client', process.execPath, ['--import', 'tsx', 'bench/clients/idle-streams.ts'], {
-        env: { ...process.env, BENCH_URL: url, BENCH_STREAMS: String(count), BENCH_AUTHORIZATION: authorization, BENCH_STALL_MS: String(stallSec * 1000) },
+        env: { ...process.env, BENCH_URL: url, BENCH_STREAMS: String(count), BENCH_AUTHORIZATION: authorization, BENCH_STALL_MS: String(timing.stallSec * 1000) },
         ready: (line) => (line.includes('"done":true') ? (JSON.parse(line) as ClientReport) : readyPort(line)),
         readyTimeoutMs: 120_000 + count * 10,
       });
@@ -64,7 +69,7 @@ export async function measureIdleStreams(env: BenchEnvironment, requested: numbe
     // Warm the route (JIT, pool, token cache) so the delta is the streams' own.
     const warm = await hold(Math.min(20, attempted));
     await warm.stop();
-    await sleep(SETTLE_MS);
+    await sleep(settleMs);
     const before = { gateway: rssBytes(gateway.pid), upstream: rssBytes(env.upstream.pid) };
 
     const client = await hold(attempted);
@@ -72,13 +77,10 @@ export async function measureIdleStreams(env: BenchEnvironment, requested: numbe
     try {
       log(`  ${report.opened} of ${attempted} streams open in ${report.openSeconds.toFixed(1)} s` + (report.stalled ? ` (opening stalled: ${report.pending} queued, never answered)` : ''));
       if (report.failed > 0) log(`  failed: ${JSON.stringify(report.failures)}`);
-      await sleep(SETTLE_MS);
+      await sleep(settleMs);
       const after = { gateway: rssBytes(gateway.pid), upstream: rssBytes(env.upstream.pid) };
       const perStream = (a: number | undefined, b: number | undefined) =>
         a !== undefined && b !== undefined && report.opened > 0 ? (a - b) / 1024 / report.opened : NaN;
-      if (report.stalled) {
-        notes.push(`only ${report.opened} of ${attempted} streams opened; ${report.pending} waited without an answer (a limit on concurrent streams in front of or inside the gateway).`);
-      }
       return {
         requested,
         attempted,

@@ -14,6 +14,8 @@ export interface BenchOptions {
   /** Requests per second of the fixed-rate latency runs. */
   rate: number;
   rateDurationSec: number;
+  /** Rounds of the latency and SSE measures (the throughput rounds are `rounds`). */
+  latencyRounds: number;
   /** Concurrent streams per target and round in the SSE comparison. */
   sseStreams: number;
   sseEvents: number;
@@ -27,14 +29,18 @@ export interface BenchOptions {
   gatewayEntry: string;
   /** How long opening idle streams may make no progress before the count is taken as final. */
   stallSec: number;
+  /** Pause before each RSS reading of the idle-stream measure. */
+  settleSec: number;
   /** `profile`: also run the gateway with --cpu-prof under cached- and cold-token load and summarise. */
   phases: Phase[];
   /** Where results go; default bench/results (bench/results/smoke for --smoke). */
   outDir: string;
+  /** Measure nothing: render latest.md and latest.svg again from this results file. */
+  from?: string;
 }
 
 export const USAGE = `usage: npm run bench -- [options]
-  --smoke               about 10 s of load in all: short rounds, 200 idle streams (CI)
+  --smoke               about 10 s of load in all: short rounds, one latency and SSE round, 200 idle streams (CI)
   --rounds N            interleaved rounds per measure (default 3, at least 1)
   --duration S          seconds per throughput run (default 5)
   --connections N       concurrent connections (default 32)
@@ -46,7 +52,8 @@ export const USAGE = `usage: npm run bench -- [options]
   --gateway-entry FILE  the gateway entry for --runtime dist (default bin/mcp-auth-gateway.js), e.g. a patched build
   --only a,b            phases to run: ${PHASES.join(', ')}, profile (default all but profile)
   --profile             also write CPU profiles of the gateway under load, with a summary (= adding profile to the phases)
-  --out DIR             results directory (default bench/results, bench/results/smoke with --smoke)`;
+  --out DIR             results directory (default bench/results, bench/results/smoke with --smoke)
+  --from FILE           measure nothing: write latest.md and latest.svg again from a results JSON`;
 
 export function parseOptions(argv: string[]): BenchOptions {
   const { values } = parseArgs({
@@ -66,6 +73,7 @@ export function parseOptions(argv: string[]): BenchOptions {
       only: { type: 'string' },
       profile: { type: 'boolean', default: false },
       out: { type: 'string' },
+      from: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -80,7 +88,8 @@ export function parseOptions(argv: string[]): BenchOptions {
     if (!Number.isFinite(value) || value < min) throw new Error(`--${name} must be a number ≥ ${min}`);
     return value;
   };
-  const durationSec = number('duration', values.duration, smoke ? 0.4 : 5, 0.1);
+  const rounds = Math.round(number('rounds', values.rounds, 3, 1));
+  const durationSec = number('duration', values.duration, smoke ? 0.3 : 5, 0.1);
   const alg = values.alg;
   if (alg !== 'RS256' && alg !== 'ES256' && alg !== 'PS256' && alg !== 'EdDSA') throw new Error('--alg must be RS256, ES256, PS256 or EdDSA');
   const runtime = values.runtime;
@@ -90,12 +99,13 @@ export function parseOptions(argv: string[]): BenchOptions {
   for (const phase of phases) if (![...PHASES, 'profile'].includes(phase)) throw new Error(`--only: unknown phase ${phase}`);
   return {
     smoke,
-    rounds: Math.round(number('rounds', values.rounds, 3, 1)),
+    rounds,
     durationSec,
     warmupSec: Math.min(smoke ? 0.2 : 2, durationSec),
     connections: Math.round(number('connections', values.connections, 32, 1)),
     rate: number('rate', values.rate, 1000, 1),
     rateDurationSec: smoke ? 0.5 : durationSec,
+    latencyRounds: smoke ? 1 : rounds,
     sseStreams: smoke ? 1 : 5,
     sseEvents: 200,
     sseIntervalMs: 5,
@@ -104,8 +114,10 @@ export function parseOptions(argv: string[]): BenchOptions {
     alg,
     runtime,
     gatewayEntry: values['gateway-entry'],
-    stallSec: smoke ? 3 : 10,
+    stallSec: smoke ? 2 : 10,
+    settleSec: smoke ? 0.5 : 3,
     phases: phases as Phase[],
     outDir: values.out ?? (smoke ? 'bench/results/smoke' : 'bench/results'),
+    ...(values.from ? { from: values.from } : {}),
   };
 }

@@ -1,6 +1,9 @@
-// `--profile`: a fresh gateway per scenario run with --cpu-prof under the same
-// load as the throughput runs (cached token, then a new token per request);
-// the profile is written when the gateway exits, then summarised.
+// `--profile`: fresh processes run with --cpu-prof under the throughput load:
+// the gateway's proxy core alone (no auth), the gateway with a cached token,
+// and the gateway with a new token per request. Each profile is written when
+// its process exits and summarised over the load run only; the difference
+// between the gateway and its proxy core, per area, shows where the gateway's
+// own layers spend their time.
 import { copyFile, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,6 +12,7 @@ import { GATEWAY_PATHS } from './gateway.js';
 import type { Log } from './interleave.js';
 import { MCP_HEADERS, runLoad, type LoadSettings, type TokenRotation } from './load.js';
 import { profileMarkdown, summariseProfile, type ProfileSummary } from './cpu-profile.js';
+import { readyPort, spawnReady } from './processes.js';
 
 const monotonicUs = () => Number(process.hrtime.bigint() / 1000n);
 
@@ -20,6 +24,19 @@ export interface ProfileResult {
   summary: ProfileSummary;
 }
 
+interface Profiled {
+  url: string;
+  pid: number;
+  stop(): Promise<void>;
+}
+
+interface Scenario {
+  scenario: string;
+  start(profileDir: string): Promise<Profiled>;
+  headers: Record<string, string>;
+  tokens?: TokenRotation;
+}
+
 export async function profileGateway(
   env: BenchEnvironment,
   settings: LoadSettings,
@@ -28,55 +45,86 @@ export async function profileGateway(
   stamp: string,
   log: Log,
 ): Promise<{ results: ProfileResult[]; markdown: string }> {
-  const results: ProfileResult[] = [];
-  const token = await env.tokenFor(GATEWAY_PATHS.mcp);
-  const scenarios = [
-    { scenario: 'cached-token', tokens: undefined },
-    { scenario: 'cold-token', tokens: coldTokens },
+  const bearer = { ...MCP_HEADERS, authorization: `Bearer ${await env.tokenFor(GATEWAY_PATHS.mcp)}` };
+  const startGateway = (name: string) => async (dir: string) => {
+    const gateway = await env.startGateway(name, dir);
+    return { url: gateway.url, pid: gateway.pid, stop: () => gateway.stop() };
+  };
+  const scenarios: Scenario[] = [
+    {
+      scenario: 'proxy-core',
+      start: async (dir) => {
+        const core = await spawnReady('proxy core (profile)', process.execPath, ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--import', 'tsx', 'bench/servers/proxy-core.ts'], {
+          env: { ...process.env, BENCH_TARGET: env.upstream.url },
+          ready: readyPort,
+        });
+        return { url: `http://127.0.0.1:${core.readyValue as number}`, pid: core.pid, stop: () => core.stop() };
+      },
+      headers: { ...MCP_HEADERS },
+    },
+    { scenario: 'cached-token', start: startGateway('gateway (profile, cached token)'), headers: bearer },
+    { scenario: 'cold-token', start: startGateway('gateway (profile, cold tokens)'), headers: bearer, tokens: coldTokens },
   ];
-  for (const { scenario, tokens } of scenarios) {
+
+  const results: ProfileResult[] = [];
+  for (const { scenario, start, headers, tokens } of scenarios) {
     const dir = await mkdtemp(join(tmpdir(), 'mag-bench-prof-'));
     try {
-      const gateway = await env.startGateway(`gateway (profile ${scenario})`, dir);
-      let requestsPerSec: number;
-      let requests: number;
+      const target = await start(dir);
       const window = { startUs: 0, endUs: 0 };
+      let sample;
       try {
         window.startUs = monotonicUs();
-        const sample = await runLoad(
-          {
-            name: scenario,
-            url: `${gateway.url}${GATEWAY_PATHS.mcp}`,
-            headers: { ...MCP_HEADERS, authorization: `Bearer ${token}` },
-            pid: gateway.pid,
-            ...(tokens ? { tokens } : {}),
-          },
-          settings,
-        );
+        sample = await runLoad({ name: scenario, url: `${target.url}${GATEWAY_PATHS.mcp}`, headers, pid: target.pid, ...(tokens ? { tokens } : {}) }, settings);
         window.endUs = monotonicUs();
-        requestsPerSec = sample.requestsPerSec;
-        requests = sample.requests;
       } finally {
-        await gateway.stop();
+        // The profile is written as the process exits.
+        await target.stop();
       }
       const written = (await readdir(dir)).find((name) => name.endsWith('.cpuprofile'));
-      if (!written) throw new Error(`the gateway wrote no CPU profile into ${dir}`);
+      if (!written) throw new Error(`${scenario}: no CPU profile was written into ${dir}`);
       const file = join(outDir, `profile-${stamp}-${scenario}.cpuprofile`);
       // Copied, not renamed: the temporary directory may be on another file system.
       await copyFile(join(dir, written), file);
       const summary = summariseProfile(file, window);
-      log(`  ${scenario}: ${Math.round(requestsPerSec)} req/s while profiled → ${file}`);
-      results.push({ scenario, file, requestsPerSec, requests, summary });
+      log(`  ${scenario}: ${Math.round(sample.requestsPerSec)} req/s while profiled → ${file}`);
+      results.push({ scenario, file, requestsPerSec: sample.requestsPerSec, requests: sample.requests, summary });
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
   }
+
+  const core = results.find((r) => r.scenario === 'proxy-core');
+  const cached = results.find((r) => r.scenario === 'cached-token');
   const markdown = [
-    '# Gateway CPU profiles',
+    '# CPU profiles: the gateway and its proxy core',
     '',
-    `Open the .cpuprofile files in Chrome DevTools (Performance → Load profile) or https://www.speedscope.app for flame graphs.`,
+    'Open the .cpuprofile files in https://www.speedscope.app or Chrome DevTools (Performance → Load profile) for flame graphs.',
     '',
+    ...(core && cached ? [differenceMarkdown(cached, core), ''] : []),
     ...results.map((r) => profileMarkdown(r.summary, `${r.scenario} (${Math.round(r.requestsPerSec)} req/s while profiled)`, r.requests)),
   ].join('\n');
   return { results, markdown };
+}
+
+/** µs per request by area: the gateway minus its proxy core, largest differences first. */
+function differenceMarkdown(gateway: ProfileResult, core: ProfileResult): string {
+  const perRequest = (r: ProfileResult) => new Map(Object.entries(r.summary.areaUs).map(([area, us]) => [area, us / r.requests]));
+  const [g, c] = [perRequest(gateway), perRequest(core)];
+  const busy = (r: ProfileResult) => (r.summary.busyMs * 1000) / r.requests;
+  const rows = [...new Set([...g.keys(), ...c.keys()])]
+    .filter((area) => area !== '(idle)')
+    .map((area) => ({ area, gateway: g.get(area) ?? 0, core: c.get(area) ?? 0 }))
+    .map((row) => ({ ...row, diff: row.gateway - row.core }))
+    .sort((a, b) => b.diff - a.diff)
+    .slice(0, 25);
+  return [
+    '## Where the gateway spends more than its proxy core (cached token)',
+    '',
+    `Busy JavaScript-thread time per request: gateway ${busy(gateway).toFixed(1)} µs, proxy core ${busy(core).toFixed(1)} µs.`,
+    '',
+    '| area | gateway µs/req | proxy core µs/req | difference |',
+    '|---|---:|---:|---:|',
+    ...rows.map((r) => `| \`${r.area}\` | ${r.gateway.toFixed(1)} | ${r.core.toFixed(1)} | ${r.diff >= 0 ? '+' : ''}${r.diff.toFixed(1)} |`),
+  ].join('\n');
 }

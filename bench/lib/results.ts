@@ -8,12 +8,13 @@ import type { StreamSummary } from './streaming.js';
 import type { ProfileResult } from './profile-phase.js';
 import { ratioSpread, spread, type Spread } from './stats.js';
 
-export type TargetName = 'direct' | 'nginx' | 'http-proxy' | 'gateway' | 'gateway-cold';
+export type TargetName = 'direct' | 'nginx' | 'http-proxy' | 'proxy-core' | 'gateway' | 'gateway-cold';
 
 export const TARGET_LABELS: Record<TargetName, string> = {
   direct: 'direct to upstream',
   nginx: 'nginx, no auth',
   'http-proxy': 'http-proxy, no auth',
+  'proxy-core': 'gateway proxy core, no auth',
   gateway: 'gateway, JWT (cached)',
   'gateway-cold': 'gateway, JWT (new token each request)',
 };
@@ -86,6 +87,8 @@ export function throughputRatios(samples: Map<string, RoundSample[]>): Record<st
     ['gateway', 'http-proxy'],
     ['gateway', 'nginx'],
     ['gateway', 'direct'],
+    ['gateway', 'proxy-core'],
+    ['proxy-core', 'http-proxy'],
     ['http-proxy', 'nginx'],
     ['gateway-cold', 'gateway'],
     ['gateway-cold', 'http-proxy'],

@@ -26,13 +26,13 @@ export interface StreamSummary {
 
 export async function compareStreams(
   targets: readonly StreamTarget[],
-  options: { rounds: number; streamsPerRound: number; events: number; intervalMs: number },
+  options: { rounds: number; streamsPerRound: number; events: number; intervalMs: number; warm: boolean },
   log: Log,
 ): Promise<Record<string, StreamSummary>> {
   const timings = new Map<string, StreamTiming[][]>(targets.map((t) => [t.name, []]));
   const timeoutMs = options.events * options.intervalMs + 30_000;
   // One stream each first, not recorded: the route's first token check and upstream connection are not the steady state.
-  for (const target of targets) await timeStream(target.url, target.headers, timeoutMs);
+  if (options.warm) for (const target of targets) await timeStream(target.url, target.headers, timeoutMs);
   for (let r = 1; r <= options.rounds; r++) {
     for (const target of targets) {
       const batch = await Promise.all(Array.from({ length: options.streamsPerRound }, () => timeStream(target.url, target.headers, timeoutMs)));

@@ -4,6 +4,8 @@ import { randomUUID } from 'node:crypto';
 import type { SigningKeys } from './keys.js';
 
 export const ACCESS_TOKEN_TYPE = 'at+jwt';
+/** Private claim naming the grant a token was issued under (`idp_token` finds the user's IdP tokens by it). */
+export const GRANT_ID_CLAIM = 'gid';
 
 export interface AccessTokenClaims {
   issuer: string;
@@ -12,6 +14,7 @@ export interface AccessTokenClaims {
   resource: string;
   scopes: readonly string[];
   ttlMs: number;
+  grantId: string;
 }
 
 export async function mintAccessToken(keys: SigningKeys, claims: AccessTokenClaims): Promise<{ token: string; expiresIn: number }> {
@@ -27,6 +30,7 @@ export async function mintAccessToken(keys: SigningKeys, claims: AccessTokenClai
       iat,
       exp: iat + expiresIn,
       jti: randomUUID(),
+      [GRANT_ID_CLAIM]: claims.grantId,
     },
     { typ: ACCESS_TOKEN_TYPE },
   );

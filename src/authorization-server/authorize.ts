@@ -37,6 +37,8 @@ export function authorizeRoutes(ctx: AsContext, deps: AuthorizeDeps): Hono {
     const { client, request, forceConsent } = validated;
     const browserId = await deps.browser.ensureBrowserId(c);
     if (!forceConsent && (await deps.consents.covers(c, browserId, request))) {
+      ctx.audit.record({ event: 'consent', decision: 'allow', remembered: true, client_id: request.clientId, resource: request.resource, scope: request.scopes.join(' ') });
+      ctx.metrics.consentDecisions.labels('remembered').inc();
       const interaction = await deps.interactions.create('login', request, browserId);
       return deps.login.start(c, interaction, browserId);
     }

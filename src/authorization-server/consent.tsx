@@ -72,6 +72,7 @@ export function consentRoutes(ctx: AsContext, deps: ConsentDeps): Hono {
       if (!interaction) return errorPage(c, 400, 'Request expired', 'This authorization request was already answered.');
       const { request } = interaction;
       ctx.audit.record({ event: 'consent', decision: decision === 'approve' ? 'allow' : 'deny', client_id: request.clientId, resource: request.resource, scope: request.scopes.join(' ') });
+      ctx.metrics.consentDecisions.labels(decision === 'approve' ? 'allow' : 'deny').inc();
       if (decision === 'deny') return deps.services.fail(c, interaction, 'access_denied', 'the user denied the request');
       await deps.consents.remember(c, browserId as string, request);
       const next = await deps.interactions.create('login', request, browserId as string);

@@ -2,6 +2,7 @@
 import type { AuthorizationServerConfig, RouteConfig } from '../config/types.js';
 import type { Audit } from '../observability/audit.js';
 import type { Logger } from '../observability/logger.js';
+import type { AuthorizationServerMetrics } from '../observability/metrics.js';
 import type { Store } from '../store/store.js';
 import type { SigningKeys } from './keys.js';
 
@@ -17,6 +18,7 @@ export interface AsContext {
   readonly store: Store;
   readonly logger: Logger;
   readonly audit: Audit;
+  readonly metrics: AuthorizationServerMetrics;
 }
 
 /** The endpoints sit at the root of the issuer's origin, so 2025-03-26 clients' default endpoints work. */

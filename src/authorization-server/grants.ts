@@ -27,9 +27,14 @@ interface FamilyState {
   current: string;
 }
 
-export type RevocationReason = 'refresh_token_reuse' | 'code_replay' | 'revoked_by_client';
+export type RevocationReason = 'refresh_token_reuse' | 'code_replay' | 'revoked_by_client' | 'idp_session_ended';
+
+/** Told about every revocation, e.g. to delete what a third-party login bound to the grant. */
+export type RevocationListener = (grantId: string) => Promise<void>;
 
 export class Grants {
+  readonly #listeners: RevocationListener[] = [];
+
   constructor(
     private readonly store: Store,
     private readonly refreshTtlMs: number,
@@ -69,6 +74,11 @@ export class Grants {
 
   async revoke(grantId: string, reason: RevocationReason): Promise<void> {
     await this.store.set(grantKey(grantId), JSON.stringify({ revoked: true, reason, at: Date.now() }), this.refreshTtlMs);
+    for (const listener of this.#listeners) await listener(grantId);
+  }
+
+  onRevoke(listener: RevocationListener): void {
+    this.#listeners.push(listener);
   }
 
   async isRevoked(grantId: string): Promise<boolean> {

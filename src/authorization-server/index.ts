@@ -8,8 +8,9 @@ import { errorResponse, toGatewayError } from '../errors/respond.js';
 import type { TokenVerifier } from '../auth/verifier.js';
 import { createAudit, type Audit } from '../observability/audit.js';
 import type { Logger } from '../observability/logger.js';
+import { Metrics, type AuthorizationServerMetrics } from '../observability/metrics.js';
 import { StoreUnavailableError, type Store } from '../store/store.js';
-import type { JwtSigner } from '../upstream-auth/upstream-credential.js';
+import type { IdpTokenSource, JwtSigner } from '../upstream-auth/upstream-credential.js';
 import { authorizeRoutes } from './authorize.js';
 import { BrowserBinding } from './browser.js';
 import { createBuiltinVerifier } from './builtin-verifier.js';
@@ -25,6 +26,7 @@ import { Interactions } from './interactions.js';
 import { jwksRoutes } from './jwks.js';
 import { loadSigningKeys } from './keys.js';
 import { devLogin } from './login/dev-login.js';
+import { oidcLogin } from './login/oidc-login.js';
 import type { LoginMethodFactory, LoginServices } from './login/login-method.js';
 import { metadataRoutes } from './metadata.js';
 import { errorPage } from './pages/respond-page.js';
@@ -51,6 +53,8 @@ export interface AuthorizationServerDeps {
   store: Store;
   logger: Logger;
   audit?: Audit;
+  /** Token, consent and revocation counters (default: counted nowhere). */
+  metrics?: AuthorizationServerMetrics;
   options?: AuthorizationServerOptions;
 }
 
@@ -61,13 +65,15 @@ export interface AuthorizationServer {
   builtinVerifier: (route: RouteConfig) => TokenVerifier;
   /** Signs with the AS key (for `upstream_auth: signed`). */
   signer: JwtSigner;
+  /** Users' IdP access tokens (for `upstream_auth: idp_token`); only with a third-party login. */
+  idpTokens?: IdpTokenSource;
   issuer: string;
   close(): Promise<void>;
 }
 
 const DEFAULT_REGISTRATION_RATE_LIMIT: RateLimit = { max: 60, windowMs: 10 * 60_000 };
 const MIN_REGISTRATION_TTL_MS = 30 * 24 * 3600_000;
-const BUILTIN_LOGIN_METHODS: Record<string, LoginMethodFactory> = { dev: devLogin };
+const BUILTIN_LOGIN_METHODS: Record<string, LoginMethodFactory> = { dev: devLogin, oidc: oidcLogin };
 
 export async function createAuthorizationServer(config: GatewayConfig, deps: AuthorizationServerDeps): Promise<AuthorizationServer> {
   const asConfig = config.authorizationServer;
@@ -93,6 +99,7 @@ export async function createAuthorizationServer(config: GatewayConfig, deps: Aut
     store: deps.store,
     logger: deps.logger,
     audit: deps.audit ?? createAudit(config.auditSink),
+    metrics: deps.metrics ?? new Metrics({ defaultMetrics: false }),
   };
 
   const fetcher = asConfig.clientIdMetadataDocuments ? createSafeFetcher(options.safeFetch) : undefined;
@@ -117,6 +124,7 @@ export async function createAuthorizationServer(config: GatewayConfig, deps: Aut
     complete: completion.complete,
     fail: completion.fail,
     errorPage,
+    grants,
   };
   const login = loginFactory(ctx, services);
 
@@ -142,6 +150,7 @@ export async function createAuthorizationServer(config: GatewayConfig, deps: Aut
     routes,
     builtinVerifier: createBuiltinVerifier(ctx.issuer, keys),
     signer: keys.signer,
+    idpTokens: login.idpTokens,
     issuer: ctx.issuer,
     close: async () => {
       await fetcher?.close();

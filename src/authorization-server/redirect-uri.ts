@@ -37,6 +37,11 @@ export function checkRedirectUri(uri: unknown, options: { nativeSchemes: boolean
   }
   if (url.username || url.password || /^[^/?]*\/\/[^/?]*@/.test(uri)) return bad('a redirect URI must not contain user information');
   for (const name of RESPONSE_PARAMETERS) if (url.searchParams.has(name)) return bad(`a redirect URI must not already carry the ${name} parameter`);
+  // Parsers disagree on non-canonical web URIs (`https:host/cb` has no authority for RFC 3986,
+  // `http://2130706433/` or `%2e` in a host is another host to some): keep only what the browser will request.
+  if ((scheme === 'https' || scheme === 'http') && withRootPath(uri) !== url.href) {
+    return bad('an http(s) redirect URI must be in canonical form: scheme://host, lower case, no default port, no dot segments or encodable characters');
+  }
   if (scheme === 'https') return url.hostname ? { ok: true } : bad('an https redirect URI needs a host');
   if (scheme === 'http') {
     return LOOPBACK_HOSTS.has(url.hostname) ? { ok: true } : bad('http redirect URIs are allowed only on loopback hosts (127.0.0.1, [::1], localhost)');
@@ -56,13 +61,16 @@ const LOOPBACK_IP_LITERAL = /^http:\/\/(127\.0\.0\.1|\[::1\])(?::(\d{1,5}))?([/?
 export function matchRedirectUri(requested: string, registered: readonly string[]): string | undefined {
   if (registered.includes(requested)) return requested;
   const asked = LOOPBACK_IP_LITERAL.exec(requested);
-  if (!asked) return undefined;
+  if (!asked || Number(asked[2] ?? 0) > 65535) return undefined;
   for (const candidate of registered) {
     const known = LOOPBACK_IP_LITERAL.exec(candidate);
     if (known && known[1] === asked[1] && (known[3] ?? '') === (asked[3] ?? '')) return candidate;
   }
   return undefined;
 }
+
+/** `https://host?q` → `https://host/?q`: an empty path is the root path (what URL.href shows). */
+const withRootPath = (uri: string) => uri.replace(/^([a-z]+:\/\/[^/?]*)(?=\?|$)/, '$1/');
 
 function bad(reason: string): RedirectUriVerdict {
   return { ok: false, reason };

@@ -68,6 +68,8 @@ const NON_PUBLIC: ReadonlyArray<[string, number, 'ipv4' | 'ipv6']> = [
   ['240.0.0.0', 4, 'ipv4'], // reserved, broadcast
   ['::', 128, 'ipv6'],
   ['::1', 128, 'ipv6'],
+  ['::', 96, 'ipv6'], // IPv4-compatible (deprecated): ::127.0.0.1 reaches IPv4 where automatic tunnels exist
+  ['::ffff:0:0:0', 96, 'ipv6'], // IPv4-translated (SIIT): ::ffff:0:7f00:1
   ['64:ff9b::', 96, 'ipv6'], // NAT64: reaches IPv4 (incl. private) through a gateway
   ['64:ff9b:1::', 48, 'ipv6'],
   ['100::', 64, 'ipv6'],

@@ -9,7 +9,7 @@ import { StoreUnavailableError } from '../store/store.js';
 import type { AsContext } from './context.js';
 import { mintAccessToken } from './access-token.js';
 import { authenticateClient } from './client-auth.js';
-import { isConfidential, type ClientRecord } from './client-record.js';
+import { isConfidential, SUPPORTED_GRANT_TYPES, type ClientRecord, type GrantType } from './client-record.js';
 import type { ClientRegistry } from './clients.js';
 import type { AuthorizationCodes } from './codes.js';
 import { publicCors } from './cors.js';
@@ -39,7 +39,7 @@ export function tokenRoutes(ctx: AsContext, deps: TokenDeps): Hono {
   const app = new Hono();
   const realm = ctx.issuer;
 
-  async function issue(client: ClientRecord, grant: GrantInfo, scopes: readonly string[], refreshToken?: string): Promise<TokenResponse> {
+  async function issue(grantType: GrantType, client: ClientRecord, grant: GrantInfo, scopes: readonly string[], refreshToken?: string): Promise<TokenResponse> {
     const { token, expiresIn } = await mintAccessToken(ctx.keys, {
       issuer: ctx.issuer,
       subject: grant.subject,
@@ -47,9 +47,11 @@ export function tokenRoutes(ctx: AsContext, deps: TokenDeps): Hono {
       resource: grant.resource,
       scopes,
       ttlMs: ctx.config.accessTokenTtlMs,
+      grantId: grant.grantId,
     });
     await deps.clients.touch(client);
-    ctx.audit.record({ event: 'token_issued', sub: grant.subject, client_id: client.clientId, resource: grant.resource, scope: scopes.join(' '), refresh: refreshToken !== undefined });
+    ctx.audit.record({ event: 'token_issued', grant_type: grantType, sub: grant.subject, client_id: client.clientId, resource: grant.resource, scope: scopes.join(' '), refresh: refreshToken !== undefined });
+    ctx.metrics.tokensIssued.labels(grantType).inc();
     return { access_token: token, token_type: 'Bearer', expires_in: expiresIn, scope: scopes.join(' '), ...(refreshToken && { refresh_token: refreshToken }) };
   }
 
@@ -76,21 +78,24 @@ export function tokenRoutes(ctx: AsContext, deps: TokenDeps): Hono {
     const resource = params.get('resource');
     if (resource !== undefined && resource !== record.resource) throw new GatewayError(400, 'invalid_target', 'resource does not match the authorization request');
 
+    // Marked before the take: a concurrent redemption that finds the code already gone
+    // (on this replica or another) still learns its grant, and revokes it.
+    await deps.codes.markRedeemed(code, record.grantId);
     const taken = await deps.codes.take(code);
     if (!taken) {
       // Another redemption won the race: that is a replay too.
       await revokeForReplay(record.grantId, client.clientId);
       throw invalidGrant('The authorization code is invalid, expired or already used');
     }
-    await deps.codes.markRedeemed(code, taken.grantId);
     const grant: GrantInfo = { grantId: taken.grantId, clientId: client.clientId, subject: taken.subject, scopes: taken.scopes, resource: taken.resource };
     const refreshToken = client.grantTypes.includes('refresh_token') ? await deps.grants.startFamily(grant) : undefined;
-    return issue(client, grant, grant.scopes, refreshToken);
+    return issue('authorization_code', client, grant, grant.scopes, refreshToken);
   }
 
   async function revokeForReplay(grantId: string, clientId: string): Promise<void> {
     await deps.grants.revoke(grantId, 'code_replay');
     ctx.audit.record({ event: 'grant_revoked', reason: 'code_replay', client_id: clientId });
+    ctx.metrics.grantsRevoked.labels('code_replay').inc();
   }
 
   async function refreshToken(client: ClientRecord, params: Params): Promise<TokenResponse> {
@@ -106,10 +111,11 @@ export function tokenRoutes(ctx: AsContext, deps: TokenDeps): Hono {
     const requested = params.get('scope');
     const scopes = requested === undefined ? known?.scopes : requested.split(' ').filter((s) => s !== '');
     if (known && scopes && !scopes.every((s) => known.scopes.includes(s))) throw new GatewayError(400, 'invalid_scope', 'scope exceeds what was granted');
-    const { grant, refreshToken: next } = await deps.grants.rotate(presented, client.clientId, (reused) =>
-      ctx.audit.record({ event: 'grant_revoked', reason: 'refresh_token_reuse', sub: reused.subject, client_id: reused.clientId }),
-    );
-    return issue(client, grant, scopes ?? grant.scopes, next);
+    const { grant, refreshToken: next } = await deps.grants.rotate(presented, client.clientId, (reused) => {
+      ctx.audit.record({ event: 'grant_revoked', reason: 'refresh_token_reuse', sub: reused.subject, client_id: reused.clientId });
+      ctx.metrics.grantsRevoked.labels('refresh_token_reuse').inc();
+    });
+    return issue('refresh_token', client, grant, scopes ?? grant.scopes, next);
   }
 
   async function clientCredentials(client: ClientRecord, params: Params): Promise<TokenResponse> {
@@ -121,15 +127,16 @@ export function tokenRoutes(ctx: AsContext, deps: TokenDeps): Hono {
     const scopes = resolveScopes(route.value, client, params.get('scope'));
     if (!scopes.ok) throw new GatewayError(400, scopes.error, scopes.description);
     const grant: GrantInfo = { grantId: randomToken(16), clientId: client.clientId, subject: client.clientId, scopes: scopes.value, resource: route.value.resource };
-    return issue(client, grant, grant.scopes);
+    return issue('client_credentials', client, grant, grant.scopes);
   }
 
   app.use('/token', publicCors);
   app.post('/token', async (c) => {
+    let grantType: string | undefined;
     try {
       const params = await readForm(c.req.raw);
+      grantType = params.get('grant_type');
       const client = await authenticateClient(deps.clients, params, c.req.header('authorization'), realm);
-      const grantType = params.get('grant_type');
       let response: TokenResponse;
       switch (grantType) {
         case 'authorization_code':
@@ -148,13 +155,15 @@ export function tokenRoutes(ctx: AsContext, deps: TokenDeps): Hono {
       }
       return c.json(response, 200, NO_STORE);
     } catch (err) {
-      return tokenError(c, err);
+      return tokenError(c, err, grantType);
     }
   });
   return app;
 
-  function tokenError(_c: Context, err: unknown): Response {
+  function tokenError(_c: Context, err: unknown, grantType: string | undefined): Response {
     const error = err instanceof StoreUnavailableError ? temporarilyUnavailable('The token service is temporarily unavailable', err) : toGatewayError(err);
+    // Bounded labels: the three grant types, else `other`.
+    ctx.metrics.tokenErrors.labels((SUPPORTED_GRANT_TYPES as readonly string[]).includes(grantType ?? '') ? (grantType as string) : 'other', error.code).inc();
     if (error.status >= 500) ctx.logger.warn({ err: error.cause ?? err, status: error.status }, 'token request failed');
     const response = errorResponse(error);
     response.headers.set('pragma', 'no-cache');

@@ -56,6 +56,10 @@ class Resolver {
     for (const source of this.input.routes) {
       const route = await this.route(source, publicUrl, authorizationServer?.issuer);
       const { value: f, at: here } = source;
+      // The user's IdP token exists only for tokens the built-in AS issued after a third-party login.
+      if (route.upstreamAuth.kind === 'idp_token' && (authorizationServer?.login.kind !== 'oidc' || route.token.kind !== 'builtin')) {
+        this.issue(here, ['upstream_auth', 'kind'], 'idp_token needs the built-in authorization server with login.kind oidc, and this route\'s tokens from it (no token: section)');
+      }
       const samePath = byPath.get(route.path);
       const sameResource = byResource.get(route.resource);
       if (samePath) this.issue(here, ['path'], `${route.path} is already the path of the route in ${samePath}`);
@@ -269,7 +273,7 @@ const ruleSource = ({ file, line }: ConfigIssue) => `${file}:${line}`;
 function storeConfig(s: GatewayFile['store']): StoreConfig {
   return s.kind === 'memory'
     ? { kind: 'memory', maxEntries: s.max_entries }
-    : { kind: 'redis', url: s.url, keyPrefix: s.key_prefix, commandTimeoutMs: parseDuration(s.command_timeout) };
+    : { kind: 'redis', url: s.url, keyPrefix: s.key_prefix, commandTimeoutMs: parseDuration(s.command_timeout), requireNoeviction: s.require_noeviction };
 }
 
 function isJsonObject(text: string): boolean {

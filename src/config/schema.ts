@@ -146,6 +146,10 @@ export const StoreSchema = z.discriminatedUnion('kind', [
     url: z.string().regex(/^rediss?(\+sentinel|\+cluster)?:\/\//, 'expected a redis:// or rediss:// URL'),
     key_prefix: z.string().default('mag:'),
     command_timeout: Duration.default('2s'),
+    require_noeviction: z
+      .boolean()
+      .default(false)
+      .describe('refuse to start unless Redis maxmemory-policy is verified to be noeviction (default: log an error and start)'),
   }),
 ]).meta({ id: 'Store' });
 
@@ -198,6 +202,8 @@ export const GatewaySchema = z.strictObject({
     })
     .default({ host: '0.0.0.0', port: 8080 }),
   public_url: HttpUrl.refine((u) => {
+    // zod runs this refinement even when HttpUrl's failed: that failure is the one to report.
+    if (!URL.canParse(u)) return true;
     const url = new URL(u);
     return url.search === '' && (url.pathname === '/' || !url.pathname.endsWith('/'));
   }, 'public_url has no query and no trailing slash'),

@@ -69,7 +69,7 @@ export interface RouteConfig {
 
 export type StoreConfig =
   | { kind: 'memory'; maxEntries: number }
-  | { kind: 'redis'; url: string; keyPrefix: string; commandTimeoutMs: number };
+  | { kind: 'redis'; url: string; keyPrefix: string; commandTimeoutMs: number; requireNoeviction: boolean };
 
 export type LoginConfig =
   | { kind: 'dev' }

@@ -4,6 +4,9 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 
 export type Decision = 'allow' | 'deny' | 'unauthenticated' | 'error';
 
+/** What the built-in authorization server counts. */
+export type AuthorizationServerMetrics = Pick<Metrics, 'tokensIssued' | 'tokenErrors' | 'consentDecisions' | 'grantsRevoked'>;
+
 export class Metrics {
   readonly registry = new Registry();
 
@@ -55,6 +58,36 @@ export class Metrics {
     name: 'mag_store_errors_total',
     help: 'Failed store operations: unavailable (down, paused, timed out) or other',
     labelNames: ['backend', 'operation', 'kind'] as const,
+    registers: [this.registry],
+  });
+
+  // --- built-in authorization server: per replica, sum over pods ---------------
+
+  readonly tokensIssued = new Counter({
+    name: 'mag_tokens_issued_total',
+    help: 'Access tokens issued by the built-in authorization server, by grant type',
+    labelNames: ['grant_type'] as const,
+    registers: [this.registry],
+  });
+
+  readonly tokenErrors = new Counter({
+    name: 'mag_token_errors_total',
+    help: 'Refused /token requests of the built-in authorization server, by grant type (other: unknown or missing) and OAuth error code',
+    labelNames: ['grant_type', 'error'] as const,
+    registers: [this.registry],
+  });
+
+  readonly consentDecisions = new Counter({
+    name: 'mag_consent_decisions_total',
+    help: 'Consent decisions at the built-in authorization server: allow, deny, or remembered (an earlier approval in this browser covered the request)',
+    labelNames: ['decision'] as const,
+    registers: [this.registry],
+  });
+
+  readonly grantsRevoked = new Counter({
+    name: 'mag_grants_revoked_total',
+    help: 'Grants (refresh-token families) revoked, by reason: revoked_by_client, refresh_token_reuse, code_replay',
+    labelNames: ['reason'] as const,
     registers: [this.registry],
   });
 

@@ -56,3 +56,6 @@ export const usedCodeKey = (code: string) => key('code-used', code);
 
 /** Claimed (SET NX) by the one request that rotates a refresh token: a second use is reuse. */
 export const usedRefreshTokenKey = (refreshToken: string) => key('refresh-used', refreshToken);
+
+/** Claimed (SET NX) by the one replica refreshing a grant's IdP tokens; the others wait for the result. */
+export const idpRefreshLockKey = (grantId: string) => key('idp-refresh', grantId);

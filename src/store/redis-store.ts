@@ -1,12 +1,17 @@
-// Shared store for several replicas, on ioredis. Every failure — down, paused,
-// refused — becomes StoreUnavailableError within a bounded time, so callers
-// answer 503 instead of hanging; the client reconnects on its own.
-import { Redis } from 'ioredis';
+// Shared store for several replicas, on ioredis: one primary, a Sentinel-
+// managed primary, or a Redis Cluster (see redis-url.ts). Every failure —
+// down, paused, refused, failing over — becomes StoreUnavailableError within a
+// bounded time, so callers answer 503 instead of hanging; the client
+// reconnects on its own. Every operation touches one key, so Cluster needs no
+// hash tags.
+import { Cluster } from 'ioredis';
 import { StoreUnavailableError, type Store } from './store.js';
 import { assertTtl } from './ttl.js';
+import { createRedisClient, type RedisClient } from './redis-client.js';
+import { parseRedisUrl, type RedisTopology } from './redis-url.js';
 
 export interface RedisStoreOptions {
-  /** redis:// or rediss:// (TLS). Sentinel and Cluster are not supported yet. */
+  /** redis://, rediss:// (TLS), redis+sentinel:// or redis+cluster:// (see redis-url.ts). */
   url: string;
   /** Prepended to every key, e.g. `mag:`. */
   keyPrefix: string;
@@ -19,37 +24,22 @@ export interface RedisStoreOptions {
 // Used only where GETDEL (Redis 6.2) is missing: the same read-and-delete, atomic as a script.
 const TAKE_SCRIPT = "local v = redis.call('GET', KEYS[1]); if v then redis.call('DEL', KEYS[1]) end; return v";
 
-const MAX_RECONNECT_DELAY_MS = 2_000;
-
-/** Throws a clear Error for URLs the store cannot use (checked before any connection). */
-export function assertSupportedRedisUrl(url: string): void {
-  const scheme = /^([a-z0-9+.-]+):\/\//i.exec(url)?.[1]?.toLowerCase();
-  if (scheme === 'redis' || scheme === 'rediss') return;
-  if (scheme?.endsWith('+sentinel') || scheme?.endsWith('+cluster')) {
-    throw new Error(`store.url: Redis Sentinel and Cluster are not supported yet (${scheme}://); use redis:// or rediss://`);
-  }
-  throw new Error('store.url: expected a redis:// or rediss:// URL');
-}
+/** Beyond commandTimeout: a command queued while a Cluster (re)discovers its nodes has no per-node timer yet. */
+const DEADLINE_SLACK_MS = 100;
 
 export class RedisStore implements Store {
   readonly kind = 'redis' as const;
-  readonly #client: Redis;
+  /** standalone, sentinel or cluster. */
+  readonly topology: RedisTopology['kind'];
+  readonly #client: RedisClient;
+  readonly #deadlineMs: number;
   #hasGetdel = true;
 
   constructor(options: RedisStoreOptions) {
-    assertSupportedRedisUrl(options.url);
-    this.#client = new Redis(options.url, {
-      keyPrefix: options.keyPrefix,
-      commandTimeout: options.commandTimeoutMs,
-      connectTimeout: options.commandTimeoutMs,
-      // Commands issued while (re)connecting wait in the offline queue, bounded by
-      // commandTimeout; every failed connection attempt flushes that queue at once.
-      enableOfflineQueue: true,
-      maxRetriesPerRequest: 0,
-      // A GETDEL re-sent after a dropped connection could consume a value whose caller was already told it failed.
-      autoResendUnfulfilledCommands: false,
-      retryStrategy: (attempt) => Math.min(100 * 2 ** (attempt - 1), MAX_RECONNECT_DELAY_MS),
-    });
+    const topology = parseRedisUrl(options.url);
+    this.topology = topology.kind;
+    this.#deadlineMs = options.commandTimeoutMs + DEADLINE_SLACK_MS;
+    this.#client = createRedisClient(topology, { keyPrefix: options.keyPrefix, commandTimeoutMs: options.commandTimeoutMs });
     // Without a listener ioredis prints every reconnect failure to the console.
     this.#client.on('error', (err: Error) => options.onConnectionError?.(err));
   }
@@ -98,13 +88,23 @@ export class RedisStore implements Store {
   }
 
   /**
-   * The server's `maxmemory-policy`, for a start-up warning unless it is
-   * `noeviction` (an evicted code or binding would silently vanish).
-   * undefined when CONFIG is disabled (managed Redis often renames it).
+   * The server's `maxmemory-policy`, for the start-up check (an evicted code
+   * or binding would silently vanish): on a Cluster, the first primary's that
+   * is not `noeviction`, if any. undefined when CONFIG is disabled (managed
+   * Redis often renames it).
    */
   async checkEvictionPolicy(): Promise<string | undefined> {
+    const client = this.#client;
+    if (!(client instanceof Cluster)) return this.#evictionPolicyOf(client);
+    await this.ping(); // the node list is known once the cluster answers
+    const policies = await Promise.all(client.nodes('master').map((node) => this.#evictionPolicyOf(node)));
+    if (policies.length === 0 || policies.includes(undefined)) return undefined;
+    return policies.find((p) => p !== 'noeviction') ?? 'noeviction';
+  }
+
+  async #evictionPolicyOf(node: RedisClient): Promise<string | undefined> {
     try {
-      const reply = await this.#run('CONFIG GET', (c) => c.config('GET', 'maxmemory-policy'));
+      const reply = await this.#run('CONFIG GET', (c) => c.config('GET', 'maxmemory-policy'), node);
       return Array.isArray(reply) && typeof reply[1] === 'string' ? reply[1] : undefined;
     } catch (err) {
       if (err instanceof StoreUnavailableError && isReplyError(err.cause)) return undefined;
@@ -124,16 +124,22 @@ export class RedisStore implements Store {
     this.#client.disconnect();
   }
 
-  async #run<T>(command: string, fn: (client: Redis) => Promise<T>): Promise<T> {
-    const status = this.#client.status;
+  async #run<T>(command: string, fn: (client: RedisClient) => Promise<T>, client: RedisClient = this.#client): Promise<T> {
+    const status = client.status;
     // Between reconnect attempts nothing can succeed: fail now rather than queue.
     if (status === 'reconnecting' || status === 'close' || status === 'end') {
       throw new StoreUnavailableError(`redis ${command}: not connected (${status})`);
     }
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within ${this.#deadlineMs} ms`)), this.#deadlineMs);
+    });
     try {
-      return await fn(this.#client);
+      return await Promise.race([fn(client), deadline]);
     } catch (err) {
       throw new StoreUnavailableError(`redis ${command} failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    } finally {
+      clearTimeout(timer);
     }
   }
 }

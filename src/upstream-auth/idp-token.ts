@@ -1,6 +1,7 @@
 // `idp_token`: the user's own third-party IdP access token, kept (and
 // refreshed) by the built-in AS; it exists only with an OIDC login.
-import { GatewayError } from '../errors/gateway-error.js';
+import { GatewayError, temporarilyUnavailable } from '../errors/gateway-error.js';
+import { StoreUnavailableError } from '../store/store.js';
 import { upstreamCredentialFailed } from './credential-error.js';
 import type { IdpTokenSource, UpstreamCredential } from './upstream-credential.js';
 
@@ -11,8 +12,10 @@ export function idpTokenCredential(idpTokens: IdpTokenSource | undefined): Upstr
       try {
         return { authorization: `Bearer ${await idpTokens.accessTokenFor(auth)}` };
       } catch (err) {
-        // The AS's own answers (e.g. 401 when the grant is gone, 503 store down) pass as they are.
+        // The AS's own answers (401 when the grant or its IdP session is gone) pass as they are.
         if (err instanceof GatewayError) throw err;
+        if (err instanceof StoreUnavailableError) throw temporarilyUnavailable('The token store is temporarily unavailable', err);
+        // The IdP unreachable or refusing for another reason than an ended session.
         throw upstreamCredentialFailed(err);
       }
     },

@@ -1,117 +1,20 @@
-// The Store contract, run against every backend.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+// The Store contract (test/helpers/store-contract.ts), run against the memory
+// store and a standalone redis-server. Sentinel and Cluster:
+// test/integration/redis-sentinel.test.ts and redis-cluster.test.ts.
 import { randomUUID } from 'node:crypto';
-import type { Store } from '../../src/store/store.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { RedisStore } from '../../src/store/redis-store.js';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
+import { describeStoreContract } from '../helpers/store-contract.js';
 
-interface Backend {
-  name: string;
-  open(): Promise<Store>;
-  shutdown(): Promise<void>;
-}
+describeStoreContract({ name: 'memory', open: async () => new MemoryStore({ maxEntries: 1000 }), shutdown: async () => undefined });
 
 let redis: RedisServer | undefined;
-const backends: Backend[] = [
-  { name: 'memory', open: async () => new MemoryStore({ maxEntries: 1000 }), shutdown: async () => undefined },
-  {
-    name: 'redis',
-    async open() {
-      redis = await startRedisServer();
-      return new RedisStore({ url: redis.url, keyPrefix: `test:${randomUUID()}:`, commandTimeoutMs: 1000 });
-    },
-    shutdown: async () => redis?.stop(),
+describeStoreContract({
+  name: 'redis',
+  async open() {
+    redis = await startRedisServer();
+    return new RedisStore({ url: redis.url, keyPrefix: `test:${randomUUID()}:`, commandTimeoutMs: 1000 });
   },
-];
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-describe.each(backends)('Store contract: $name', (backend) => {
-  let store: Store;
-  beforeAll(async () => {
-    store = await backend.open();
-  });
-  afterAll(async () => {
-    await store.close();
-    await backend.shutdown();
-  });
-  const k = () => `k:${randomUUID()}`;
-
-  it('gets what was set, and undefined for a missing key', async () => {
-    const key = k();
-    expect(await store.get(key)).toBeUndefined();
-    await store.set(key, 'v1', 10_000);
-    expect(await store.get(key)).toBe('v1');
-    await store.set(key, 'v2', 10_000);
-    expect(await store.get(key)).toBe('v2');
-  });
-
-  it('expires entries after their TTL', async () => {
-    const key = k();
-    await store.set(key, 'v', 100);
-    expect(await store.get(key)).toBe('v');
-    await sleep(250);
-    expect(await store.get(key)).toBeUndefined();
-  });
-
-  it('refuses a write without a positive TTL', async () => {
-    await expect(store.set(k(), 'v', 0)).rejects.toThrow(RangeError);
-    await expect(store.setIfAbsent(k(), 'v', Number.NaN)).rejects.toThrow(RangeError);
-  });
-
-  it('setIfAbsent writes once, and again after expiry', async () => {
-    const key = k();
-    expect(await store.setIfAbsent(key, 'first', 100)).toBe(true);
-    expect(await store.setIfAbsent(key, 'second', 100)).toBe(false);
-    expect(await store.get(key)).toBe('first');
-    await sleep(250);
-    expect(await store.setIfAbsent(key, 'third', 10_000)).toBe(true);
-    expect(await store.get(key)).toBe('third');
-  });
-
-  it('setIfAbsent: of 20 concurrent writers exactly one wins', async () => {
-    const key = k();
-    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => store.setIfAbsent(key, String(i), 10_000)));
-    expect(results.filter(Boolean)).toHaveLength(1);
-  });
-
-  it('take returns the value once and deletes it', async () => {
-    const key = k();
-    await store.set(key, 'code', 10_000);
-    expect(await store.take(key)).toBe('code');
-    expect(await store.take(key)).toBeUndefined();
-    expect(await store.get(key)).toBeUndefined();
-    expect(await store.take(k())).toBeUndefined();
-  });
-
-  it('take: of 20 concurrent takers exactly one gets the value', async () => {
-    const key = k();
-    await store.set(key, 'code', 10_000);
-    const results = await Promise.all(Array.from({ length: 20 }, () => store.take(key)));
-    expect(results.filter((r) => r !== undefined)).toEqual(['code']);
-  });
-
-  it('delete removes a key, and is quiet about a missing one', async () => {
-    const key = k();
-    await store.set(key, 'v', 10_000);
-    await store.delete(key);
-    expect(await store.get(key)).toBeUndefined();
-    await expect(store.delete(k())).resolves.toBeUndefined();
-  });
-
-  it('treats `:` and `*` in keys literally', async () => {
-    const base = k();
-    await store.set(`${base}:a:b`, 'colon', 10_000);
-    await store.set(`${base}:*`, 'star', 10_000);
-    expect(await store.get(`${base}:a:b`)).toBe('colon');
-    expect(await store.get(`${base}:*`)).toBe('star');
-    expect(await store.get(`${base}:a`)).toBeUndefined();
-    await store.delete(`${base}:*`);
-    expect(await store.get(`${base}:a:b`)).toBe('colon');
-  });
-
-  it('answers ping', async () => {
-    await expect(store.ping()).resolves.toBeUndefined();
-  });
+  shutdown: async () => redis?.stop(),
 });

@@ -1,11 +1,13 @@
 // How users prove who they are, after they approved the client and before the
 // code is issued. One implementation per `authorization_server.login.kind`:
-// `dev` (a name-only form, loopback gateways only) and, later, `oidc` (a
-// third-party IdP). A method gets an interaction at stage `login`, already
+// `dev` (a name-only form, loopback gateways only) and `oidc` (a third-party
+// IdP). A method gets an interaction at stage `login`, already
 // bound to the browser and consented; it ends by calling `complete` (or `fail`).
 import type { Context, Hono } from 'hono';
 import type { AsContext } from '../context.js';
 import type { BrowserBinding } from '../browser.js';
+import type { Grants } from '../grants.js';
+import type { IdpTokenSource } from '../../upstream-auth/upstream-credential.js';
 import type { Interaction, Interactions } from '../interactions.js';
 
 export interface AuthenticatedUser {
@@ -34,6 +36,8 @@ export interface LoginServices {
   fail(c: Context, interaction: Interaction, error: LoginFailure, description: string): Response;
   /** An error page for the user (a stale, forged or foreign form): never a redirect. */
   errorPage(c: Context, status: 400 | 403 | 503, title: string, message: string): Promise<Response>;
+  /** The AS's grants: a third-party login deletes what it bound to a grant when the grant is revoked. */
+  grants: Grants;
 }
 
 export interface LoginMethod {
@@ -42,6 +46,8 @@ export interface LoginMethod {
   start(c: Context, interaction: Interaction, browserId: string): Promise<Response>;
   /** Routes the method answers under its base path (form posts, IdP callback). */
   routes(): Hono;
+  /** A third-party login's IdP access tokens, for `upstream_auth: idp_token`. */
+  readonly idpTokens?: IdpTokenSource;
 }
 
 export type LoginMethodFactory = (ctx: AsContext, services: LoginServices) => LoginMethod;

@@ -1,5 +1,5 @@
 /**
- * SECURITY-CASES group F (/token) against the built-in AS, plus /revoke, pre-registered clients,
+ * SECURITY-CASES group F (/token, cases 23–26) against the built-in AS, plus /revoke, pre-registered clients,
  * client_credentials and the gateway's own check that only `at+jwt` tokens pass as access tokens.
  */
 import { createHash, randomBytes } from 'node:crypto';
@@ -99,7 +99,7 @@ async function token(params: Record<string, string | undefined>, opts: { basic?:
 const redeem = (client: Client, code: string, verifier: string, extra: Record<string, string | undefined> = {}) =>
   token({ grant_type: 'authorization_code', code, code_verifier: verifier, redirect_uri: client.redirectUri, client_id: client.id, ...extra });
 
-describe('F23: a code is used once', () => {
+describe('[F23] a code is used once', () => {
   it('a second redemption is invalid_grant, and revokes what the first one issued', async () => {
     const client = await register();
     const { code, verifier } = await obtainCode(client);
@@ -125,7 +125,43 @@ describe('F23: a code is used once', () => {
   });
 });
 
-describe('F24: what a code is bound to', () => {
+describe('[F23] replays after the fact', () => {
+  it('a replay after the first refresh rotation still revokes the whole family, current member included', async () => {
+    const client = await register();
+    const { code, verifier } = await obtainCode(client);
+    const first = await redeem(client, code, verifier);
+    const rotated = await token({ grant_type: 'refresh_token', refresh_token: String(first.json.refresh_token), client_id: client.id });
+    expect(rotated.status).toBe(200);
+    expect((await redeem(client, code, verifier)).json.error).toBe('invalid_grant');
+    const current = await token({ grant_type: 'refresh_token', refresh_token: String(rotated.json.refresh_token), client_id: client.id });
+    expect(current.status).toBe(400);
+    expect(current.json.error).toBe('invalid_grant');
+  });
+
+  it('twenty concurrent redemptions with a mix of right and wrong verifiers: at most one succeeds, and only with the right one', async () => {
+    const client = await register();
+    const { code, verifier } = await obtainCode(client);
+    const results = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => redeem(client, code, i % 2 === 0 ? verifier : newVerifier()).then((r) => ({ ...r, right: i % 2 === 0 }))),
+    );
+    const winners = results.filter((r) => r.status === 200);
+    expect(winners).toHaveLength(1);
+    expect(winners[0]!.right).toBe(true);
+  });
+
+  it('a code redeemed by its client cannot be redeemed by another client either (and does not leak whose it was)', async () => {
+    const owner = await register();
+    const other = await register();
+    const { code, verifier } = await obtainCode(owner);
+    expect((await redeem(owner, code, verifier)).status).toBe(200);
+    const res = await token({ grant_type: 'authorization_code', code, code_verifier: verifier, redirect_uri: owner.redirectUri, client_id: other.id });
+    expect(res.status).toBe(400);
+    expect(res.json.error).toBe('invalid_grant');
+    expect(JSON.stringify(res.json)).not.toContain(owner.id);
+  });
+});
+
+describe('[F24] what a code is bound to', () => {
   it.each([
     ['a wrong code_verifier', (v: string) => ({ code_verifier: newVerifier(), _v: v })],
     ['no code_verifier', () => ({ code_verifier: undefined })],
@@ -134,11 +170,24 @@ describe('F24: what a code is bound to', () => {
     ['another redirect_uri', () => ({ redirect_uri: 'http://127.0.0.1:1/other' })],
     ['no redirect_uri though one was sent', () => ({ redirect_uri: undefined })],
     ['an unknown code', () => ({ code: randomBytes(32).toString('base64url') })],
+    ['a verifier one character short', (v: string) => ({ code_verifier: v.slice(0, -1) })],
+    ['a verifier with a character appended', (v: string) => ({ code_verifier: `${v}A` })],
+    ['a verifier with padding', (v: string) => ({ code_verifier: `${v}=` })],
+    ['a verifier with a trailing space', (v: string) => ({ code_verifier: `${v} ` })],
+    ['a verifier in upper case', (v: string) => ({ code_verifier: v.toUpperCase() === v ? v.toLowerCase() : v.toUpperCase() })],
+    ['a 129-character verifier', () => ({ code_verifier: 'a'.repeat(129) })],
+    ['a 42-character verifier', () => ({ code_verifier: 'a'.repeat(42) })],
+    ['an empty verifier', () => ({ code_verifier: '' })],
+    ['a redirect_uri with a trailing slash', () => ({ redirect_uri: 'REDIRECT/' })],
+    ['the redirect_uri on another loopback port', () => ({ redirect_uri: 'OTHER-PORT' })],
+    ['an empty redirect_uri', () => ({ redirect_uri: '' })],
   ])('%s → invalid_grant, and the code still works for its client', async (_name, change) => {
     const client = await register();
     const { code, verifier } = await obtainCode(client);
     const { _v, ...over } = { _v: undefined, ...change(verifier) } as Record<string, string | undefined>;
     void _v;
+    if (over.redirect_uri === 'REDIRECT/') over.redirect_uri = `${client.redirectUri}/`;
+    if (over.redirect_uri === 'OTHER-PORT') over.redirect_uri = client.redirectUri.replace(/:(\d+)\//, (_m, p: string) => `:${Number(p) === 65535 ? 1 : Number(p) + 1}/`);
     const bad = await redeem(client, code, verifier, over);
     expect(bad.status).toBe(400);
     expect(bad.json.error).toBe('invalid_grant');
@@ -153,6 +202,39 @@ describe('F24: what a code is bound to', () => {
     expect(stolen.status).toBe(400);
     expect(stolen.json.error).toBe('invalid_grant');
     expect((await redeem(owner, code, verifier)).status).toBe(200);
+  });
+
+  it.each([
+    ['a code with a trailing space', (c: string) => `${c} `],
+    ['a code with its case flipped', (c: string) => c.replace(/[A-Za-z]/g, (ch) => (ch === ch.toUpperCase() ? ch.toLowerCase() : ch.toUpperCase()))],
+    ['a code percent-encoded', (c: string) => encodeURIComponent(c).replace(/-/g, '%2D')],
+    ['a code with one character changed', (c: string) => `${c.slice(0, -1)}${c.endsWith('A') ? 'B' : 'A'}`],
+  ])('%s → invalid_grant, and the code still works', async (_name, mangle) => {
+    const client = await register();
+    const { code, verifier } = await obtainCode(client);
+    const bad = await redeem(client, code, verifier, { code: mangle(code) });
+    expect(bad.status).toBe(400);
+    expect(bad.json.error).toBe('invalid_grant');
+    expect((await redeem(client, code, verifier)).status).toBe(200);
+  });
+
+  it('a repeated parameter → invalid_request, and the code survives', async () => {
+    const client = await register();
+    const { code, verifier } = await obtainCode(client);
+    const body = `grant_type=authorization_code&code=${code}&code=${code}&code_verifier=${verifier}&redirect_uri=${encodeURIComponent(client.redirectUri)}&client_id=${client.id}`;
+    const res = await fetch(`${gateway.issuer}/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: string }).error).toBe('invalid_request');
+    expect(res.headers.get('cache-control')).toBe('no-store');
+    expect((await redeem(client, code, verifier)).status).toBe(200);
+  });
+
+  it('a public client that names no client_id → 401 invalid_client', async () => {
+    const client = await register();
+    const { code, verifier } = await obtainCode(client);
+    const res = await token({ grant_type: 'authorization_code', code, code_verifier: verifier, redirect_uri: client.redirectUri });
+    expect(res.status).toBe(401);
+    expect(res.json.error).toBe('invalid_client');
   });
 
   it('a resource other than the code’s → invalid_target', async () => {
@@ -199,7 +281,7 @@ describe('F24: what a code is bound to', () => {
   });
 });
 
-describe('F25: refresh token rotation and reuse detection', () => {
+describe('[F25] refresh token rotation and reuse detection', () => {
   async function tokensFor(client: Client) {
     const { code, verifier } = await obtainCode(client);
     const res = await redeem(client, code, verifier);
@@ -251,6 +333,43 @@ describe('F25: refresh token rotation and reuse detection', () => {
     expect(narrowed.status).toBe(200);
   });
 
+  it.each([
+    ['the refresh token with a trailing space', (t: string) => `${t} `],
+    ['the refresh token truncated', (t: string) => t.slice(0, -2)],
+    ['the access token as a refresh token', (_t: string, access: string) => access],
+    ['an empty refresh token', () => ''],
+  ])('%s → invalid_grant (or invalid_request), and the real token is not revoked by it', async (_name, mangle) => {
+    const client = await register();
+    const t0 = await tokensFor(client);
+    const bad = await refresh(client, mangle(t0.refresh_token, t0.access_token));
+    expect(bad.status).toBe(400);
+    expect(['invalid_grant', 'invalid_request']).toContain(bad.json.error);
+    expect((await refresh(client, t0.refresh_token)).status).toBe(200);
+  });
+
+  it('a refresh token is not an access token: presented at the MCP route it is 401 and nothing is forwarded', async () => {
+    const client = await register();
+    const t0 = await tokensFor(client);
+    const before = upstream.requests.length;
+    const res = await fetch(`${gateway.issuer}/everything/mcp`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${t0.refresh_token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+    });
+    expect(res.status).toBe(401);
+    expect(upstream.requests.length).toBe(before);
+  });
+
+  it('a revoked family stays revoked: every member, then a fresh authorization works again', async () => {
+    const client = await register();
+    const t0 = await tokensFor(client);
+    const t1 = (await refresh(client, t0.refresh_token)).json as { refresh_token: string };
+    expect((await refresh(client, t0.refresh_token)).status).toBe(400); // reuse: family revoked
+    for (const member of [t0.refresh_token, t1.refresh_token]) expect((await refresh(client, member)).json.error).toBe('invalid_grant');
+    const fresh = await tokensFor(client);
+    expect((await refresh(client, fresh.refresh_token)).status).toBe(200);
+  });
+
   it('a client registered without the refresh_token grant gets no refresh token', async () => {
     const client = await register({ grant_types: ['authorization_code'] });
     const { code, verifier } = await obtainCode(client, { scope: 'mcp:read offline_access' });
@@ -270,7 +389,7 @@ describe('F25: refresh token rotation and reuse detection', () => {
   });
 });
 
-describe('F26: client authentication', () => {
+describe('[F26] client authentication', () => {
   const expectInvalidClient = (res: Awaited<ReturnType<typeof token>>) => {
     expect(res.status).toBe(401);
     expect(res.json.error).toBe('invalid_client');
@@ -293,6 +412,54 @@ describe('F26: client authentication', () => {
     expect(both.json.error).toBe('invalid_request');
     // The code survived all of that: the right secret (Basic, or post) redeems it.
     expect((await token(params, { basic: [client.id, client.secret!] })).status).toBe(200);
+  });
+
+  it.each([
+    ['Basic with invalid base64', 'Basic !!!not-base64!!!'],
+    ['Basic without a colon', `Basic ${Buffer.from('no-colon').toString('base64')}`],
+    ['Basic with an empty id', `Basic ${Buffer.from(':secret').toString('base64')}`],
+    ['a Bearer header instead of Basic', 'Bearer some-token'],
+    ['Basic with nothing after it', 'Basic '],
+    ['two schemes in one header', `Basic ${Buffer.from('a:b').toString('base64')}, Basic ${Buffer.from('c:d').toString('base64')}`],
+  ])('%s → 400 invalid_request or 401 invalid_client, never a token', async (_name, authorization) => {
+    const client = await register({ token_endpoint_auth_method: 'client_secret_basic' });
+    const { code, verifier } = await obtainCode(client);
+    const res = await fetch(`${gateway.issuer}/token`, {
+      method: 'POST',
+      headers: { authorization, 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ grant_type: 'authorization_code', code, code_verifier: verifier, redirect_uri: client.redirectUri }).toString(),
+    });
+    const json = (await res.json()) as Record<string, unknown>;
+    expect([400, 401]).toContain(res.status);
+    expect(['invalid_request', 'invalid_client']).toContain(json.error);
+    expect(json).not.toHaveProperty('access_token');
+    expect(res.headers.get('cache-control')).toBe('no-store');
+  });
+
+  it("another client's secret → invalid_client; another client's own credentials → invalid_grant", async () => {
+    const a = await register({ token_endpoint_auth_method: 'client_secret_basic' });
+    const b = await register({ token_endpoint_auth_method: 'client_secret_basic' });
+    const { code, verifier } = await obtainCode(a);
+    const params = { grant_type: 'authorization_code', code, code_verifier: verifier, redirect_uri: a.redirectUri };
+    expectInvalidClient(await token(params, { basic: [a.id, b.secret!] }));
+    // b authenticates as itself, but the code is a's.
+    expect((await token(params, { basic: [b.id, b.secret!] })).json.error).toBe('invalid_grant');
+    expect((await token(params, { basic: [a.id, a.secret!] })).status).toBe(200);
+  });
+
+  it('the client secret is compared without an early exit: secrets differing in the first or the last byte take the same path', async () => {
+    // Functional half of the constant-time rule (timing itself is asserted by code review: secretMatches hashes then timingSafeEqual).
+    const client = await register({ token_endpoint_auth_method: 'client_secret_post' });
+    const { code, verifier } = await obtainCode(client);
+    const params = { grant_type: 'authorization_code', code, code_verifier: verifier, redirect_uri: client.redirectUri, client_id: client.id };
+    const first = `${client.secret![0] === 'A' ? 'B' : 'A'}${client.secret!.slice(1)}`;
+    const last = `${client.secret!.slice(0, -1)}${client.secret!.endsWith('A') ? 'B' : 'A'}`;
+    for (const wrong of [first, last, client.secret!.toUpperCase(), `${client.secret!}\u0000`]) {
+      const res = await token({ ...params, client_secret: wrong });
+      expect(res.status).toBe(401);
+      expect(res.json.error_description).toBe((await token({ ...params, client_secret: 'x' })).json.error_description);
+    }
+    expect((await token({ ...params, client_secret: client.secret! })).status).toBe(200);
   });
 
   it('a public client that sends a secret is refused', async () => {
@@ -318,7 +485,7 @@ describe('F26: client authentication', () => {
   });
 });
 
-describe('client_credentials and pre-registered clients', () => {
+describe('[F26] client_credentials and pre-registered clients', () => {
   it('a configured confidential client gets an access token for the resource, limited to its scopes', async () => {
     const ok = await token({ grant_type: 'client_credentials', resource, scope: 'mcp:read' }, { basic: ['svc', 'svc-secret-value-0123456789'] });
     expect(ok.status).toBe(200);
@@ -352,7 +519,7 @@ describe('client_credentials and pre-registered clients', () => {
   });
 });
 
-describe('/revoke (RFC 7009)', () => {
+describe('[F25] /revoke (RFC 7009)', () => {
   it('revoking a refresh token revokes its grant at once; unknown tokens get 200 too', async () => {
     const client = await register();
     const { code, verifier } = await obtainCode(client);
@@ -378,7 +545,7 @@ describe('/revoke (RFC 7009)', () => {
   });
 });
 
-describe('dynamic registrations live on while used', () => {
+describe('[D18] dynamic registrations live on while used', () => {
   it('a use after the touch interval rewrites the registration with a fresh lifetime', async () => {
     const client = await register();
     const stored = JSON.parse((await gateway.store.get(clientKey(client.id)))!) as Record<string, unknown>;
@@ -392,7 +559,7 @@ describe('dynamic registrations live on while used', () => {
   });
 });
 
-describe('only access tokens (typ at+jwt) pass the built-in verifier', () => {
+describe('[B9] only access tokens (typ at+jwt) pass the built-in verifier', () => {
   it('a `signed` upstream credential (same key, typ JWT) presented to the gateway is 401', async () => {
     const ok = await token({ grant_type: 'client_credentials', resource: signedResource, scope: 'mcp:read' }, { basic: ['svc', 'svc-secret-value-0123456789'] });
     // svc may only have mcp:read; the signed route supports it.

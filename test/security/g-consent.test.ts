@@ -2,7 +2,8 @@
  * SECURITY-CASES group G (consent, the confused-deputy defence) without a browser: the consent
  * page's headers and content, CSRF and cross-site refusals (∅store), what a remembered consent
  * covers, the consent cookies' attributes and tamper resistance, and the post-consent login step
- * refusing stale, replayed or foreign forms. (Rendering and framing in a real browser: a later suite.)
+ * refusing stale, replayed or foreign forms. Rendering, framing and cross-site posts in a real
+ * browser: browser-consent.test.ts. The third-party IdP's callback (G32, G33): as-idp-*.test.ts.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -99,7 +100,7 @@ async function approveAndLogin(browser: Browser, client: Client, over: Record<st
   return new URL(done.headers.get('location')!);
 }
 
-describe('G27/G28: the consent page', () => {
+describe('[G27] [G28] the consent page', () => {
   it('names the client, the redirect host, the scopes and the MCP server, and cannot be framed or cached', async () => {
     const client = await register('Acme Assistant', [`http://127.0.0.1:${await freePort()}/cb`]);
     const { page } = await openConsent(new Browser(), client, { scope: 'mcp:read mcp:write' });
@@ -128,7 +129,32 @@ describe('G27/G28: the consent page', () => {
   });
 });
 
-describe('G29: approvals that do not count → 403, nothing stored', () => {
+describe('[G28] no page of the authorization server can be framed', () => {
+  const expectUnframeable = (res: { status: number; headers: Headers }, what: string) => {
+    expect(res.headers.get('x-frame-options'), what).toBe('DENY');
+    const csp = res.headers.get('content-security-policy') ?? '';
+    expect(csp, what).toContain("frame-ancestors 'none'");
+    expect(csp, what).toMatch(/default-src 'none'/);
+    expect(res.headers.get('cache-control'), what).toBe('no-store');
+    expect(res.headers.get('content-type'), what).toMatch(/^text\/html/);
+  };
+
+  it('the consent page, the login page, and every error page', async () => {
+    const browser = new Browser();
+    const client = await register();
+    const { page, form } = await openConsent(browser, client);
+    expectUnframeable(page, 'consent page');
+    const login = await post(browser, form.action, { ...form.fields, decision: 'approve' });
+    expectUnframeable(login, 'login page');
+    expectUnframeable(await browser.request(new URL('/authorize?client_id=nobody', gateway.issuer)), 'unknown client page');
+    expectUnframeable(await browser.request(new URL('/authorize/consent', gateway.issuer)), 'consent by GET');
+    expectUnframeable(await post(new Browser(), form.action, { ...form.fields, decision: 'approve' }), 'forged consent');
+    expectUnframeable(await browser.request(new URL('/authorize/login/dev', gateway.issuer)), 'login by GET');
+    expectUnframeable(await post(browser, '/authorize', { x: '1' }, { 'content-type': 'text/plain' }), 'authorize by a non-form POST');
+  });
+});
+
+describe('[G29] approvals that do not count → 403, nothing stored', () => {
   type Form = { action: string; fields: Record<string, string> };
   async function expectForbidden(send: (browser: Browser, form: Form, other: Form) => Promise<{ status: number; headers: Headers }>) {
     const browser = new Browser();
@@ -166,6 +192,50 @@ describe('G29: approvals that do not count → 403, nothing stored', () => {
     ['Origin: null', { origin: 'null' }],
   ])('cross-site (%s)', (_name, headers) => expectForbidden((b, f) => post(b, f.action, { ...f.fields, decision: 'approve' }, headers)));
 
+  it.each([
+    ['Origin: the gateway on another port', () => ({ origin: gateway.issuer.replace(/:(\d+)$/, (_m, p: string) => `:${Number(p) + 1}`) })],
+    ['Origin: the gateway over https', () => ({ origin: gateway.issuer.replace('http:', 'https:') })],
+    ['Origin: the gateway with a trailing slash', () => ({ origin: `${gateway.issuer}/` })],
+    ['Origin: the gateway as localhost', () => ({ origin: gateway.issuer.replace('127.0.0.1', 'localhost') })],
+    ['Origin: a suffix lookalike', () => ({ origin: `${gateway.issuer}.evil.example` })],
+    ['Sec-Fetch-Site: cross-site with a same-origin Origin', () => ({ 'sec-fetch-site': 'cross-site', origin: gateway.issuer })],
+  ])('cross-origin (%s)', (_name, headers) => expectForbidden((b, f) => post(b, f.action, { ...f.fields, decision: 'approve' }, headers())));
+
+  it("with this browser's CSRF token for another of its interactions", async () => {
+    const browser = new Browser();
+    const { form: first } = await openConsent(browser, await register());
+    const { form: second } = await openConsent(browser, await register());
+    const mark = gateway.recording.writes.length;
+    const res = await post(browser, first.action, { ...first.fields, csrf: second.fields.csrf!, decision: 'approve' });
+    expect(res.status).toBe(403);
+    expect(gateway.recording.writes.slice(mark)).toEqual([]);
+    expect(isLoginPage((await post(browser, first.action, { ...first.fields, decision: 'approve' })).body)).toBe(true);
+  });
+
+  it('with the CSRF token in another case', () =>
+    expectForbidden((b, f) => post(b, f.action, { ...f.fields, csrf: f.fields.csrf!.replace(/[A-Za-z]/g, (ch) => (ch === ch.toUpperCase() ? ch.toLowerCase() : ch.toUpperCase())), decision: 'approve' })));
+
+  it('with two CSRF tokens, the right one second', () =>
+    expectForbidden((b, f) => {
+      const body = new URLSearchParams({ interaction: f.fields.interaction!, csrf: 'forged' });
+      body.append('csrf', f.fields.csrf!);
+      body.append('decision', 'approve');
+      return b.request(new URL(f.action, gateway.issuer), { method: 'POST', body });
+    }));
+
+  it('a decision other than approve or deny approves nothing (400), and the form still works', async () => {
+    const browser = new Browser();
+    const { form } = await openConsent(browser, await register());
+    for (const decision of ['APPROVE', 'approve ', 'yes', '']) {
+      const mark = gateway.recording.writes.length;
+      const res = await post(browser, form.action, { ...form.fields, decision });
+      expect(res.status).toBe(400);
+      expect(isLoginPage(res.body)).toBe(false);
+      expect(gateway.recording.writes.slice(mark)).toEqual([]);
+    }
+    expect(isLoginPage((await post(browser, form.action, { ...form.fields, decision: 'approve' })).body)).toBe(true);
+  });
+
   it('a same-origin browser post passes', async () => {
     const browser = new Browser();
     const { form } = await openConsent(browser, await register());
@@ -184,7 +254,7 @@ describe('G29: approvals that do not count → 403, nothing stored', () => {
   });
 });
 
-describe('G30: what a remembered consent covers', () => {
+describe('[G30] what a remembered consent covers', () => {
   it('not another client, not wider scopes, not another redirect URI, not another resource', async () => {
     const port = await freePort();
     const client = await register('Scoped', [`http://127.0.0.1:${port}/one`, `http://127.0.0.1:${port}/two`]);
@@ -225,7 +295,7 @@ describe('G30: what a remembered consent covers', () => {
   });
 });
 
-describe('G31: consent cookies', () => {
+describe('[G31] consent cookies', () => {
   it('are __Host- cookies: Secure, HttpOnly, SameSite=Lax, Path=/, no Domain', async () => {
     const browser = new Browser();
     await approveAndLogin(browser, await register());
@@ -255,6 +325,30 @@ describe('G31: consent cookies', () => {
     expect(isConsentPage((await browser.request(authorizeUrl(client))).body)).toBe(true);
   });
 
+  it.each([
+    ['its signature truncated', (v: string) => v.slice(0, -4)],
+    ['its signature removed', (v: string) => v.slice(0, v.lastIndexOf('.'))],
+    ['the browser cookie put in its place', (_v: string, csrf: string) => csrf],
+    ['an empty value', () => ''],
+  ])('a consent cookie with %s is ignored', async (_name, tamper) => {
+    const client = await register();
+    const browser = new Browser();
+    await approveAndLogin(browser, client);
+    const consent = decodeURIComponent(browser.cookies.get('__Host-mag-consent')!);
+    browser.cookies.set('__Host-mag-consent', encodeURIComponent(tamper(consent, decodeURIComponent(browser.cookies.get('__Host-mag-csrf')!))));
+    expect(isConsentPage((await browser.request(authorizeUrl(client))).body)).toBe(true);
+  });
+
+  it('the same consent value under a cookie name without the __Host- prefix is ignored', async () => {
+    const client = await register();
+    const first = new Browser();
+    await approveAndLogin(first, client);
+    const second = new Browser();
+    second.cookies.set('__Host-mag-csrf', first.cookies.get('__Host-mag-csrf')!);
+    second.cookies.set('mag-consent', first.cookies.get('__Host-mag-consent')!);
+    expect(isConsentPage((await second.request(authorizeUrl(client))).body)).toBe(true);
+  });
+
   it('a tampered browser cookie gets a fresh one, and the old forms stop working', async () => {
     const browser = new Browser();
     const { form } = await openConsent(browser, await register());
@@ -265,7 +359,7 @@ describe('G31: consent cookies', () => {
   });
 });
 
-describe('G32 (dev login): the step after consent refuses stale, replayed or foreign forms; no code reaches the client', () => {
+describe('[G32] (dev login) the step after consent refuses stale, replayed or foreign forms; no code reaches the client', () => {
   async function loginForm() {
     const browser = new Browser();
     const { form } = await openConsent(browser, await register());

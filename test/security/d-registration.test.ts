@@ -1,13 +1,16 @@
 /**
- * SECURITY-CASES group D (registration) against the built-in AS: every rejection is asserted by
- * status and error code, and where the case says ∅store, by the store having gained no write.
+ * SECURITY-CASES group D (registration, cases 14–18) against the built-in AS: every rejection is
+ * asserted by status and error code, and where the case says ∅store, by the store having gained no
+ * write. Redirect-URI variants live in corpora/redirect-uris.json.
  */
 import { createServer } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Agent, fetch as undiciFetch } from 'undici';
 import { clientKey } from '../../src/store/keys.js';
 import { closeServer, freePort, listen } from '../helpers/net.js';
 import { followAuthorization } from '../helpers/mcp-client.js';
 import { headlessUser, startAsGateway, type AsGateway, type HeadlessUserLog } from '../helpers/authorization-server.js';
+import { redirectCorpus } from './corpora/redirect-uris.js';
 
 let gateway: AsGateway;
 let ipCounter = 0;
@@ -47,54 +50,20 @@ async function expectRefused(body: unknown, status: number, error: string, opts?
   return res;
 }
 
-describe('D14: redirect URIs', () => {
-  const refused = [
-    'javascript:alert(1)',
-    'JavaScript:alert(1)',
-    'data:text/html,<script>alert(1)</script>',
-    'vbscript:msgbox(1)',
-    'file:///etc/passwd',
-    'about:blank',
-    '\u0001https://app.example/cb',
-    ' https://app.example/cb',
-    'https://app.example/cb ',
-    'https://app.example/c b',
-    'https://app.example/cb\n',
-    'https://app.example/cb#fragment',
-    'https://app.example/cb#',
-    'https://*.example.com/cb',
-    'https://app.example/*',
-    '/relative/callback',
-    'callback',
-    '//app.example/cb',
-    'http://evil.example/cb',
-    'http://127.0.0.1.nip.io/cb',
-    'http://localhost.evil.example/cb',
-    'http://10.0.0.1/cb',
-    'https://user:password@app.example/cb',
-    'https://app.example\\@evil.example/cb',
-    'https://app.example/cb?code=injected',
-    'https://app.example/\u202Ebc',
-    'com.example.app:/oauth', // a private-use scheme for a web application
-    '',
-  ];
-  it.each(refused)('refuses %j with 400 invalid_redirect_uri and stores nothing', async (uri) => {
-    await expectRefused({ ...base, redirect_uris: ['https://ok.example/cb', uri] }, 400, 'invalid_redirect_uri');
-  });
+describe('[D14] redirect URIs (corpora/redirect-uris.json)', () => {
+  it.each(redirectCorpus.registration.refused.map((c) => [JSON.stringify(c.uri), c.why, c.uri] as const))(
+    'refuses %s (%s) with 400 invalid_redirect_uri and stores nothing',
+    async (_label, _why, uri) => {
+      await expectRefused({ ...base, redirect_uris: ['https://ok.example/cb', uri] }, 400, 'invalid_redirect_uri');
+    },
+  );
 
   it('refuses a missing redirect_uris for the authorization_code grant, and a non-array', async () => {
     await expectRefused({ ...base }, 400, 'invalid_redirect_uri');
     await expectRefused({ ...base, redirect_uris: 'https://app.example/cb' }, 400, 'invalid_redirect_uri');
   });
 
-  const accepted: Array<[string, Record<string, unknown>]> = [
-    ['https://app.example/cb', {}],
-    ['https://app.example/cb?tenant=1', {}],
-    ['http://127.0.0.1:3000/callback', {}],
-    ['http://[::1]/callback', {}],
-    ['http://localhost:8080/callback', {}],
-    ['com.example.app:/oauth2redirect', { application_type: 'native' }],
-  ];
+  const accepted = redirectCorpus.registration.accepted.map((c): [string, Record<string, unknown>] => [c.uri, c.native ? { application_type: 'native' } : {}]);
   it.each(accepted)('accepts %s', async (uri, extra) => {
     const res = await register({ ...base, ...extra, redirect_uris: [uri] });
     expect(res.status, res.text).toBe(201);
@@ -102,7 +71,7 @@ describe('D14: redirect URIs', () => {
   });
 });
 
-describe('D15: ids and secrets', () => {
+describe('[D15] ids and secrets', () => {
   it('ignores a client-chosen client_id and client_secret; ids are random, ≥128 bits; the secret is stored only hashed', async () => {
     const chosen = { client_id: 'i-chose-this', client_secret: 'my-own-secret' };
     const a = await register({ ...chosen, client_name: 'confidential', redirect_uris: ['https://app.example/cb'], token_endpoint_auth_method: 'client_secret_basic' });
@@ -134,6 +103,37 @@ describe('D15: ids and secrets', () => {
     }
   });
 
+  it('ignores every server-issued field a client tries to set', async () => {
+    const res = await register({
+      ...base,
+      redirect_uris: ['https://app.example/cb'],
+      token_endpoint_auth_method: 'client_secret_post',
+      client_id_issued_at: 1,
+      client_secret_expires_at: 4102444800,
+      registration_access_token: 'chosen-rat',
+      registration_client_uri: 'https://evil.example/manage',
+    });
+    expect(res.status).toBe(201);
+    expect(res.json.client_id_issued_at).toBeGreaterThan(1_600_000_000);
+    expect(res.json.client_secret_expires_at).toBe(0);
+    expect(res.json).not.toHaveProperty('registration_access_token');
+    expect(res.json).not.toHaveProperty('registration_client_uri');
+    expect(res.text).not.toContain('chosen-rat');
+    expect(res.text).not.toContain('evil.example');
+  });
+
+  it('fifty registrations: fifty distinct ids and secrets, none derived from the request', async () => {
+    const results = await Promise.all(
+      Array.from({ length: 50 }, () => register({ ...base, token_endpoint_auth_method: 'client_secret_basic', redirect_uris: ['https://app.example/cb'] })),
+    );
+    for (const r of results) expect(r.status).toBe(201);
+    expect(new Set(results.map((r) => r.json.client_id)).size).toBe(50);
+    expect(new Set(results.map((r) => r.json.client_secret)).size).toBe(50);
+    // No shared prefix beyond chance: ids are not counters or timestamps.
+    const ids = results.map((r) => String(r.json.client_id));
+    expect(new Set(ids.map((id) => id.slice(0, 4))).size).toBeGreaterThan(40);
+  });
+
   it('a public client gets no secret at all', async () => {
     const res = await register({ ...base, redirect_uris: ['https://app.example/cb'] });
     expect(res.status).toBe(201);
@@ -142,7 +142,7 @@ describe('D15: ids and secrets', () => {
   });
 });
 
-describe('D16: grants a public client may not have', () => {
+describe('[D16] grants a public client may not have', () => {
   const cases: Array<[string, Record<string, unknown>]> = [
     ['implicit (public)', { grant_types: ['implicit'], response_types: ['token'] }],
     ['implicit beside code (public)', { grant_types: ['authorization_code', 'implicit'] }],
@@ -155,6 +155,23 @@ describe('D16: grants a public client may not have', () => {
     ['an unknown token_endpoint_auth_method', { token_endpoint_auth_method: 'private_key_jwt' }],
     ['an unknown application_type', { application_type: 'desktop' }],
     ['grant_types that is not an array', { grant_types: 'authorization_code' }],
+    ['password beside code', { grant_types: ['authorization_code', 'password'] }],
+    ['an upper-case grant name', { grant_types: ['IMPLICIT'] }],
+    ['client_credentials beside code (public)', { grant_types: ['authorization_code', 'client_credentials'] }],
+    ['the JWT bearer grant', { grant_types: ['urn:ietf:params:oauth:grant-type:jwt-bearer'] }],
+    ['the token-exchange grant', { grant_types: ['urn:ietf:params:oauth:grant-type:token-exchange'] }],
+    ['empty grant_types', { grant_types: [] }],
+    ['a null grant', { grant_types: [null] }],
+    ['eleven grants', { grant_types: Array.from({ length: 11 }, () => 'authorization_code') }],
+    ['response_type id_token', { response_types: ['id_token'] }],
+    ['response_type "code token" as one value', { response_types: ['code token'] }],
+    ['code grant without the code response type', { response_types: [] }],
+    ['client_secret_jwt', { token_endpoint_auth_method: 'client_secret_jwt' }],
+    ['tls_client_auth', { token_endpoint_auth_method: 'tls_client_auth' }],
+    ['an auth method that is not a string', { token_endpoint_auth_method: ['none'] }],
+    ['a scope with a quote', { scope: 'mcp:read "x' }],
+    ['a scope with a backslash', { scope: 'mcp:read a\\b' }],
+    ['a scope with a newline', { scope: 'mcp:read\nmcp:write' }],
   ];
   it.each(cases)('%s → 400 invalid_client_metadata, nothing stored', async (_name, extra) => {
     await expectRefused({ ...base, redirect_uris: ['https://app.example/cb'], ...extra }, 400, 'invalid_client_metadata');
@@ -167,7 +184,7 @@ describe('D16: grants a public client may not have', () => {
   });
 });
 
-describe('D17: hostile display data', () => {
+describe('[D17] hostile display data', () => {
   it('stores client_name as given, escapes it on the consent page, neutralises RTL tricks, and never fetches logo_uri', async () => {
     let logoFetches = 0;
     const logoServer = createServer((_req, res) => {
@@ -209,7 +226,98 @@ describe('D17: hostile display data', () => {
   });
 });
 
-describe('D18: sizes, prototype keys, floods, expiry', () => {
+describe('[D17] hostile URL fields are refused, never fetched', () => {
+  it.each([
+    ['logo_uri', 'javascript:alert(1)'],
+    ['logo_uri', 'data:image/svg+xml,<svg onload=alert(1)>'],
+    ['client_uri', 'javascript:alert(1)'],
+    ['policy_uri', 'file:///etc/passwd'],
+    ['tos_uri', 'vbscript:msgbox(1)'],
+    ['client_uri', 'https://app.example/ x'],
+    ['logo_uri', 42],
+  ])('%s %j → 400 invalid_client_metadata, nothing stored', async (field, value) => {
+    await expectRefused({ ...base, redirect_uris: ['https://app.example/cb'], [field]: value }, 400, 'invalid_client_metadata');
+  });
+
+  it.each([
+    ['a name over 1000 characters', { client_name: 'x'.repeat(1001) }],
+    ['a name that is not a string', { client_name: { first: 'x' } }],
+    ['a software_id that is not a string', { software_id: 7 }],
+  ])('%s → 400 invalid_client_metadata', async (_name, extra) => {
+    await expectRefused({ ...base, redirect_uris: ['https://app.example/cb'], ...extra }, 400, 'invalid_client_metadata');
+  });
+});
+
+describe('[D18] sizes, prototype keys, floods, expiry', () => {
+  it('refuses a streamed (chunked) body over 64 KiB with 413 while reading it, and stores nothing', async () => {
+    const mark = gateway.recording.writes.length;
+    const chunk = new TextEncoder().encode(`{"client_name":"${'y'.repeat(16 * 1024)}`);
+    let sent = 0;
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        if (sent++ < 8) controller.enqueue(chunk);
+        else controller.close();
+      },
+    });
+    // Its own connection: the server closes it after answering mid-body.
+    const dispatcher = new Agent();
+    try {
+      const res = await undiciFetch(`${gateway.issuer}/register`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-forwarded-for': freshIp() },
+        body,
+        duplex: 'half',
+        dispatcher,
+      });
+      expect(res.status).toBe(413);
+      expect(((await res.json()) as { error: string }).error).toBe('payload_too_large');
+    } finally {
+      await dispatcher.destroy();
+    }
+    expect(gateway.recording.writes.slice(mark)).toEqual([]);
+  });
+
+  it('stores none of the unknown fields: a 50 KB extension costs the store nothing', async () => {
+    const mark = gateway.recording.writes.length;
+    const res = await register({ ...base, redirect_uris: ['https://app.example/cb'], x_padding: 'p'.repeat(50_000), nested: { deep: [[[['z'.repeat(1000)]]]] } });
+    expect(res.status).toBe(201);
+    const written = gateway.recording.writes.slice(mark).find((w) => w.key === clientKey(String(res.json.client_id)));
+    expect(written).toBeDefined();
+    expect(written!.value.length).toBeLessThan(2_000);
+    expect(written!.value).not.toContain('ppppp');
+  });
+
+  it.each([
+    ['an escaped __proto__ key', '{"\\u005f_proto__":{"admin":true},"redirect_uris":["https://app.example/cb"]}'],
+    ['a nested __proto__', '{"redirect_uris":["https://app.example/cb"],"a":{"b":{"__proto__":{"polluted":1}}}}'],
+    ['__proto__ inside an array', '{"redirect_uris":["https://app.example/cb"],"a":[{"__proto__":1}]}'],
+    ['a constructor key', '{"redirect_uris":["https://app.example/cb"],"constructor":1}'],
+  ])('refuses %s', async (_name, raw) => {
+    await expectRefused(undefined, 400, 'invalid_client_metadata', { raw });
+    expect(({} as Record<string, unknown>).admin).toBeUndefined();
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+
+  it.each([
+    ['no content type', '{"redirect_uris":["https://app.example/cb"]}', 'text/plain'],
+    ['JSON with a BOM', '\uFEFF{"redirect_uris":["https://app.example/cb"]}', 'application/json'],
+    ['a JSON string', '"https://app.example/cb"', 'application/json'],
+    ['JSON null', 'null', 'application/json'],
+    ['an empty body', '', 'application/json'],
+  ])('refuses %s with 400 invalid_client_metadata', async (_name, raw, contentType) => {
+    await expectRefused(undefined, 400, 'invalid_client_metadata', { raw, contentType });
+  });
+
+  it('a concurrent flood from one IP cannot go far past the limit', async () => {
+    const ip = '203.0.113.78';
+    const body = { ...base, redirect_uris: ['https://app.example/cb'] };
+    const results = await Promise.all(Array.from({ length: 40 }, () => register(body, { ip })));
+    const created = results.filter((r) => r.status === 201).length;
+    expect(results.every((r) => r.status === 201 || r.status === 429)).toBe(true);
+    expect(created).toBeLessThanOrEqual(5);
+    expect((await register(body, { ip })).status).toBe(429);
+  });
+
   it('refuses a body over 64 KiB with 413 and stores nothing', async () => {
     await expectRefused({ ...base, redirect_uris: ['https://app.example/cb'], client_name: 'x'.repeat(70 * 1024) }, 413, 'payload_too_large');
   });

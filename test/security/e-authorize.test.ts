@@ -1,5 +1,6 @@
 /**
- * SECURITY-CASES group E (/authorize) against the built-in AS. Refusals before the redirect URI is
+ * SECURITY-CASES group E (/authorize, cases 19–22) against the built-in AS. Redirect-URI variants
+ * live in corpora/redirect-uris.json. Refusals before the redirect URI is
  * trusted are error pages (never a redirect); later ones go back with `error`, `state` and `iss`.
  * Where the case says ∅store, the store has gained no write (and no cookie was set).
  */
@@ -7,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { followAuthorization } from '../helpers/mcp-client.js';
 import { freePort } from '../helpers/net.js';
 import { headlessUser, startAsGateway, type AsGateway } from '../helpers/authorization-server.js';
+import { expandRedirect, redirectCorpus } from './corpora/redirect-uris.js';
 
 const CHALLENGE = 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM';
 
@@ -68,7 +70,32 @@ async function get(url: URL) {
   return { status: res.status, headers: res.headers, body: await res.text() };
 }
 
-describe('E19: unknown client or unregistered redirect_uri → an error page, never a redirect, nothing stored', () => {
+/** An /authorize refusal shown to the user: a framing-proof error page, no redirect, no cookie, nothing stored. */
+async function expectErrorPage(params: Record<string, string | string[] | undefined>, mark: number) {
+  const res = await get(authorizeUrl(gateway, params));
+  expect(res.status).toBe(400);
+  expect(res.headers.get('location')).toBeNull();
+  expect(res.headers.get('content-type')).toMatch(/^text\/html/);
+  expect(res.headers.get('set-cookie')).toBeNull();
+  expect(res.headers.get('x-frame-options')).toBe('DENY');
+  expect(res.body).not.toContain('evil.example');
+  expect(gateway.recording.writes.slice(mark)).toEqual([]);
+}
+
+describe('[E19] redirect_uri tricks at /authorize (corpora/redirect-uris.json)', () => {
+  it.each(redirectCorpus.authorize.mismatched.map((c) => [JSON.stringify(c.uri), c.why, c.uri] as const))('%s (%s) → an error page', async (_label, _why, uri) => {
+    await expectErrorPage(valid({ redirect_uri: expandRedirect(uri, redirectUri) }), gateway.recording.writes.length);
+  });
+
+  it.each(redirectCorpus.authorize.matched.map((c) => [c.uri, c.why] as const))('%s (%s) → the consent page, and the code goes exactly there', async (uri) => {
+    const sent = expandRedirect(uri, redirectUri);
+    const callback = await followAuthorization(authorizeUrl(gateway, valid({ redirect_uri: sent, state: 'm' })), sent, { onPage: headlessUser('mia') });
+    expect(`${callback.origin}${callback.pathname}`).toBe(new URL(sent).href.replace(/\?.*$/, ''));
+    expect(callback.searchParams.getAll('code')).toHaveLength(1);
+  });
+});
+
+describe('[E19] unknown client or unregistered redirect_uri → an error page, never a redirect, nothing stored', () => {
   const cases: Array<[string, () => Record<string, string | string[] | undefined>]> = [
     ['an unknown client_id', () => valid({ client_id: 'no-such-client' })],
     ['no client_id', () => valid({ client_id: undefined })],
@@ -118,7 +145,7 @@ function expectErrorRedirect(res: { status: number; headers: Headers }, error: s
   expect(location.searchParams.has('code')).toBe(false);
 }
 
-describe('E20: PKCE S256 is required; only response_type=code', () => {
+describe('[E20] PKCE S256 is required; only response_type=code', () => {
   const cases: Array<[string, Record<string, string | string[] | undefined>, string]> = [
     ['no code_challenge', { code_challenge: undefined }, 'invalid_request'],
     ['code_challenge_method plain', { code_challenge_method: 'plain' }, 'invalid_request'],
@@ -133,16 +160,35 @@ describe('E20: PKCE S256 is required; only response_type=code', () => {
     ['response_type code id_token', { response_type: 'code id_token' }, 'unsupported_response_type'],
     ['no response_type', { response_type: undefined }, 'invalid_request'],
     ['a request object', { request: 'eyJhbGciOiJub25lIn0.e30.' }, 'request_not_supported'],
+    ['a request_uri (PAR not offered)', { request_uri: 'urn:ietf:params:oauth:request_uri:abc' }, 'request_not_supported'],
+    ['code_challenge_method S256 with a trailing space', { code_challenge_method: 'S256 ' }, 'invalid_request'],
+    ['code_challenge_method S512', { code_challenge_method: 'S512' }, 'invalid_request'],
+    ['two code_challenge_methods', { code_challenge_method: ['S256', 'plain'] }, 'invalid_request'],
+    ['a padded challenge', { code_challenge: `${CHALLENGE}=` }, 'invalid_request'],
+    ['a standard-base64 challenge', { code_challenge: CHALLENGE.replace(/-/g, '+') }, 'invalid_request'],
+    ['a challenge with a space', { code_challenge: `${CHALLENGE.slice(0, 20)} ${CHALLENGE.slice(21)}` }, 'invalid_request'],
+    ['a challenge one short of 43', { code_challenge: CHALLENGE.slice(0, 42) }, 'invalid_request'],
+    ['a challenge with non-ASCII', { code_challenge: `${CHALLENGE.slice(0, 42)}é` }, 'invalid_request'],
+    ['response_type CODE (case)', { response_type: 'CODE' }, 'unsupported_response_type'],
+    ['response_type "code " (trailing space)', { response_type: 'code ' }, 'unsupported_response_type'],
+    ['response_type "code code"', { response_type: 'code code' }, 'unsupported_response_type'],
+    ['response_type none', { response_type: 'none' }, 'unsupported_response_type'],
+    ['two response_types', { response_type: ['code', 'code'] }, 'invalid_request'],
+    ['response_mode fragment', { response_mode: 'fragment' }, 'invalid_request'],
+    ['response_mode form_post', { response_mode: 'form_post' }, 'invalid_request'],
+    ['prompt=none (no silent authorization)', { prompt: 'none' }, 'login_required'],
+    ['two states', { state: ['a', 'b'] }, 'invalid_request'],
   ];
   it.each(cases)('%s → %s, nothing stored', async (_name, over, error) => {
     const mark = gateway.recording.writes.length;
     const res = await get(authorizeUrl(gateway, valid(over)));
-    expectErrorRedirect(res, error);
+    // A repeated state is not echoed: which one would be "the" state?
+    expectErrorRedirect(res, error, Array.isArray(over.state) ? null : 'xyz');
     expect(gateway.recording.writes.slice(mark)).toEqual([]);
   });
 });
 
-describe('E21: resource must be one of the gateway canonical URIs', () => {
+describe('[E21] resource must be one of the gateway canonical URIs', () => {
   const variants = () => [
     `${resource}/`,
     resource.replace('/everything/mcp', '/everything'),
@@ -153,6 +199,32 @@ describe('E21: resource must be one of the gateway canonical URIs', () => {
     resource.replace('127.0.0.1', 'localhost'),
     `${resource}?x=1`,
     'https://other.example/everything/mcp',
+    `${resource}#f`,
+    `${resource}?`,
+    `${resource}/.`,
+    `${resource}/..`,
+    `${resource}/../mcp`,
+    resource.replace('/everything/mcp', '/everything/./mcp'),
+    resource.replace('/everything/mcp', '/everything//mcp'),
+    resource.replace('/everything/mcp', '/%65verything/mcp'),
+    resource.replace('/everything/mcp', '/everything%2fmcp'),
+    resource.replace('/mcp', '/MCP'),
+    resource.replace('http://', 'HTTP://'),
+    resource.replace('http://', 'http:'),
+    resource.replace('http://', 'http:///'),
+    resource.replace('127.0.0.1', '2130706433'),
+    resource.replace('127.0.0.1', '[::ffff:127.0.0.1]'),
+    resource.replace(/:(\d+)\//, ':0$1/'),
+    resource.replace('http://', 'http://user@'),
+    ` ${resource}`,
+    `${resource} `,
+    `${resource}\t`,
+    `${resource}%00`,
+    `${gateway.issuer}/.well-known/oauth-protected-resource/everything/mcp`,
+    gateway.issuer,
+    `${gateway.issuer}/`,
+    '*',
+    'urn:mcp:everything',
     '',
   ];
   it('refuses every non-canonical variant with invalid_target, nothing stored', async () => {
@@ -189,7 +261,29 @@ describe('E21: resource must be one of the gateway canonical URIs', () => {
   });
 });
 
-describe('E22: the success redirect', () => {
+describe('[E22] the success redirect', () => {
+  it.each([
+    ['a state that smuggles a second code', 'x&code=evil&iss=https://evil.example'],
+    ['a state with CRLF', 'a\r\nLocation: https://evil.example'],
+    ['a state with a fragment and a NUL', 'a#b\u0000c'],
+    ['a 2000-character state', 's'.repeat(2000)],
+    ['a state that is only spaces', '   '],
+  ])('%s comes back once and byte for byte, beside exactly one code and one iss', async (_name, state) => {
+    const callback = await followAuthorization(authorizeUrl(gateway, valid({ state })), redirectUri, { onPage: headlessUser('nina') });
+    expect(callback.searchParams.getAll('state')).toEqual([state]);
+    expect(callback.searchParams.getAll('code')).toHaveLength(1);
+    expect(callback.searchParams.get('code')).not.toBe('evil');
+    expect(callback.searchParams.getAll('iss')).toEqual([gateway.issuer]);
+  });
+
+  it('an error redirect also carries iss exactly once and no code', async () => {
+    const res = await get(authorizeUrl(gateway, valid({ response_type: 'token', state: 'x&iss=https://evil.example&code=evil' })));
+    const location = new URL(res.headers.get('location')!);
+    expect(location.searchParams.getAll('iss')).toEqual([gateway.issuer]);
+    expect(location.searchParams.getAll('code')).toEqual([]);
+    expect(location.searchParams.getAll('state')).toEqual(['x&iss=https://evil.example&code=evil']);
+  });
+
   it('carries exactly one code, the state byte for byte, and iss', async () => {
     const state = 'a b+c/%25?&=é😀"<>\\';
     const callback = await followAuthorization(authorizeUrl(gateway, valid({ state })), redirectUri, { onPage: headlessUser('erin') });

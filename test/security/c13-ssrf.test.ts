@@ -2,10 +2,11 @@
  * SECURITY-CASES C13 and D (Client ID Metadata Documents): the SSRF guard's refusal table as a
  * unit, the guard against real servers (numeric host forms, DNS to loopback, redirects re-checked,
  * size and time limits), and CIMD clients through the gateway — including that, without the
- * test-only loopback permission, the gateway never fetches a loopback client_id at all.
+ * test-only loopback permission, the gateway never fetches a loopback client_id at all — and the
+ * configured fetches (JWKS, introspection) that never follow a redirect.
  */
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createHash, randomBytes } from 'node:crypto';
 import { decodeJwt } from 'jose';
@@ -13,10 +14,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSafeFetcher, isForbiddenAddress, SafeFetchError } from '../../src/authorization-server/safe-fetch.js';
 import { cacheLifetime } from '../../src/authorization-server/client-id-metadata-document.js';
 import { followAuthorization } from '../helpers/mcp-client.js';
-import { freePort } from '../helpers/net.js';
+import { closeServer, freePort, listen } from '../helpers/net.js';
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { gatewayYaml, jwtRoute, now, resourceOf, startRecordingUpstream, startTestIssuer, type RecordingUpstream, type TestIssuer } from '../helpers/security-fixtures.js';
 import { headlessUser, selfSignedCertificate, startAsGateway, type AsGateway } from '../helpers/authorization-server.js';
 
-describe('the refusal table', () => {
+describe('[C13] the refusal table', () => {
   const forbidden = [
     '127.0.0.1', '127.1.2.3', '0.0.0.0', '0.1.2.3', '10.0.0.1', '10.255.255.255', '172.16.0.1', '172.31.255.255', '192.168.1.1',
     '169.254.169.254', '169.254.0.1', '100.64.0.1', '100.127.255.255', '192.0.0.1', '192.0.2.1', '198.18.0.1', '198.51.100.1', '203.0.113.1',
@@ -24,12 +27,20 @@ describe('the refusal table', () => {
     '::', '::1', '[::1]', '::ffff:127.0.0.1', '::ffff:7f00:1', '[::ffff:7f00:1]', '::ffff:10.0.0.1', '::ffff:169.254.169.254', '::ffff:a9fe:a9fe',
     'fc00::1', 'fd00:ec2::254', 'fe80::1', 'fe80::1%eth0', 'fec0::1', 'ff02::1', '64:ff9b::7f00:1', '2002:7f00:1::1', '2001:db8::1', '100::1',
     'localhost', 'metadata.google.internal', '2130706433', '0x7f000001', '', 'not an address',
+    // IPv4 embedded in IPv6 in every other way: compatible (::/96), translated (SIIT), NAT64, 6to4, Teredo.
+    '::127.0.0.1', '::7f00:1', '::a9fe:a9fe', '::10.0.0.1', '::ffff:0:7f00:1', '::ffff:0:127.0.0.1', '0:0:0:0:0:ffff:7f00:1',
+    '::ffff:0.0.0.0', '::ffff:c0a8:1', '::ffff:192.168.0.1', '::ffff:100.100.100.200', '64:ff9b::a9fe:a9fe', '64:ff9b:1::a9fe:a9fe',
+    '2002:a9fe:a9fe::1', '2001::1', '2001:0::a9fe:a9fe',
+    // Cloud metadata and other special-purpose addresses by provider.
+    '169.254.170.2', '100.100.100.200', '192.0.0.192', '198.19.255.255', '0.255.255.255', '127.255.255.255', '255.255.255.254', 'fd12:3456::1', 'ff05::2',
+    // Not plain addresses: a trailing dot, a zone id, a CIDR, a port.
+    '127.0.0.1.', '::ffff:127.0.0.1%lo', '10.0.0.0/8', '127.0.0.1:443', '[::1]:443', ' 127.0.0.1', '127.0.0.1 ',
   ];
   it.each(forbidden)('refuses %j', (address) => {
     expect(isForbiddenAddress(address)).toBe(true);
   });
 
-  const allowed = ['8.8.8.8', '1.1.1.1', '172.32.0.1', '172.15.255.255', '100.128.0.1', '11.0.0.1', '192.169.0.1', '2606:4700:4700::1111', '2a00:1450:4001:80b::200e'];
+  const allowed = ['8.8.8.8', '1.1.1.1', '172.32.0.1', '172.15.255.255', '100.128.0.1', '11.0.0.1', '192.169.0.1', '2606:4700:4700::1111', '2a00:1450:4001:80b::200e', '::ffff:8.8.8.8', '[2606:4700:4700::1111]'];
   it.each(allowed)('allows %s', (address) => {
     expect(isForbiddenAddress(address)).toBe(false);
   });
@@ -87,18 +98,26 @@ async function failure(promise: Promise<unknown>): Promise<string> {
   throw new Error('expected a refusal');
 }
 
-describe('the guard against real servers', () => {
+describe('[C13] the guard against real servers', () => {
   it('refuses loopback in every spelling without the test permission, before connecting', async () => {
     const port = new URL(origin).port;
     const fetcher = createSafeFetcher({ ca: tls.cert });
     try {
       hits = [];
-      for (const host of ['127.0.0.1', '2130706433', '0x7f.0.0.1', '017700000001', '127.1', '[::1]', '[::ffff:127.0.0.1]', '[::ffff:7f00:1]', 'localhost']) {
-        expect(await failure(fetcher.fetch(`https://${host}:${port}/doc`)), host).toBe('forbidden_address');
+      for (const host of [
+        '127.0.0.1', '2130706433', '0x7f.0.0.1', '017700000001', '127.1', '[::1]', '[::ffff:127.0.0.1]', '[::ffff:7f00:1]', 'localhost',
+        '0177.0.0.1', '0x7f.1', '127.0.1', '127.000.000.001', '0x7F000001', '127.0.0.1.', 'LOCALHOST', 'localhost.', '[0:0:0:0:0:0:0:1]',
+        '[0:0:0:0:0:ffff:127.0.0.1]', '[::127.0.0.1]', '[::ffff:0:7f00:1]', '127.0.0.1%2e', '%31%32%37.0.0.1', '0', '0.0.0.0', '[::]',
+      ]) {
+        // A name the resolver may not know (`localhost.`) fails as a network error instead: never a connection either way.
+        expect(host === 'localhost.' ? ['forbidden_address', 'network'] : ['forbidden_address'], host).toContain(await failure(fetcher.fetch(`https://${host}:${port}/doc`)));
       }
       expect(hits).toEqual([]);
       expect(await failure(fetcher.fetch(`http://example.com/doc`))).toBe('not_https');
       expect(await failure(fetcher.fetch(`https://user:pw@example.com/doc`))).toBe('not_https');
+      for (const url of ['HTTP://example.com/doc', 'ftp://example.com/doc', 'file:///etc/passwd', 'gopher://example.com/_', 'data:application/json,{}', 'ws://example.com/', 'https://user@example.com/doc']) {
+        expect(await failure(fetcher.fetch(url)), url).toBe('not_https');
+      }
     } finally {
       await fetcher.close();
     }
@@ -115,6 +134,12 @@ describe('the guard against real servers', () => {
     routes.set('/to-private', redirectTo('https://10.0.0.1/doc'));
     routes.set('/to-metadata', redirectTo('https://[::ffff:169.254.169.254]/latest/meta-data/'));
     routes.set('/to-decimal', redirectTo('https://2852039166/latest/'));
+    routes.set('/to-compat', redirectTo('https://[::a9fe:a9fe]/latest/'));
+    routes.set('/to-nat64', redirectTo('https://[64:ff9b::a9fe:a9fe]/latest/'));
+    routes.set('/to-localhost', redirectTo(`https://localhost:${new URL(origin).port}/final`));
+    routes.set('/to-file', redirectTo('file:///etc/passwd'));
+    routes.set('/to-userinfo', redirectTo(`https://user:pw@127.0.0.1:${new URL(origin).port}/final`));
+    routes.set('/to-scheme-relative', redirectTo('//10.0.0.1/doc'));
     try {
       const ok = await fetcher.fetch(`${origin}/r1`);
       expect(ok.status).toBe(200);
@@ -124,6 +149,11 @@ describe('the guard against real servers', () => {
       expect(await failure(fetcher.fetch(`${origin}/to-private`))).toBe('forbidden_address');
       expect(await failure(fetcher.fetch(`${origin}/to-metadata`))).toBe('forbidden_address');
       expect(await failure(fetcher.fetch(`${origin}/to-decimal`))).toBe('forbidden_address');
+      expect(await failure(fetcher.fetch(`${origin}/to-compat`))).toBe('forbidden_address');
+      expect(await failure(fetcher.fetch(`${origin}/to-nat64`))).toBe('forbidden_address');
+      expect(await failure(fetcher.fetch(`${origin}/to-file`))).toBe('not_https');
+      expect(await failure(fetcher.fetch(`${origin}/to-userinfo`))).toBe('not_https');
+      expect(await failure(fetcher.fetch(`${origin}/to-scheme-relative`))).toBe('forbidden_address');
     } finally {
       await fetcher.close();
     }
@@ -154,7 +184,7 @@ describe('the guard against real servers', () => {
   });
 });
 
-describe('Client ID Metadata Documents through the gateway', () => {
+describe('[C13] [D14] Client ID Metadata Documents through the gateway', () => {
   let gateway: AsGateway;
   let guarded: AsGateway;
   let redirectUri: string;
@@ -238,5 +268,67 @@ describe('Client ID Metadata Documents through the gateway', () => {
       expect(await res.text()).toContain('forbidden_address');
     }
     expect(hits).toEqual([]);
+  });
+});
+
+describe('[C13] configured fetches (JWKS, issuer metadata, introspection) do not follow redirects', () => {
+  let issuer: TestIssuer;
+  let upstream: RecordingUpstream;
+  let redirector: Server;
+  let redirectorOrigin: string;
+  let introspectionHits = 0;
+  let introspector: Server;
+  let gw: TestGateway;
+
+  beforeAll(async () => {
+    [issuer, upstream] = await Promise.all([startTestIssuer(), startRecordingUpstream()]);
+    introspector = createServer((_req, res) => {
+      introspectionHits++;
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ active: true, sub: 'x', aud: resourceOf('/intro/mcp'), exp: now() + 300 }));
+    });
+    const introPort = await listen(introspector);
+    redirector = createServer((req, res) => {
+      const to: Record<string, string> = {
+        '/jwks.json': issuer.jwksUri,
+        '/.well-known/oauth-authorization-server': `${issuer.issuer}/.well-known/oauth-authorization-server`,
+        '/introspect': `http://127.0.0.1:${introPort}/introspect`,
+      };
+      res.writeHead(req.url === '/introspect' ? 307 : 302, { location: to[req.url ?? ''] ?? '/' }).end();
+    });
+    redirectorOrigin = `http://127.0.0.1:${await listen(redirector)}`;
+    gw = await startTestGateway(
+      {
+        'gateway.yaml': gatewayYaml(),
+        'jwks.yaml': jwtRoute('/jwks/mcp', `${upstream.origin}/mcp`, { ...issuer, jwksUri: `${redirectorOrigin}/jwks.json` }),
+        'intro.yaml': {
+          path: '/intro/mcp',
+          upstream: `${upstream.origin}/mcp`,
+          authorization_servers: [issuer.issuer],
+          token: { introspection: { endpoint: `${redirectorOrigin}/introspect`, client_id: 'gw', client_secret: { env: 'INTRO_SECRET' } } },
+        },
+      },
+      { INTRO_SECRET: 'intro-secret-0123456789' },
+    );
+  });
+  afterAll(async () => {
+    await gw?.stop();
+    await Promise.all([issuer?.close(), upstream?.close(), closeServer(redirector), closeServer(introspector)]);
+  });
+
+  const call = (path: string, token: string) =>
+    fetch(`${gw.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' });
+
+  it('a jwks_uri that redirects: the token is refused and the redirect target is never fetched', async () => {
+    const res = await call('/jwks/mcp', await issuer.mint({ aud: resourceOf('/jwks/mcp') }));
+    expect([401, 503]).toContain(res.status);
+    expect(issuer.jwksFetches).toBe(0);
+    expect(upstream.requests).toHaveLength(0);
+  });
+
+  it('an introspection endpoint that redirects: 503, the redirect target is never called', async () => {
+    const res = await call('/intro/mcp', 'opaque-token-0123456789');
+    expect(res.status).toBe(503);
+    expect(introspectionHits).toBe(0);
+    expect(upstream.requests).toHaveLength(0);
   });
 });

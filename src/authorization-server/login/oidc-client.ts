@@ -1,0 +1,251 @@
+// The gateway as an OpenID Connect client of the third-party IdP, with its
+// own static client id (spec §4.7), entirely through oauth4webapi: discovery
+// with the issuer checked, authorization code + PKCE (S256) + state + nonce,
+// the `iss` authorization response parameter (RFC 9207) whenever the IdP
+// advertises it, client_secret_basic or client_secret_post as the IdP
+// advertises, ID token validation (signature against the IdP's JWKS, iss,
+// aud, exp, nonce), and refresh. Every request has a deadline and follows no
+// redirect.
+import * as oauth from 'oauth4webapi';
+import { refreshAt } from '../../upstream-auth/token-endpoint.js';
+
+export interface OidcClientOptions {
+  issuer: string;
+  clientId: string;
+  /** Confidential client (spec §4.7); without one the client authenticates with PKCE only (`none`). */
+  clientSecret?: string;
+  scopes: readonly string[];
+  /** The gateway's callback, registered at the IdP. */
+  redirectUri: string;
+  /** Deadline of one request to the IdP; default 10 s. */
+  timeoutMs?: number;
+}
+
+/** What the gateway keeps of an IdP token response. */
+export interface IdpTokenSet {
+  accessToken: string;
+  /** ms since the epoch when to stop using the access token; undefined: the IdP gave no lifetime. */
+  refreshAt?: number;
+  refreshToken?: string;
+  scope?: string;
+  /** ID token `sid` and `exp` (seconds), when there was one. */
+  sid?: string;
+  idTokenExp?: number;
+}
+
+export interface IdpSignIn {
+  /** The ID token's `sub` at `issuer`. */
+  subject: string;
+  issuer: string;
+  tokens: IdpTokenSet;
+}
+
+/** Kept server-side between the redirect to the IdP and its callback. */
+export interface IdpRequestSecrets {
+  codeVerifier: string;
+  nonce: string;
+}
+
+/** The IdP answered the authorization request with an error (`access_denied`, ...). */
+export class IdpAuthorizationError extends Error {
+  override readonly name = 'IdpAuthorizationError';
+  constructor(readonly error: string) {
+    super(`the identity provider answered ${error}`);
+  }
+}
+
+/** The IdP refused the refresh token (`invalid_grant`): the user's session there is over. */
+export class IdpSessionEndedError extends Error {
+  override readonly name = 'IdpSessionEndedError';
+}
+
+/** The callback is not a valid answer to our request (a wrong or missing `iss`, a repeated parameter). */
+export class InvalidCallbackError extends Error {
+  override readonly name = 'InvalidCallbackError';
+}
+
+/**
+ * A request to the IdP failed. The message says why, without anything the
+ * IdP sent back (oauth4webapi's errors carry the response body, which may
+ * hold tokens), so it is safe to log.
+ */
+export class IdpRequestError extends Error {
+  override readonly name = 'IdpRequestError';
+  constructor(
+    message: string,
+    /** Unreachable or timed out (rather than an answer the gateway refused). */
+    readonly network: boolean,
+  ) {
+    super(message);
+  }
+}
+
+const DEFAULT_TIMEOUT_MS = 10_000;
+/** The IdP's metadata is fetched again after this long (key and endpoint changes). */
+const DISCOVERY_TTL_MS = 3600_000;
+
+export class OidcClient {
+  readonly issuer: string;
+  readonly #issuerUrl: URL;
+  readonly #client: oauth.Client;
+  readonly #secret: string | undefined;
+  readonly #scope: string;
+  readonly #redirectUri: string;
+  readonly #timeoutMs: number;
+  readonly #insecure: boolean;
+  /** oauth4webapi keeps the IdP's JWKS here between ID token validations. */
+  readonly #jwksCache: oauth.JWKSCacheInput = {};
+  #discovered?: { metadata: oauth.AuthorizationServer; auth: oauth.ClientAuth; at: number };
+  #discovering?: Promise<{ metadata: oauth.AuthorizationServer; auth: oauth.ClientAuth }>;
+
+  constructor(options: OidcClientOptions) {
+    this.#issuerUrl = new URL(options.issuer);
+    if (this.#issuerUrl.protocol !== 'https:' && this.#issuerUrl.protocol !== 'http:') throw new Error(`login.issuer must be an http(s) URL: ${options.issuer}`);
+    if (!options.clientId) throw new Error('login.client_id is required');
+    if (!options.scopes.includes('openid')) throw new Error('login.scopes must include openid: the user is identified by the ID token');
+    const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    if (!(timeoutMs > 0)) throw new Error('the IdP request timeout must be positive');
+    this.issuer = options.issuer;
+    this.#client = { client_id: options.clientId };
+    this.#secret = options.clientSecret;
+    this.#scope = options.scopes.join(' ');
+    this.#redirectUri = options.redirectUri;
+    this.#timeoutMs = timeoutMs;
+    // Operators may choose an http IdP (warned about at config load); oauth4webapi refuses it otherwise.
+    this.#insecure = this.#issuerUrl.protocol === 'http:';
+  }
+
+  /** Fresh PKCE verifier and nonce for one authorization request. */
+  newRequestSecrets(): IdpRequestSecrets {
+    return { codeVerifier: oauth.generateRandomCodeVerifier(), nonce: oauth.generateRandomNonce() };
+  }
+
+  /** The authorization request to send the browser to (fetches the IdP's metadata first if needed). */
+  async authorizationUrl(state: string, secrets: IdpRequestSecrets): Promise<URL> {
+    const { metadata } = await sanitized(this.#metadata());
+    if (!metadata.authorization_endpoint) throw new Error('the identity provider has no authorization_endpoint');
+    const url = new URL(metadata.authorization_endpoint);
+    url.searchParams.set('client_id', this.#client.client_id);
+    url.searchParams.set('redirect_uri', this.#redirectUri);
+    url.searchParams.set('response_type', 'code');
+    url.searchParams.set('scope', this.#scope);
+    url.searchParams.set('state', state);
+    url.searchParams.set('nonce', secrets.nonce);
+    url.searchParams.set('code_challenge', await oauth.calculatePKCECodeChallenge(secrets.codeVerifier));
+    url.searchParams.set('code_challenge_method', 'S256');
+    return url;
+  }
+
+  /**
+   * Checks the callback's parameters: `iss` (RFC 9207: present and equal
+   * when the IdP advertises it, equal whenever present), `state`, no implicit
+   * or hybrid response. Throws IdpAuthorizationError for an error response,
+   * and oauth4webapi's OperationProcessingError for anything else wrong.
+   */
+  async validateCallback(callback: URLSearchParams, state: string): Promise<URLSearchParams> {
+    const { metadata } = await sanitized(this.#metadata());
+    try {
+      return oauth.validateAuthResponse(metadata, this.#client, callback, state);
+    } catch (err) {
+      if (err instanceof oauth.AuthorizationResponseError) throw new IdpAuthorizationError(err.error);
+      throw new InvalidCallbackError((err as Error).message);
+    }
+  }
+
+  /** Redeems a validated callback's code: the user's identity from the validated ID token, and the IdP's tokens. */
+  async redeem(validated: URLSearchParams, secrets: IdpRequestSecrets): Promise<IdpSignIn> {
+    return sanitized(this.#redeem(validated, secrets));
+  }
+
+  async #redeem(validated: URLSearchParams, secrets: IdpRequestSecrets): Promise<IdpSignIn> {
+    const { metadata, auth } = await this.#metadata();
+    const response = await oauth.authorizationCodeGrantRequest(metadata, this.#client, auth, validated, this.#redirectUri, secrets.codeVerifier, this.#requestOptions());
+    const result = await oauth.processAuthorizationCodeResponse(metadata, this.#client, response, { expectedNonce: secrets.nonce, requireIdToken: true });
+    // Received straight from the token endpoint, the ID token's signature could go unchecked (OIDC Core §3.1.3.7); checked anyway.
+    await oauth.validateApplicationLevelSignature(metadata, response, { ...this.#requestOptions(), [oauth.jwksCache]: this.#jwksCache });
+    const claims = oauth.getValidatedIdTokenClaims(result);
+    if (!claims) throw new Error('the identity provider returned no ID token');
+    return { subject: claims.sub, issuer: claims.iss, tokens: tokenSet(result, claims) };
+  }
+
+  /** New tokens for `refreshToken`; an ID token in the answer must name `subject`. Throws IdpSessionEndedError on invalid_grant. */
+  async refresh(refreshToken: string, subject: string): Promise<IdpTokenSet> {
+    return sanitized(this.#refresh(refreshToken, subject));
+  }
+
+  async #refresh(refreshToken: string, subject: string): Promise<IdpTokenSet> {
+    const { metadata, auth } = await this.#metadata();
+    let result: oauth.TokenEndpointResponse;
+    try {
+      const response = await oauth.refreshTokenGrantRequest(metadata, this.#client, auth, refreshToken, this.#requestOptions());
+      result = await oauth.processRefreshTokenResponse(metadata, this.#client, response);
+    } catch (err) {
+      if (err instanceof oauth.ResponseBodyError && err.error === 'invalid_grant') throw new IdpSessionEndedError('the identity provider refused the refresh token');
+      throw err;
+    }
+    const claims = oauth.getValidatedIdTokenClaims(result);
+    // OIDC Core §12.2: a refreshed ID token is about the same user.
+    if (claims && claims.sub !== subject) throw new IdpSessionEndedError('the refreshed ID token names another user');
+    return { refreshToken, ...tokenSet(result, claims) };
+  }
+
+  /** The IdP's metadata (issuer checked), fetched once per hour; a failed fetch is retried on the next call. */
+  async #metadata(): Promise<{ metadata: oauth.AuthorizationServer; auth: oauth.ClientAuth }> {
+    if (this.#discovered && Date.now() - this.#discovered.at < DISCOVERY_TTL_MS) return this.#discovered;
+    this.#discovering ??= this.#discover().finally(() => (this.#discovering = undefined));
+    try {
+      return await this.#discovering;
+    } catch (err) {
+      // Stale metadata beats no login at all while the IdP's discovery endpoint hiccups.
+      if (this.#discovered) return this.#discovered;
+      throw err;
+    }
+  }
+
+  async #discover(): Promise<{ metadata: oauth.AuthorizationServer; auth: oauth.ClientAuth }> {
+    const response = await oauth.discoveryRequest(this.#issuerUrl, { algorithm: 'oidc', ...this.#requestOptions() });
+    const metadata = await oauth.processDiscoveryResponse(this.#issuerUrl, response);
+    const discovered = { metadata, auth: this.#clientAuth(metadata), at: Date.now() };
+    this.#discovered = discovered;
+    return discovered;
+  }
+
+  /** client_secret_basic unless the IdP advertises only client_secret_post (RFC 8414 default: basic). */
+  #clientAuth(metadata: oauth.AuthorizationServer): oauth.ClientAuth {
+    if (this.#secret === undefined) return oauth.None();
+    const methods = metadata.token_endpoint_auth_methods_supported ?? ['client_secret_basic'];
+    if (methods.includes('client_secret_basic')) return oauth.ClientSecretBasic(this.#secret);
+    if (methods.includes('client_secret_post')) return oauth.ClientSecretPost(this.#secret);
+    throw new Error(`the identity provider supports neither client_secret_basic nor client_secret_post (it lists ${methods.join(', ')})`);
+  }
+
+  #requestOptions() {
+    return { signal: AbortSignal.timeout(this.#timeoutMs), [oauth.allowInsecureRequests]: this.#insecure };
+  }
+}
+
+function tokenSet(result: oauth.TokenEndpointResponse, claims: oauth.IDToken | undefined): IdpTokenSet {
+  // A DPoP-bound token would need a proof on every upstream request: not supported.
+  if (result.token_type !== 'bearer') throw new Error(`the identity provider issued an unsupported token_type ${result.token_type}`);
+  return {
+    accessToken: result.access_token,
+    ...(result.expires_in !== undefined && { refreshAt: refreshAt(Date.now(), result.expires_in) }),
+    ...(result.refresh_token !== undefined && { refreshToken: result.refresh_token }),
+    ...(result.scope !== undefined && { scope: result.scope }),
+    ...(typeof claims?.sid === 'string' && { sid: claims.sid }),
+    ...(claims && { idTokenExp: claims.exp }),
+  };
+}
+
+/** Rethrows anything but our own errors as an IdpRequestError (message only). */
+async function sanitized<T>(promise: Promise<T>): Promise<T> {
+  try {
+    return await promise;
+  } catch (err) {
+    if (err instanceof IdpSessionEndedError || err instanceof IdpRequestError) throw err;
+    const network = err instanceof TypeError || (err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError'));
+    const code = (err as { code?: unknown }).code;
+    const oauthError = err instanceof oauth.ResponseBodyError ? ` (${err.error})` : '';
+    throw new IdpRequestError(`${err instanceof Error ? err.message : String(err)}${oauthError}${typeof code === 'string' ? ` [${code}]` : ''}`, network);
+  }
+}

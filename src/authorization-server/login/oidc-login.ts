@@ -1,0 +1,145 @@
+// `login: { kind: oidc }`: users sign in at a third-party OpenID Connect IdP,
+// where the gateway is one confidential client with its own static id (spec
+// §4.7). The order is what defeats the confused deputy (spec §5.11): the
+// gateway's own per-client consent comes first (authorize.ts / consent.tsx),
+// and only then does `start` create the IdP request — a fresh interaction
+// whose id is the IdP `state` (256 random bits, bound to the browser cookie,
+// single use, ten minutes), holding the PKCE verifier and nonce. The callback
+// refuses a missing, unknown, used, stale or foreign `state` with an error
+// page (nothing reaches the client, nothing is issued); an IdP error goes back
+// to the client as an authorization error with its `state` and `iss`.
+//
+// Identity: the gateway token's `sub` is the IdP's `sub`, unchanged. A
+// gateway trusts exactly one IdP, so the pair (IdP issuer, sub) is fixed by
+// configuration; the IdP issuer is recorded with the grant's IdP tokens and
+// `idp_token` refuses grants from another issuer after `login.issuer` changes.
+import { Hono, type Context } from 'hono';
+import { endpointUrl } from '../context.js';
+import { redirect } from '../complete-authorization.js';
+import { IdpAccessTokens } from '../idp-access-tokens.js';
+import { IdpTokenCipher } from '../idp-token-cipher.js';
+import { IdpTokenStore } from '../idp-token-store.js';
+import { belongsTo, INTERACTION_TTL_MS, type Interaction } from '../interactions.js';
+import { guarded } from '../pages/respond-page.js';
+import type { LoginFailure, LoginMethod, LoginMethodFactory } from './login-method.js';
+import { IdpAuthorizationError, IdpRequestError, OidcClient, type IdpRequestSecrets } from './oidc-client.js';
+
+const LOGIN_METHOD = 'oidc';
+/** OIDC Core §2: `sub` is at most 255 ASCII characters; it becomes the gateway token's `sub`. */
+const IDP_SUBJECT = /^[\x20-\x7E]{1,255}$/;
+
+export const oidcLogin: LoginMethodFactory = (ctx, services): LoginMethod => {
+  const config = ctx.config.login;
+  if (config.kind !== 'oidc') throw new Error('the oidc login needs authorization_server.login.kind: oidc');
+  const callbackPath = `${services.basePath}/callback` as `/${string}`;
+  const client = new OidcClient({
+    issuer: config.issuer,
+    clientId: config.clientId,
+    clientSecret: config.clientSecret,
+    scopes: config.scopes,
+    redirectUri: endpointUrl(ctx.issuer, callbackPath),
+  });
+  const tokens = new IdpTokenStore(ctx.store, new IdpTokenCipher(ctx.keys.cookieSecret), ctx.config.refreshTokenTtlMs);
+  // Refresh-token reuse, code replay, /revoke: the grant's IdP tokens go with it.
+  services.grants.onRevoke((grantId) => tokens.delete(grantId));
+  const idpTokens = new IdpAccessTokens({ issuer: ctx.issuer, store: ctx.store, tokens, client, grants: services.grants, logger: ctx.logger, audit: ctx.audit });
+
+  async function start(c: Context, interaction: Interaction, browserId: string): Promise<Response> {
+    // The consented interaction becomes the IdP request: a new id (the IdP `state`) with the verifier and nonce.
+    const consented = await services.interactions.take(interaction.id);
+    if (!consented) return services.errorPage(c, 400, 'Request expired', 'This authorization request was already answered. Start again from your application.');
+    const secrets = client.newRequestSecrets();
+    const pending = await services.interactions.create('login', consented.request, browserId, { method: LOGIN_METHOD, ...secrets });
+    let url: URL;
+    try {
+      url = await client.authorizationUrl(pending.id, secrets);
+    } catch (err) {
+      await services.interactions.take(pending.id);
+      ctx.logger.warn({ err: describe(err) }, 'oidc login: the identity provider cannot be reached');
+      return services.fail(c, consented, 'temporarily_unavailable', 'the identity provider cannot be reached');
+    }
+    return redirect(c, url.href);
+  }
+
+  async function callback(c: Context): Promise<Response> {
+    const params = new URL(c.req.url).searchParams;
+    const states = params.getAll('state');
+    const state = states.length === 1 ? states[0] : undefined;
+    if (!state) return services.errorPage(c, 400, 'Sign-in failed', 'The answer from the identity provider is not for a sign-in started here. Start again from your application.');
+    const pending = await services.interactions.peek(state);
+    if (!pending || pending.stage !== 'login' || pending.login?.method !== LOGIN_METHOD || Date.now() - pending.createdAt > INTERACTION_TTL_MS) {
+      return services.errorPage(c, 400, 'Sign-in expired', 'This sign-in has expired or was already completed. Start again from your application.');
+    }
+    // Login CSRF: only the browser that approved the client may finish its sign-in.
+    if (!belongsTo(pending, await services.browser.browserId(c))) {
+      return services.errorPage(c, 403, 'Not allowed', 'This sign-in was started in another browser. Start again from your application.');
+    }
+    const interaction = await services.interactions.take(state);
+    if (!interaction?.login) return services.errorPage(c, 400, 'Sign-in expired', 'This sign-in was already completed. Start again from your application.');
+    const secrets: IdpRequestSecrets = { codeVerifier: interaction.login.codeVerifier ?? '', nonce: interaction.login.nonce ?? '' };
+
+    let validated: URLSearchParams;
+    try {
+      validated = await client.validateCallback(params, state);
+    } catch (err) {
+      if (err instanceof IdpAuthorizationError) {
+        ctx.audit.record({ event: 'idp_login', outcome: 'error', error: err.error, client_id: interaction.request.clientId });
+        return services.fail(c, interaction, ...clientError(err.error));
+      }
+      ctx.logger.warn({ err: describe(err) }, 'oidc login: refused an authorization response');
+      if (err instanceof IdpRequestError) return services.fail(c, interaction, 'temporarily_unavailable', 'the identity provider cannot be reached');
+      // A wrong or missing `iss` (mix-up), a repeated parameter: not an answer to our request.
+      return services.errorPage(c, 400, 'Sign-in failed', 'The answer did not come from the expected identity provider. Start again from your application.');
+    }
+
+    let signIn;
+    try {
+      signIn = await client.redeem(validated, secrets);
+    } catch (err) {
+      ctx.logger.warn({ err: describe(err) }, 'oidc login: the identity provider did not complete the sign-in');
+      const unreachable = err instanceof IdpRequestError && err.network;
+      return services.fail(c, interaction, unreachable ? 'temporarily_unavailable' : 'server_error', 'the identity provider did not complete the sign-in');
+    }
+    if (!IDP_SUBJECT.test(signIn.subject)) {
+      ctx.logger.warn('oidc login: the ID token sub is not 1 to 255 printable ASCII characters');
+      return services.fail(c, interaction, 'server_error', 'the identity provider returned an unusable user id');
+    }
+    ctx.audit.record({ event: 'idp_login', outcome: 'success', sub: signIn.subject, client_id: interaction.request.clientId });
+    const { request } = interaction;
+    return services.complete(c, interaction, {
+      subject: signIn.subject,
+      bindToGrant: (grantId) =>
+        tokens.save(grantId, { idpIssuer: signIn.issuer, idpSubject: signIn.subject, subject: signIn.subject, clientId: request.clientId, ...signIn.tokens }),
+    });
+  }
+
+  return {
+    kind: LOGIN_METHOD,
+    start,
+    routes() {
+      const app = new Hono();
+      app.get(callbackPath, (c) => guarded(c, () => callback(c)));
+      return app;
+    },
+    idpTokens,
+  };
+};
+
+/** What the client is told for an IdP's authorization error: its own fixed words, never the IdP's. */
+function clientError(idpError: string): [LoginFailure, string] {
+  switch (idpError) {
+    case 'access_denied':
+    case 'login_required':
+    case 'interaction_required':
+    case 'consent_required':
+    case 'account_selection_required':
+      return ['access_denied', 'the user did not sign in at the identity provider'];
+    case 'temporarily_unavailable':
+      return ['temporarily_unavailable', 'the identity provider is temporarily unavailable'];
+    default:
+      return ['server_error', 'the identity provider refused the sign-in request'];
+  }
+}
+
+/** For logs: name and message only (the client's errors never carry what the IdP sent). */
+const describe = (err: unknown) => (err instanceof Error ? { name: err.name, message: err.message } : { message: String(err) });

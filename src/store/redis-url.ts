@@ -1,0 +1,107 @@
+// Reads `store.url` into the topology ioredis should connect to:
+//   redis[s]://[[user]:password@]host[:port][/db]                     one primary
+//   redis[s]+sentinel://[[user]:password@]host[:port][,host[:port]...]/<master name>[/db]
+//       [?sentinel_username=...&sentinel_password=...]                 a Sentinel-managed primary
+//   redis[s]+cluster://[[user]:password@]host[:port][,host[:port]...]  Redis Cluster seed nodes
+// Credentials in the authority are the data nodes' (primary, replicas, cluster
+// nodes); a Sentinel's own credentials go in the query. Errors never repeat the
+// URL: it usually holds a password.
+
+export interface RedisNodeAddress {
+  host: string;
+  port: number;
+}
+
+interface Credentials {
+  username?: string;
+  password?: string;
+}
+
+export type RedisTopology =
+  | { kind: 'standalone'; url: string }
+  | ({ kind: 'sentinel'; tls: boolean; sentinels: RedisNodeAddress[]; masterName: string; db: number; sentinelUsername?: string; sentinelPassword?: string } & Credentials)
+  | ({ kind: 'cluster'; tls: boolean; nodes: RedisNodeAddress[] } & Credentials);
+
+export class RedisUrlError extends Error {
+  override readonly name = 'RedisUrlError';
+}
+
+const DEFAULT_SENTINEL_PORT = 26379;
+const DEFAULT_REDIS_PORT = 6379;
+const SENTINEL_QUERY = new Set(['sentinel_username', 'sentinel_password']);
+// scheme, userinfo (optional), host list, path, query
+const MULTI_HOST_URL = /^(rediss?)\+(sentinel|cluster):\/\/(?:([^@/?#]*)@)?([^/?#]*)(\/[^?#]*)?(?:\?([^#]*))?$/i;
+
+export function parseRedisUrl(url: string): RedisTopology {
+  const scheme = /^([a-z0-9+.-]+):\/\//i.exec(url)?.[1]?.toLowerCase();
+  if (scheme === 'redis' || scheme === 'rediss') return { kind: 'standalone', url };
+  if (scheme !== undefined && /^rediss?\+(sentinel|cluster)$/.test(scheme)) return parseMultiHost(url);
+  throw new RedisUrlError('store.url: expected redis://, rediss://, redis+sentinel:// or redis+cluster://');
+}
+
+function parseMultiHost(url: string): RedisTopology {
+  const match = MULTI_HOST_URL.exec(url);
+  if (!match) throw new RedisUrlError('store.url: malformed Sentinel or Cluster URL (a `#` fragment, or `@` or `/` in a password that is not percent-encoded?)');
+  const [, base = '', mode = '', userinfo, hostList = '', path = '', query = ''] = match;
+  const tls = base.toLowerCase() === 'rediss';
+  const credentials = parseUserinfo(userinfo);
+  if (mode.toLowerCase() === 'cluster') {
+    const nodes = parseHosts(hostList, DEFAULT_REDIS_PORT);
+    // A cluster has only database 0 and no master name.
+    if (path !== '' && path !== '/' && path !== '/0') throw new RedisUrlError('store.url: a Redis Cluster URL has no path (Cluster has database 0 only)');
+    if (query !== '') throw new RedisUrlError('store.url: a Redis Cluster URL takes no query parameters');
+    return { kind: 'cluster', tls, nodes, ...credentials };
+  }
+  const sentinels = parseHosts(hostList, DEFAULT_SENTINEL_PORT);
+  const [masterName = '', db = '0', ...extra] = path.split('/').slice(1);
+  if (masterName === '' || extra.length > 0) throw new RedisUrlError('store.url: a Sentinel URL names the master group as its path: redis+sentinel://host:26379/<master name>[/db]');
+  if (!/^\d{1,5}$/.test(db)) throw new RedisUrlError('store.url: the database after the master name must be a number');
+  const params = new URLSearchParams(query);
+  for (const name of params.keys()) {
+    if (!SENTINEL_QUERY.has(name)) throw new RedisUrlError(`store.url: unknown query parameter ${name} (known: ${[...SENTINEL_QUERY].join(', ')})`);
+  }
+  return {
+    kind: 'sentinel',
+    tls,
+    sentinels,
+    masterName: decode(masterName, 'master name'),
+    db: Number(db),
+    ...credentials,
+    ...(params.has('sentinel_username') && { sentinelUsername: params.get('sentinel_username') as string }),
+    ...(params.has('sentinel_password') && { sentinelPassword: params.get('sentinel_password') as string }),
+  };
+}
+
+function parseUserinfo(userinfo: string | undefined): Credentials {
+  if (userinfo === undefined || userinfo === '') return {};
+  const colon = userinfo.indexOf(':');
+  // `password@` alone is how redis:// URLs are often written too: treat a lone part as the password.
+  const username = colon < 0 ? '' : decode(userinfo.slice(0, colon), 'user name');
+  const password = decode(colon < 0 ? userinfo : userinfo.slice(colon + 1), 'password');
+  return { ...(username !== '' && { username }), ...(password !== '' && { password }) };
+}
+
+function parseHosts(list: string, defaultPort: number): RedisNodeAddress[] {
+  const entries = list.split(',');
+  if (entries.some((e) => e.trim() === '')) throw new RedisUrlError('store.url: expected host[:port] entries separated by commas');
+  return entries.map((entry) => {
+    let parsed: URL;
+    try {
+      parsed = new URL(`redis://${entry.trim()}`);
+    } catch {
+      throw new RedisUrlError(`store.url: ${JSON.stringify(entry)} is not a host[:port]`);
+    }
+    if (parsed.pathname !== '' || parsed.username !== '' || parsed.hostname === '') throw new RedisUrlError(`store.url: ${JSON.stringify(entry)} is not a host[:port]`);
+    // WHATWG keeps IPv6 brackets in hostname; sockets want the bare address.
+    const host = parsed.hostname.replace(/^\[(.*)\]$/, '$1');
+    return { host, port: parsed.port === '' ? defaultPort : Number(parsed.port) };
+  });
+}
+
+function decode(value: string, what: string): string {
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    throw new RedisUrlError(`store.url: the ${what} is not valid percent-encoding`);
+  }
+}

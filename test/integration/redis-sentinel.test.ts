@@ -1,0 +1,80 @@
+// The Redis store through Redis Sentinel (`redis+sentinel://`), for real: a
+// primary, a replica and a Sentinel process on free loopback ports. The Store
+// contract holds through the Sentinel URL, and when the primary dies the
+// Sentinel promotes the replica and the same store carries on — failing fast
+// (StoreUnavailableError) while there is no primary, never hanging.
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RedisStore } from '../../src/store/redis-store.js';
+import { StoreUnavailableError } from '../../src/store/store.js';
+import { describeStoreContract } from '../helpers/store-contract.js';
+import { redisCli, startSentinel, type SentinelSetup } from '../helpers/redis-topology.js';
+
+const COMMAND_TIMEOUT_MS = 500;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+let contractSetup: SentinelSetup | undefined;
+describeStoreContract({
+  name: 'redis+sentinel',
+  async open() {
+    contractSetup = await startSentinel();
+    const store = new RedisStore({ url: contractSetup.url, keyPrefix: `test:${randomUUID()}:`, commandTimeoutMs: 1000 });
+    expect(store.topology).toBe('sentinel');
+    return store;
+  },
+  shutdown: async () => contractSetup?.stop(),
+});
+
+describe('Redis Sentinel failover', () => {
+  let setup: SentinelSetup;
+  let store: RedisStore;
+  beforeAll(async () => {
+    setup = await startSentinel({ replica: true, downAfterMs: 1000 });
+    store = new RedisStore({ url: setup.url, keyPrefix: 'failover:', commandTimeoutMs: COMMAND_TIMEOUT_MS });
+  });
+  afterAll(async () => {
+    await store?.close();
+    await setup?.stop();
+  });
+
+  it('reads the eviction policy from the primary the Sentinel names', async () => {
+    expect(await store.checkEvictionPolicy()).toBe('noeviction');
+    await redisCli(setup.primary.port, 'CONFIG', 'SET', 'maxmemory-policy', 'allkeys-lru');
+    expect(await store.checkEvictionPolicy()).toBe('allkeys-lru');
+    await redisCli(setup.primary.port, 'CONFIG', 'SET', 'maxmemory-policy', 'noeviction');
+  });
+
+  it('the primary is killed: requests fail fast until the replica is promoted, then the same store works on', async () => {
+    await store.set('before', 'kept', 60_000);
+    // Replicated before the primary dies (asynchronous replication: what is not yet copied may be lost).
+    while ((await redisCli(setup.replica!.port, 'GET', 'failover:before')) !== 'kept') await sleep(20);
+
+    await setup.primary.kill();
+    const killedAt = performance.now();
+    let failures = 0;
+    let slowest = 0;
+    let recoveredAt: number | undefined;
+    while (performance.now() - killedAt < 30_000) {
+      const started = performance.now();
+      try {
+        await store.set('after', 'written', 60_000);
+        recoveredAt = performance.now();
+        break;
+      } catch (err) {
+        expect(err).toBeInstanceOf(StoreUnavailableError);
+        failures++;
+      }
+      slowest = Math.max(slowest, performance.now() - started);
+      await sleep(50);
+    }
+    expect(recoveredAt, 'no new primary within 30 s').toBeDefined();
+    // No request waited longer than its bound while there was no primary.
+    expect(slowest).toBeLessThan(COMMAND_TIMEOUT_MS + 300);
+    expect(failures).toBeGreaterThan(0);
+    expect(await setup.currentPrimary()).toBe(`127.0.0.1:${setup.replica!.port}`);
+    expect(await store.get('before')).toBe('kept');
+    expect(await store.take('after')).toBe('written');
+    expect(await redisCli(setup.replica!.port, 'EXISTS', 'failover:after')).toBe('0');
+    console.info(`sentinel failover: store writable again ${Math.round(recoveredAt! - killedAt)} ms after the primary was killed (down-after 1000 ms); ${failures} failed attempts, slowest ${Math.round(slowest)} ms`);
+  }, 40_000);
+});

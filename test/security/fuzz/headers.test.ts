@@ -1,0 +1,119 @@
+/**
+ * [H34] [H35] [H38] Property tests of header hygiene (src/proxy/headers.ts): whatever headers a
+ * client sends — in any letter case, with underscores, with a Connection header naming anything —
+ * no hop-by-hop, credential or identity header reaches the upstream, the injected credential always
+ * does (once, with its value, unremovable), and every ordinary header passes unchanged and in order.
+ * And on the way back: no hop-by-hop, challenge, cookie or CORS header from the upstream.
+ */
+import fc from 'fast-check';
+import { describe, expect } from 'vitest';
+import { buildUpstreamHeaders, filterResponseHeaders } from '../../../src/proxy/headers.js';
+import { fuzz } from './harness.js';
+
+/** RFC 9110 §7.6.1 hop-by-hop headers and the de-facto ones. */
+const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade'];
+/** Credentials and identity an upstream might trust (SECURITY-CASES H34, H35). */
+const NEVER_FORWARDED = [
+  ...HOP_BY_HOP,
+  'authorization', 'proxy-authorization', 'cookie', 'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto',
+  'x-forwarded-user', 'x-forwarded-email', 'x-forwarded-access-token', 'x-auth-request-user', 'x-auth-request-email',
+  'x-authenticated-user', 'x-remote-user', 'x-real-ip', 'x-user', 'x-email', 'remote-user', 'x-original-url', 'proxy-foo',
+];
+const NEVER_FORWARDED_PREFIX = /^(?:proxy-|x-forwarded-)/;
+/** Headers an MCP client legitimately sends: they must pass unless a Connection header names them. */
+const ORDINARY = ['content-type', 'accept', 'mcp-session-id', 'mcp-protocol-version', 'last-event-id', 'user-agent', 'x-request-id', 'x-custom', 'mcp-method', 'mcp-name'];
+const INJECTABLE = ['authorization', 'x-api-key', 'x-upstream-token', 'proxy-authorization', 'x-forwarded-user'];
+
+/** A name in a random letter case, sometimes with `_` for `-` (CGI reads them alike). */
+const spelled = (names: readonly string[]) =>
+  fc.tuple(fc.constantFrom(...names), fc.array(fc.boolean(), { minLength: 40, maxLength: 40 }), fc.boolean()).map(([name, upper, underscore]) => {
+    const cased = [...name].map((ch, i) => (upper[i] ? ch.toUpperCase() : ch)).join('');
+    return underscore ? cased.replaceAll('-', '_') : cased;
+  });
+const value = fc.stringMatching(/^[\x21-\x7E][\x20-\x7E]{0,30}$/);
+const connectionValue = fc
+  .array(fc.oneof(spelled([...ORDINARY, ...NEVER_FORWARDED, ...INJECTABLE]), fc.constantFrom('close', 'keep-alive', '', ' ')), { maxLength: 4 })
+  .map((tokens) => tokens.join(', '));
+const header = fc.oneof(
+  fc.tuple(spelled(NEVER_FORWARDED), value),
+  fc.tuple(spelled(ORDINARY), value),
+  fc.tuple(spelled(INJECTABLE), value),
+  fc.tuple(spelled(['connection']), connectionValue),
+  fc.tuple(fc.stringMatching(/^[a-z][a-z0-9-]{0,12}$/), value),
+);
+const injected = fc.uniqueArray(fc.constantFrom(...INJECTABLE), { maxLength: 2 }).chain((names) =>
+  fc.tuple(...names.map(() => value)).map((values) => Object.fromEntries(names.map((n, i) => [n, values[i]!]))),
+);
+
+const normalised = (name: string) => name.toLowerCase().replaceAll('_', '-');
+const neverForwarded = (name: string) => NEVER_FORWARDED.includes(normalised(name)) || NEVER_FORWARDED_PREFIX.test(normalised(name)) || normalised(name) === 'host';
+
+describe('[H34] [H35] [H38] request headers to the upstream', () => {
+  fuzz(
+    'upstream headers: no hop-by-hop or credential header survives; injected ones always do; the rest is kept in order',
+    () =>
+      fc.property(fc.array(header, { maxLength: 14 }), injected, (pairs, credential) => {
+        const raw = pairs.flat();
+        const out = buildUpstreamHeaders(raw, { hostHeader: 'upstream.test:8443', injected: credential });
+        const outPairs = Array.from({ length: out.length / 2 }, (_, i) => [out[2 * i]!, out[2 * i + 1]!] as const);
+
+        // Host first and once: the upstream's own authority.
+        expect(outPairs[0]).toEqual(['host', 'upstream.test:8443']);
+        expect(outPairs.filter(([n]) => normalised(n) === 'host')).toHaveLength(1);
+
+        // Every injected header exactly once, with its value, after every client header.
+        for (const [name, v] of Object.entries(credential)) {
+          const found = outPairs.filter(([n]) => normalised(n) === name);
+          expect(found).toEqual([[name, v]]);
+        }
+        const clientPart = outPairs.slice(1, outPairs.length - Object.keys(credential).length);
+        expect(outPairs.slice(outPairs.length - Object.keys(credential).length).map(([n]) => n)).toEqual(Object.keys(credential));
+
+        // No hop-by-hop, credential or identity header from the client; nothing its Connection header named.
+        const named = new Set(pairs.filter(([n]) => n.toLowerCase() === 'connection').flatMap(([, v]) => v.split(',').map((t) => t.trim().toLowerCase())));
+        for (const [name] of clientPart) {
+          expect(neverForwarded(name), `${name} was forwarded`).toBe(false);
+          expect(named.has(name), `${name} was named by Connection`).toBe(false);
+          expect(normalised(name) in credential, `${name} shadows the credential`).toBe(false);
+        }
+
+        // Ordinary headers pass unchanged and in order (unless Connection names them or they shadow the credential).
+        const kept = pairs.filter(([n]) => ORDINARY.includes(n.toLowerCase()) && !named.has(n.toLowerCase()));
+        const ordinaryOut = clientPart.filter(([n]) => ORDINARY.includes(n));
+        expect(ordinaryOut).toEqual(kept.map(([n, v]) => [n.toLowerCase(), v]));
+      }),
+    { numRuns: 1500 },
+  );
+});
+
+describe('[H36] [H38] response headers to the client', () => {
+  const RESPONSE_DROPPED = [...HOP_BY_HOP, 'proxy-authenticate', 'www-authenticate', 'set-cookie'];
+  const responseName = fc.oneof(
+    fc.constantFrom(...RESPONSE_DROPPED, 'access-control-allow-origin', 'access-control-allow-credentials', 'access-control-expose-headers'),
+    fc.constantFrom('content-type', 'mcp-session-id', 'cache-control', 'x-upstream', 'etag', '__proto__', 'constructor', 'hasownproperty'),
+    fc.stringMatching(/^[a-z][a-z0-9-]{0,12}$/),
+  );
+  const responseValue = fc.oneof(value, fc.array(value, { minLength: 1, maxLength: 3 }));
+
+  fuzz(
+    'response headers: no hop-by-hop, challenge, cookie or CORS header reaches the client',
+    () =>
+      fc.property(fc.array(fc.tuple(responseName, responseValue), { maxLength: 10 }), fc.option(connectionValue.map((v) => v.toLowerCase()), { nil: undefined }), (pairs, connection) => {
+        const input: Record<string, string | string[]> = Object.create(null) as Record<string, string | string[]>;
+        for (const [n, v] of pairs) input[n] = v;
+        if (connection !== undefined) input.connection = connection;
+        const named = new Set((connection ?? '').split(',').map((t) => t.trim()).filter(Boolean));
+        const out = filterResponseHeaders(input);
+        for (const name of Object.keys(out)) {
+          expect(RESPONSE_DROPPED.includes(name), name).toBe(false);
+          expect(name.startsWith('access-control-'), name).toBe(false);
+          expect(named.has(name), name).toBe(false);
+        }
+        for (const [name, v] of Object.entries(input)) {
+          const shouldPass = !RESPONSE_DROPPED.includes(name) && !name.startsWith('access-control-') && !named.has(name);
+          if (shouldPass) expect(out[name]).toEqual(v);
+        }
+      }),
+    { numRuns: 1000 },
+  );
+});
