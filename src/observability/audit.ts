@@ -16,14 +16,16 @@ export interface AuditEvent {
 }
 
 export interface Audit {
+  /** false when the sink is `none`: callers skip building events. */
+  readonly enabled: boolean;
   record(event: AuditEvent): void;
 }
 
 export function createAudit(sink: 'stdout' | 'stderr' | 'none'): Audit {
-  if (sink === 'none') return { record: () => undefined };
+  if (sink === 'none') return { enabled: false, record: () => undefined };
   const logger: Logger = pino(
     { base: { log: 'audit' }, timestamp: pino.stdTimeFunctions.isoTime },
     pino.destination({ fd: sink === 'stdout' ? 1 : 2, sync: false }),
   );
-  return { record: (event) => logger.info(event) };
+  return { enabled: true, record: (event) => logger.info(event) };
 }

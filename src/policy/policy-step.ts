@@ -47,6 +47,7 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
   const { audit } = deps;
 
   function record(auth: AuthContext, messages: MessageDecision[], batchDenied: boolean): void {
+    if (!audit.enabled) return;
     for (const m of messages) {
       // The client's answers to server requests ask nothing of the server: no decision to record.
       if (m.reason === 'response') continue;
@@ -68,6 +69,7 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
   }
 
   function recordRejected(auth: AuthContext, reason: string, status: number): void {
+    if (!audit.enabled) return;
     audit.record({ event: 'decision', route: route.path, sub: auth.subject, client_id: auth.clientId, decision: 'deny', reason, status });
   }
 

@@ -87,7 +87,10 @@ export function createForwarder(route: RouteConfig, deps: ForwarderDeps): Forwar
   const timeoutMs = route.upstreamTimeoutMs;
   const { sessions, logger, metrics } = deps;
   const pool = new Pool(target.origin, {
-    connections: 128,
+    // No cap: every open event stream holds one upstream connection, and a
+    // capped pool would queue all later requests behind the open streams.
+    // Idle connections close after keepAliveTimeout, so the pool stays small.
+    connections: null,
     pipelining: 1,
     // Below the 5 s idle timeout of common upstream servers (uvicorn, Node)
     // that do not announce it, so the pool never reuses a socket being closed.

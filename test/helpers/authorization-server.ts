@@ -185,5 +185,5 @@ export async function selfSignedCertificate(): Promise<{ key: string; cert: stri
 /** An Audit that keeps its events. */
 export function recordingAudit(): Audit & { events: AuditEvent[] } {
   const events: AuditEvent[] = [];
-  return { events, record: (event) => void events.push(event) };
+  return { enabled: true, events, record: (event) => void events.push(event) };
 }

@@ -43,7 +43,7 @@ export async function startPolicyGateway(files: Record<string, unknown>): Promis
   const gateway = await startGateway(config, {
     logger: createLogger(config.logLevel, sink),
     metrics: new Metrics({ defaultMetrics: false }),
-    audit: { record: (event) => audit.push(structuredClone(event)) },
+    audit: { enabled: true, record: (event) => audit.push(structuredClone(event)) },
   });
   return Object.assign(gateway, {
     dir,

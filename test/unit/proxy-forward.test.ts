@@ -552,4 +552,35 @@ describe('forward', () => {
     });
     expect(await within(ended, 3_000, 'the stream to end')).toBe('data: hello\n\n');
   });
+
+  it('open event streams never starve other requests: 200 idle streams, then a POST still answers', async () => {
+    handler = (req, res) => {
+      if (req.method === 'GET') {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(': open\n\n');
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end('{"jsonrpc":"2.0","id":1,"result":{}}');
+    };
+    const gw = await startGateway();
+    const agent = new http.Agent({ keepAlive: false, maxSockets: Infinity });
+    const streams = await Promise.all(
+      Array.from({ length: 200 }, () =>
+        within(
+          new Promise<http.ClientRequest>((resolve, reject) => {
+            const req = http.request({ host: '127.0.0.1', port: gw.port, path: '/mcp', method: 'GET', agent }, (res) => res.once('data', () => resolve(req)));
+            req.on('error', reject);
+            req.end();
+          }),
+          10_000,
+          'every stream to open',
+        ),
+      ),
+    );
+    const reply = await within(send(gw, { body: rpc }), 5_000, 'a POST beside 200 open streams');
+    expect(reply.status).toBe(200);
+    for (const req of streams) req.destroy();
+    agent.destroy();
+  });
 });
