@@ -74,8 +74,8 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     options.store ?? createStore(config.store, { onConnectionError: (err) => logger.warn({ err: err.message }, 'store connection error') });
   if (backend instanceof RedisStore) {
     // An evicted record could resurrect a token or lose a client: refuse (require_noeviction) or say so loudly.
-    const require = config.store.kind === 'redis' && config.store.requireNoeviction;
-    await enforceEvictionPolicy(backend, { require, logger }).catch(async (err: unknown) => {
+    const requireNoeviction = config.store.kind === 'redis' && config.store.requireNoeviction;
+    await enforceEvictionPolicy(backend, { require: requireNoeviction, logger }).catch(async (err: unknown) => {
       if (!options.store) await backend.close().catch(() => undefined);
       throw err;
     });

@@ -51,7 +51,9 @@ export class BrowserBinding {
  */
 export function isCrossSitePost(c: Context, selfOrigin: string): boolean {
   const site = c.req.header('sec-fetch-site');
-  if (site !== undefined && site !== 'same-origin' && site !== 'none') return true;
+  // When the browser sends Fetch metadata it decides: under our pages' `Referrer-Policy: no-referrer`
+  // browsers send `Origin: null` even for a same-origin form post.
+  if (site !== undefined) return site !== 'same-origin' && site !== 'none';
   const origin = c.req.header('origin');
   return origin !== undefined && origin !== selfOrigin;
 }

@@ -13,7 +13,7 @@ export interface ConfigIssue {
 export function formatIssue(issue: ConfigIssue): string {
   const where = issue.line > 0 ? `${issue.file}:${issue.line}:${issue.column}` : issue.file;
   // A key or value quoted in a message may hold CR/LF: one issue stays one line (no forged issues in logs).
-  return `${where}: ${issue.message}`.replace(/[\x00-\x1f\x7f]/g, (ch) => JSON.stringify(ch).slice(1, -1));
+  return `${where}: ${issue.message}`.replace(/[^\x20-\x7E\x80-\uFFFF]/g, (ch) => JSON.stringify(ch).slice(1, -1));
 }
 
 export class ConfigError extends Error {
