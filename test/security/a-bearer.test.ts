@@ -320,7 +320,7 @@ afterAll(async () => {
   await Promise.all([trap && closeServer(trap.server), hanging && closeServer(hanging.server)]);
 });
 
-describe('A.1 no token: 401 with a bare challenge', () => {
+describe('[A1] no token: 401 with a bare challenge', () => {
   it('names resource_metadata and the required scope, no error parameter', async () => {
     const res = await nothingUpstream(() => post(PATH));
     expectRejection(res, { status: 401, error: 'invalid_token', challenge: 'bare', resourceMetadata: metadataUrlOf(PATH), scope: 'mcp:read' });
@@ -339,7 +339,7 @@ describe('A.1 no token: 401 with a bare challenge', () => {
   });
 });
 
-describe('A.2, A.4, A.5 token tricks (corpora/token-tricks.json)', () => {
+describe('[A2] [A4] [A5] token tricks (corpora/token-tricks.json)', () => {
   it.each(tokenTricks.map((c) => [c.name, c] as const))('%s', async (_name, c) => {
     const token = await buildToken(c);
     presented.push(token);
@@ -374,7 +374,7 @@ describe('A.2, A.4, A.5 token tricks (corpora/token-tricks.json)', () => {
   });
 });
 
-describe('A.3 unknown-kid storms and an unreachable JWKS', () => {
+describe('[A3] unknown-kid storms and an unreachable JWKS', () => {
   it('refetches the JWKS at most once per cooldown under a storm of unknown kids', async () => {
     const good = await stormIssuer.mint({ aud: resourceOf('/storm/mcp') });
     expect((await post('/storm/mcp', `Bearer ${good}`)).status).toBe(200);
@@ -423,7 +423,7 @@ describe('A.3 unknown-kid storms and an unreachable JWKS', () => {
   });
 });
 
-describe('A.1, A.6 presenting the credential (corpora/bearer-tricks.json, raw socket)', () => {
+describe('[A1] [A6] presenting the credential (corpora/bearer-tricks.json, raw socket)', () => {
   it.each(bearerTricks.map((c) => [c.name, c] as const))('%s', async (_name, c) => {
     const token = await issuer.mint({ aud: resourceOf(PATH), scope: 'mcp:read' });
     presented.push(token);
@@ -464,7 +464,7 @@ describe('A.1, A.6 presenting the credential (corpora/bearer-tricks.json, raw so
   });
 });
 
-describe('A.7 introspection (opaque tokens)', () => {
+describe('[A7] introspection (opaque tokens)', () => {
   const INTRO = '/intro/mcp';
   const active = (extra: Record<string, unknown> = {}) => ({
     active: true,
@@ -538,7 +538,7 @@ describe('A.7 introspection (opaque tokens)', () => {
   });
 });
 
-describe('A.8 valid token without the scope', () => {
+describe('[A8] valid token without the scope', () => {
   it.each([
     ['no scope claim', { scope: undefined }],
     ['empty scope', { scope: '' }],
@@ -561,7 +561,7 @@ describe('A.8 valid token without the scope', () => {
   });
 });
 
-describe('A: no token in the logs', () => {
+describe('[A1] [I45] no token in the logs', () => {
   it('never logged any presented token', () => {
     const logs = gw.logs.join('');
     expect(logs.length).toBeGreaterThan(0);

@@ -87,7 +87,7 @@ afterAll(async () => {
   await Promise.all([issuer?.close(), up?.close()]);
 });
 
-describe('B.9 exact audience (corpora/audience-variants.json)', () => {
+describe('[B9] exact audience (corpora/audience-variants.json)', () => {
   it.each(audiences.map((c) => [c.name, c] as const))('%s', async (_name, c) => {
     const token = await issuer.mint({ aud: resolveAud(c.aud) as string });
     const before = up.requests.length;
@@ -119,7 +119,7 @@ describe('B.9 exact audience (corpora/audience-variants.json)', () => {
   });
 });
 
-describe('B.10 request headers never move the audience or the metadata (trust_proxy: false)', () => {
+describe('[B10] request headers never move the audience or the metadata (trust_proxy: false)', () => {
   const expectedMetadata = () => ({
     resource: resourceOf(A),
     authorization_servers: [issuer.issuer],

@@ -95,7 +95,7 @@ afterAll(async () => {
   await Promise.all([issuer?.close(), up?.close()]);
 });
 
-describe('C.11 nothing a request sends is reflected (corpora/header-tricks.json "injection")', () => {
+describe('[C11] nothing a request sends is reflected (corpora/header-tricks.json "injection")', () => {
   it.each(injection.map((c) => [c.name, c] as const))('%s', async (_name, c) => {
     const before = up.requests.length;
 
@@ -154,7 +154,7 @@ describe('C.11 nothing a request sends is reflected (corpora/header-tricks.json 
   });
 });
 
-describe('C.12 well-known path tricks never reach the upstream (corpora/path-tricks.json "wellKnown")', () => {
+describe('[C12] well-known path tricks never reach the upstream (corpora/path-tricks.json "wellKnown")', () => {
   const targets = wellKnown.map((t) => t.replaceAll('$route', A));
 
   it.each(targets.flatMap((t) => [['GET', t] as const, ['POST', t] as const]))('%s %s', async (method, target) => {

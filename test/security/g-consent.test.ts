@@ -244,6 +244,14 @@ describe('[G29] approvals that do not count → 403, nothing stored', () => {
     expect(isLoginPage(res.body)).toBe(true);
   });
 
+  it('a same-origin browser post with Origin: null passes (browsers send it under Referrer-Policy: no-referrer)', async () => {
+    const browser = new Browser();
+    const { form } = await openConsent(browser, await register());
+    const res = await post(browser, form.action, { ...form.fields, decision: 'approve' }, { origin: 'null', 'sec-fetch-site': 'same-origin' });
+    expect(res.status).toBe(200);
+    expect(isLoginPage(res.body)).toBe(true);
+  });
+
   it('an answered consent cannot be answered again', async () => {
     const browser = new Browser();
     const { form } = await openConsent(browser, await register());

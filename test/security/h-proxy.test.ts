@@ -164,7 +164,7 @@ afterAll(async () => {
   await Promise.all([issuer?.close(), up?.close()]);
 });
 
-describe('H.34 the client token never reaches the upstream', () => {
+describe('[H34] the client token never reaches the upstream', () => {
   it.each([
     ['/h/mcp', 'static Authorization'],
     ['/k/mcp', 'static X-Api-Key'],
@@ -200,7 +200,7 @@ describe('H.34 the client token never reaches the upstream', () => {
   });
 });
 
-describe('H.35 identity and credential headers are dropped and cannot override the credential (corpora "identity")', () => {
+describe('[H35] identity and credential headers are dropped and cannot override the credential (corpora "identity")', () => {
   const cases = headerTricks.identity.flatMap((c) =>
     (['/h/mcp', '/k/mcp'] as const).filter((path) => !c.credentialHeaderOf || c.credentialHeaderOf === path).map((path) => [c.name, path, c] as const),
   );
@@ -223,7 +223,7 @@ describe('H.35 identity and credential headers are dropped and cannot override t
   });
 });
 
-describe("H.36 an upstream's own challenge is not relayed", () => {
+describe("[H36] an upstream's own challenge is not relayed", () => {
   it('turns an upstream 401 naming its AS into a 502 without its challenge', async () => {
     const token = await tokenFor('/challenge/mcp');
     const res = await raw('/challenge/mcp', { token });
@@ -241,7 +241,7 @@ describe("H.36 an upstream's own challenge is not relayed", () => {
   });
 });
 
-describe('H.37 path variants and request targets (corpora/path-tricks.json)', () => {
+describe('[H37] path variants and request targets (corpora/path-tricks.json)', () => {
   const ROUTE = '/h/mcp';
   const placeholders: Array<[string, string]> = [
     ['$routeSlashEncoded', '/h%2fmcp'],
@@ -286,7 +286,7 @@ describe('H.37 path variants and request targets (corpora/path-tricks.json)', ()
   });
 });
 
-describe('H.38 hop-by-hop headers (corpora "hopByHop")', () => {
+describe('[H38] hop-by-hop headers (corpora "hopByHop")', () => {
   const cases = headerTricks.hopByHop.flatMap((c) => (['/h/mcp', '/k/mcp'] as const).map((path) => [c.name, path, c] as const));
 
   it.each(cases)('%s at %s', async (_name, path, c) => {
@@ -334,7 +334,7 @@ describe('H.38 hop-by-hop headers (corpora "hopByHop")', () => {
   });
 });
 
-describe('H.39 framing, body size and slow clients', () => {
+describe('[H39] framing, body size and slow clients', () => {
   it.each(framing.map((c) => [c.name, c] as const))('%s', async (_name, c) => {
     const token = await tokenFor('/h/mcp');
     const bytes = unescapeBytes(c.bytes.replaceAll('$token', token).replaceAll('$route', '/h/mcp'));
@@ -422,7 +422,7 @@ describe('H.39 framing, body size and slow clients', () => {
   });
 });
 
-describe('H.40 streaming', () => {
+describe('[H40] streaming', () => {
   it('forwards SSE event by event', async () => {
     const token = await tokenFor('/sse/mcp');
     const started = Date.now();
@@ -460,7 +460,7 @@ describe('H.40 streaming', () => {
   });
 });
 
-describe('H.41 Origin and CORS', () => {
+describe('[H41] Origin and CORS', () => {
   const PATH = '/cors/mcp';
 
   it.each([
@@ -525,7 +525,7 @@ describe('H.41 Origin and CORS', () => {
   });
 });
 
-describe('H.42 sessions are bound to the principal that created them', () => {
+describe('[H42] sessions are bound to the principal that created them', () => {
   const PATH = '/n/mcp';
   let session: string;
 

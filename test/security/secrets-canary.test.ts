@@ -68,6 +68,11 @@ beforeAll(async () => {
     logLevel: 'trace',
     upstream: `${upstream.origin}/mcp`,
     route: { upstream_auth: { kind: 'static', header: 'Authorization', value: { env: 'UPSTREAM_SECRET' } } },
+    // The same secret towards an upstream that refuses connections and one that answers with its own challenge: failures get logged.
+    extraRoutes: {
+      'down.yaml': { path: '/down/mcp', upstream: 'http://127.0.0.1:9/mcp', scopes_supported: ['mcp:read'], upstream_auth: { kind: 'static', value: { env: 'UPSTREAM_SECRET' } } },
+      'challenge.yaml': { path: '/challenge/mcp', upstream: `${upstream.origin}/challenge`, scopes_supported: ['mcp:read'], upstream_auth: { kind: 'static', value: { env: 'UPSTREAM_SECRET' } } },
+    },
     env: { UPSTREAM_SECRET },
   });
 
@@ -89,6 +94,16 @@ beforeAll(async () => {
   await ok.text();
   expect(upstream.headerValues('authorization')).toEqual([`Bearer ${UPSTREAM_SECRET}`]);
   expect(upstream.everything()).not.toContain(secrets.accessToken);
+  // Tokens for the two failing routes (the resource is per route).
+  for (const path of ['/down/mcp', '/challenge/mcp']) {
+    const other = await authorize(gateway, client, { verifier: VERIFIER, state: STATE, user: 'canary-user', scope: 'mcp:read', resource: `${gateway.issuer}${path}` });
+    const res = await tokenRequest(gateway, { grant_type: 'authorization_code', code: other.searchParams.get('code')!, code_verifier: VERIFIER, redirect_uri: client.redirectUri }, [client.id, client.secret!]);
+    const failed = await fetch(`${gateway.issuer}${path}`, { method: 'POST', headers: { authorization: `Bearer ${String(res.json.access_token)}`, 'content-type': 'application/json' }, body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' });
+    expect(failed.status).toBe(502);
+    errorResponses.push(`${failed.status}\n${[...failed.headers].map(([n, v]) => `${n}: ${v}`).join('\n')}\n\n${await failed.text()}`);
+    secrets[`accessToken${path.split('/')[1]}`] = String(res.json.access_token);
+    secrets[`refreshToken${path.split('/')[1]}`] = String(res.json.refresh_token);
+  }
 
   // Rotation, then every failure a client can provoke with these secrets in hand.
   const rotated = await tokenRequest(gateway, { grant_type: 'refresh_token', refresh_token: secrets.refreshToken }, [client.id, client.secret!]);
@@ -129,7 +144,9 @@ const basic = (id: string, secret: string) => `Basic ${Buffer.from(`${encodeURIC
 
 describe('[I45] the secrets canary', () => {
   it('the flow ran with every canary in play', () => {
-    expect(Object.keys(secrets).sort()).toEqual(['accessToken', 'chosenSecret', 'clientSecret', 'code', 'refreshToken', 'rotatedAccessToken', 'rotatedRefreshToken', 'state', 'upstreamSecret', 'verifier'].sort());
+    expect(Object.keys(secrets).sort()).toEqual(
+      ['accessToken', 'accessTokenchallenge', 'accessTokendown', 'chosenSecret', 'clientSecret', 'code', 'refreshToken', 'refreshTokenchallenge', 'refreshTokendown', 'rotatedAccessToken', 'rotatedRefreshToken', 'state', 'upstreamSecret', 'verifier'].sort(),
+    );
     for (const value of Object.values(secrets)) expect(value.length).toBeGreaterThanOrEqual(24);
     expect(errorResponses.length).toBeGreaterThanOrEqual(14);
   });
@@ -138,6 +155,7 @@ describe('[I45] the secrets canary', () => {
     const logs = gateway.logs.join('');
     expect(gateway.logs.length).toBeGreaterThan(3); // the logger did write (startup, request failures at debug)
     expect(logs).toMatch(/"level":(10|20)/); // and trace/debug lines are among them
+    expect(logs).toMatch(/"level":(40|50)/); // and the upstream failures (warn/error) too
     expectNoSecrets('the logs', logs);
   });
 

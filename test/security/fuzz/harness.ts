@@ -102,7 +102,7 @@ export function fuzz<Ts>(name: string, property: () => fc.IRawProperty<Ts>, opti
         counterexample: fc.stringify(details.counterexample).slice(0, 2_000),
       });
       throw report(name, details);
-    }, 0);
+    }, 24 * 3600_000);
     return;
   }
   const file = JSON.parse(readFileSync(SEEDS_FILE, 'utf8')) as SeedFile;

@@ -52,7 +52,7 @@ describe('[C12] [H37] accepted request paths are fixed points', () => {
         const raws = path.split('/');
         const decoded = raws.map(decodeBytes);
         for (const seg of decoded) {
-          expect(seg).not.toMatch(/[/\\\x00-\x1f\x7f]/);
+          expect(seg).not.toMatch(/[/\\]|[^\x20-\x7E\x80-\xFF]/);
           expect(seg === '.' || seg === '..').toBe(false);
         }
         // No path parameters, no fragment.
@@ -90,7 +90,7 @@ describe('[C12] [H37] through a real gateway', () => {
   fuzz(
     'request target: through the gateway, only the exact route path reaches the upstream, and at its configured path',
     () =>
-      fc.asyncProperty(aroundRoute.filter((t) => !/[\s\x00-\x1f\x7f]/.test(t)), async (raw) => {
+      fc.asyncProperty(aroundRoute.filter((t) => !/\s|[^\x20-\x7E\x80-\uFFFF]/.test(t)), async (raw) => {
         const before = upstream.requests.length;
         const res = await rawRequest(
           gateway.port,
