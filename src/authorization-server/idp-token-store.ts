@@ -5,22 +5,16 @@
 import { idpTokenKey } from '../store/keys.js';
 import type { Store } from '../store/store.js';
 import type { IdpTokenCipher } from './idp-token-cipher.js';
+import type { IdpTokenSet } from './login/oidc-client.js';
 
-export interface IdpTokenRecord {
+/** An IdP token set with the identities it belongs to. */
+export interface IdpTokenRecord extends IdpTokenSet {
   /** The IdP's issuer and the user's `sub` there: the identity the grant was issued for. */
   idpIssuer: string;
   idpSubject: string;
   /** The gateway's own `sub` and `client_id` of the grant: what a gateway token must name to use these tokens. */
   subject: string;
   clientId: string;
-  accessToken: string;
-  /** ms since the epoch when to stop using the access token (shortly before it expires); undefined: no known lifetime. */
-  refreshAt?: number;
-  refreshToken?: string;
-  scope?: string;
-  /** From the ID token: the IdP session id and the ID token's expiry (seconds since the epoch). */
-  sid?: string;
-  idTokenExp?: number;
 }
 
 export class IdpTokenStore {

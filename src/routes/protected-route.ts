@@ -90,7 +90,7 @@ export function createProtectedRoute(route: RouteConfig, deps: ProtectedRouteDep
       }
       const err = toGatewayError(thrown);
       if (err.status >= 500) deps.logger.warn({ route: routeLabel, err: err.cause ?? err, status: err.status }, err.description);
-      else deps.logger.debug({ route: routeLabel, status: err.status, code: err.code }, err.description);
+      else deps.logger.debug({ route: routeLabel, status: err.status, error: err.code }, err.description);
       writeError(res, err, challenge, cors);
       finish(err.status, err.status === 401 ? 'unauthenticated' : err.status >= 500 ? 'error' : 'deny', started);
     }
