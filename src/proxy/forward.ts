@@ -271,7 +271,7 @@ export function createForwarder(route: RouteConfig, deps: ForwarderDeps): Forwar
         logger?.warn({ route: routeName, kind: 'timeout' }, 'upstream body stalled');
       } else if (this.headSent && !(err instanceof Cancelled)) {
         metrics?.upstreamError('reset');
-        logger?.warn({ route: routeName, kind: 'reset', code: (err as { code?: unknown }).code }, 'upstream body cut short');
+        logger?.warn({ route: routeName, kind: 'reset', errno: (err as { code?: unknown }).code }, 'upstream body cut short');
       }
       if (!this.headSent) writeError(res, upstreamFailure(err));
       // An event stream cut short ends cleanly (the client reconnects with
