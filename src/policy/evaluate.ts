@@ -45,17 +45,16 @@ export interface Decision extends MessageDecision {
 
 /** Decides a whole request: `messages` is the body (one message, or a batch). */
 export function evaluate(policy: RoutePolicy, request: { messages: readonly JsonRpcMessage[] }, caller: PolicyCaller): Decision {
-  const granted = new Set(caller.scopes);
   const messages = request.messages.map((message) => {
     const operation = operationOf(message);
-    return operation ? decide(policy, operation, caller, granted) : responseDecision(policy);
+    return operation ? decide(policy, operation, caller) : responseDecision(policy);
   });
   return combine(policy, messages);
 }
 
 /** Decides one operation (`tools/list` filtering asks this for each tool; `explain` for its arguments). */
 export function evaluateOperation(policy: RoutePolicy, operation: Operation, caller: PolicyCaller): Decision {
-  const single = decide(policy, operation, caller, new Set(caller.scopes));
+  const single = decide(policy, operation, caller);
   return combine(policy, [single]);
 }
 
@@ -73,15 +72,35 @@ function matches(rule: CompiledRule, { method, name }: Operation): boolean {
   return true;
 }
 
-function decide(policy: RoutePolicy, operation: Operation, caller: PolicyCaller, granted: ReadonlySet<string>): MessageDecision {
+// Per-rule results computed once: this runs on every request.
+const ruleScopes = new WeakMap<CompiledRule, string[]>();
+const ruleRefs = new WeakMap<CompiledRule, RuleRef>();
+
+function requiredScopesOf(policy: RoutePolicy, rule: CompiledRule | undefined): string[] {
+  if (!rule) return policy.requiredScopes as string[];
+  let scopes = ruleScopes.get(rule);
+  if (!scopes) ruleScopes.set(rule, (scopes = Object.freeze(union(policy.requiredScopes, rule.requireScopes ?? [])) as string[]));
+  return scopes;
+}
+
+function refOf(rule: CompiledRule): RuleRef {
+  let ref = ruleRefs.get(rule);
+  if (!ref) {
+    ref = { index: rule.index, ...(rule.source !== undefined && { source: rule.source }), description: rule.description };
+    ruleRefs.set(rule, ref);
+  }
+  return ref;
+}
+
+function decide(policy: RoutePolicy, operation: Operation, caller: PolicyCaller): MessageDecision {
   const rule = matchingRule(policy, operation);
-  const requiredScopes = union(policy.requiredScopes, rule?.requireScopes ?? []);
+  const requiredScopes = requiredScopesOf(policy, rule);
   const base = { operation, requiredScopes, ...(rule && { rule: refOf(rule) }) };
   if (rule?.deny) return { ...base, allow: false, reason: 'deny' };
   // No scope would help a client or subject that is not listed: checked first.
   if (rule?.allowClients && !rule.allowClients.has(caller.clientId)) return { ...base, allow: false, reason: 'client' };
   if (rule?.allowSubjects && !rule.allowSubjects.has(caller.subject)) return { ...base, allow: false, reason: 'subject' };
-  if (!requiredScopes.every((scope) => granted.has(scope))) return { ...base, allow: false, reason: 'scope' };
+  if (!requiredScopes.every((scope) => caller.scopes.includes(scope))) return { ...base, allow: false, reason: 'scope' };
   return { ...base, allow: true, reason: rule ? 'rule' : 'route' };
 }
 
@@ -95,6 +114,8 @@ function responseDecision(policy: RoutePolicy): MessageDecision {
  * every scope the batch needs, so one step-up covers all of it.
  */
 function combine(policy: RoutePolicy, messages: MessageDecision[]): Decision {
+  const only = messages.length === 1 ? messages[0]! : undefined;
+  if (only?.allow) return { ...only, messages };
   const refused = messages.filter((m) => !m.allow);
   if (refused.length === 0) {
     const first = messages.find((m) => m.reason !== 'response') ?? messages[0] ?? responseDecision(policy);
@@ -105,12 +126,6 @@ function combine(policy: RoutePolicy, messages: MessageDecision[]): Decision {
   const requiredScopes = union(...messages.map((m) => m.requiredScopes));
   return { ...refused[0]!, requiredScopes, status: 403, messages };
 }
-
-const refOf = (rule: CompiledRule): RuleRef => ({
-  index: rule.index,
-  ...(rule.source !== undefined && { source: rule.source }),
-  description: rule.description,
-});
 
 function union(...lists: (readonly string[])[]): string[] {
   return [...new Set(lists.flat())];
