@@ -165,7 +165,6 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
       current = await buildRouteTable(next);
       currentConfig = next;
       for (const warning of next.warnings) logger.warn(warning);
-      logger.info({ routes: next.routes.map((r) => r.path) }, 'configuration reloaded');
       // Old pools close once their in-flight requests are done.
       setTimeout(() => void Promise.allSettled([...previous.forwarders.map((f) => f.close()), previous.authorizationServer?.close()]), next.shutdownGraceMs).unref();
     },
