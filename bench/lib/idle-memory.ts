@@ -25,14 +25,8 @@ export interface IdleStreamsResult {
   notes: string[];
 }
 
-interface ClientReport {
+interface ClientReport extends Pick<IdleStreamsResult, 'opened' | 'failed' | 'pending' | 'stalled' | 'failures' | 'openSeconds'> {
   done: true;
-  opened: number;
-  failed: number;
-  pending: number;
-  stalled: boolean;
-  failures: Record<string, number>;
-  openSeconds: number;
 }
 
 /** Descriptors a process keeps for itself (listeners, pipes, libraries, the JWKS fetch...). */

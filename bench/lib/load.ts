@@ -4,7 +4,7 @@
 // (near 100 % means autocannon, not the target, was the limit).
 import autocannon from 'autocannon';
 import { cpuSeconds } from './processes.js';
-import { percentile } from './stats.js';
+import { latencySummary, type LatencySummary } from './stats.js';
 
 export interface LoadTarget {
   name: string;
@@ -25,7 +25,7 @@ export interface LoadSettings {
 export interface LoadSample {
   requestsPerSec: number;
   requests: number;
-  latencyMs: { mean: number; p50: number; p90: number; p99: number; max: number };
+  latencyMs: LatencySummary;
   non2xx: number;
   errors: number;
   timeouts: number;
@@ -100,13 +100,7 @@ export async function runLoad(target: LoadTarget, settings: LoadSettings): Promi
   return {
     requestsPerSec: requests / result.duration,
     requests,
-    latencyMs: {
-      mean: durations.reduce((a, b) => a + b, 0) / durations.length,
-      p50: percentile(durations, 50),
-      p90: percentile(durations, 90),
-      p99: percentile(durations, 99),
-      max: percentile(durations, 100),
-    },
+    latencyMs: latencySummary(durations),
     non2xx: result.non2xx,
     errors: result.errors,
     timeouts: result.timeouts,

@@ -7,7 +7,7 @@ import { Agent, request } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { TOOLS_LIST_BODY, type LoadSample, type LoadTarget } from './load.js';
 import { cpuSeconds } from './processes.js';
-import { percentile } from './stats.js';
+import { latencySummary } from './stats.js';
 
 export interface PacedSettings {
   rate: number;
@@ -74,13 +74,7 @@ export async function runPaced(target: LoadTarget, settings: PacedSettings): Pro
   return {
     requestsPerSec: completed / wallSec,
     requests: completed,
-    latencyMs: {
-      mean: durations.reduce((a, b) => a + b, 0) / durations.length,
-      p50: percentile(durations, 50),
-      p90: percentile(durations, 90),
-      p99: percentile(durations, 99),
-      max: percentile(durations, 100),
-    },
+    latencyMs: latencySummary(durations),
     non2xx,
     errors,
     timeouts: 0,

@@ -27,6 +27,25 @@ export function percentile(values: readonly number[], p: number): number {
   return sorted[rank - 1]!;
 }
 
+export interface LatencySummary {
+  mean: number;
+  p50: number;
+  p90: number;
+  p99: number;
+  max: number;
+}
+
+/** Mean and nearest-rank percentiles of request durations (ms). */
+export function latencySummary(durations: readonly number[]): LatencySummary {
+  return {
+    mean: durations.reduce((a, b) => a + b, 0) / durations.length,
+    p50: percentile(durations, 50),
+    p90: percentile(durations, 90),
+    p99: percentile(durations, 99),
+    max: percentile(durations, 100),
+  };
+}
+
 /** Per-round ratios a[i] / b[i] of two targets measured in the same round, summarised. */
 export function ratioSpread(a: readonly number[], b: readonly number[]): Spread {
   return spread(a.map((value, i) => value / b[i]!));

@@ -209,3 +209,18 @@ export async function writeConfigDir(files: Record<string, string>): Promise<str
   }
   return dir;
 }
+
+/** A gateway.yaml for a spawned gateway on a free port with no audit sink; `lines` go between public_url and audit. */
+export function gatewayYaml(publicUrl: string, lines: string[] = []): string {
+  return ['listen: { host: 127.0.0.1, port: 0 }', `public_url: ${publicUrl}`, ...lines, 'audit: { sink: none }'].join('\n');
+}
+
+/** A route file for `/mcp` → `upstream` that accepts ES256 JWTs from `issuer` (a local issuer). */
+export function jwtRouteYaml(upstream: string, issuer: { issuer: string; jwksUri: string }): string {
+  return [
+    'path: /mcp',
+    `upstream: ${upstream}`,
+    `authorization_servers: [${issuer.issuer}]`,
+    `token: { jwt: { issuer: "${issuer.issuer}", jwks_uri: "${issuer.jwksUri}", algorithms: [ES256] } }`,
+  ].join('\n');
+}

@@ -8,29 +8,21 @@
  * never crossed. Then step-up (a wider scope → a new consent → the IdP again), an IdP that answers
  * access_denied, and an IdP that cannot be reached.
  */
-import { randomBytes } from 'node:crypto';
 import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateSigningKey } from '../../src/keys.js';
 import { DEFAULT_ROUTE, headlessUser, startAsGateway, type AsGateway, type HeadlessUserLog } from '../helpers/authorization-server.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { accessTokens, chooseIdpLogin, newIdpClient, onIdpTokens, startGatewayIdp } from '../helpers/gateway-idp.js';
 import { connectWithOAuth, connectWithToken, followAuthorization, type OAuthConnection } from '../helpers/mcp-client.js';
 import { freePort } from '../helpers/net.js';
-import { startOidcProvider, type OidcProviderHandle } from '../helpers/oidc-provider.js';
+import type { OidcProviderHandle } from '../helpers/oidc-provider.js';
 import { startEverythingServer, startRecordingHop, type RecordingHop, type UpstreamHandle } from '../helpers/upstream.js';
-
-/** What the tests read of oidc-provider beyond the harness's typings: a `grant.success` context, its AccessToken model. */
-interface TokenEndpointContext {
-  body: { access_token: string; refresh_token?: string; id_token?: string };
-  oidc: { params?: Record<string, unknown> };
-}
-const accessTokens = (handle: OidcProviderHandle) =>
-  (handle.provider as unknown as { AccessToken: { find(value: string): Promise<{ accountId?: string } | undefined> } }).AccessToken;
 
 /** IdP access tokens live this long (seconds): short, so a test can see one expire and be refreshed. */
 const IDP_TOKEN_TTL = 3;
-const IDP_CLIENT = { client_id: 'mcp-gateway', client_secret: randomBytes(24).toString('base64url') };
+const IDP_CLIENT = newIdpClient();
 const WRITE_TOOL = 'toggle-simulated-logging';
 
 interface IssuedByIdp {
@@ -61,30 +53,11 @@ beforeAll(async () => {
   const port = await freePort();
   origin = `http://127.0.0.1:${port}`;
   mcpUrl = `${origin}${DEFAULT_ROUTE.path}`;
-  idp = await startOidcProvider({
-    resources: [],
-    scopes: [],
-    accessTokenTtl: IDP_TOKEN_TTL,
-    clients: [
-      {
-        ...IDP_CLIENT,
-        redirect_uris: [`${origin}/authorize/login/oidc/callback`],
-        grant_types: ['authorization_code', 'refresh_token'],
-        response_types: ['code'],
-        token_endpoint_auth_method: 'client_secret_basic',
-      },
-    ],
-  });
-  // The helper's headless login signs in one fixed account: choose it per flow (and deny on demand).
-  const finish = idp.provider.interactionFinished.bind(idp.provider);
-  idp.provider.interactionFinished = ((req, res, result, options) => {
-    if (!('login' in result)) return finish(req, res, result, options);
-    if (idpUser.deny) return finish(req, res, { error: 'access_denied', error_description: 'the user said no' }, options);
-    return finish(req, res, { ...result, login: { accountId: idpUser.account } }, options);
-  }) as typeof idp.provider.interactionFinished;
+  idp = await startGatewayIdp(origin, IDP_CLIENT, IDP_TOKEN_TTL);
+  // Choose the signed-in account per flow (and deny on demand).
+  chooseIdpLogin(idp, () => (idpUser.deny ? { error: 'access_denied', error_description: 'the user said no' } : { accountId: idpUser.account }));
   // Everything the IdP's token endpoint hands out, and to whom.
-  idp.provider.on('grant.success', (event: unknown) => {
-    const ctx = event as TokenEndpointContext;
+  onIdpTokens(idp, (ctx) => {
     const body = ctx.body;
     issuing.push(
       accessTokens(idp).find(body.access_token).then((token) => {

@@ -6,7 +6,7 @@
  */
 import { request, type IncomingHttpHeaders } from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { buildGatewayCli, spawnGateway, writeConfigDir, type GatewayCli, type GatewayProcess } from '../helpers/gateway-process.js';
+import { buildGatewayCli, gatewayYaml, jwtRouteYaml, spawnGateway, writeConfigDir, type GatewayCli, type GatewayProcess } from '../helpers/gateway-process.js';
 import { startLocalIssuer, type LocalIssuer } from '../helpers/local-issuer.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
 
@@ -81,19 +81,8 @@ beforeAll(async () => {
   [cli, issuer, upstream] = await Promise.all([buildGatewayCli(), startLocalIssuer(), startScriptedUpstream({ tickMs: 100 })]);
   token = await issuer.token({ audience: RESOURCE });
   configDir = await writeConfigDir({
-    'gateway.yaml': [
-      'listen: { host: 127.0.0.1, port: 0 }',
-      `public_url: ${PUBLIC_URL}`,
-      `drain_delay: ${DRAIN_DELAY_MS}ms`,
-      `shutdown_grace: ${GRACE_MS}ms`,
-      'audit: { sink: none }',
-    ].join('\n'),
-    'mcp.yaml': [
-      'path: /mcp',
-      `upstream: ${upstream.url}`,
-      `authorization_servers: [${issuer.issuer}]`,
-      `token: { jwt: { issuer: "${issuer.issuer}", jwks_uri: "${issuer.jwksUri}", algorithms: [ES256] } }`,
-    ].join('\n'),
+    'gateway.yaml': gatewayYaml(PUBLIC_URL, [`drain_delay: ${DRAIN_DELAY_MS}ms`, `shutdown_grace: ${GRACE_MS}ms`]),
+    'mcp.yaml': jwtRouteYaml(upstream.url, issuer),
   });
 });
 

@@ -9,7 +9,7 @@
  */
 import { Agent, createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildGatewayCli, spawnGateway, writeConfigDir, type GatewayCli, type GatewayProcess } from '../helpers/gateway-process.js';
+import { buildGatewayCli, gatewayYaml, jwtRouteYaml, spawnGateway, writeConfigDir, type GatewayCli, type GatewayProcess } from '../helpers/gateway-process.js';
 import { startLocalIssuer, type LocalIssuer } from '../helpers/local-issuer.js';
 import { closeServer, listen } from '../helpers/net.js';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
@@ -32,20 +32,8 @@ const processes: GatewayProcess[] = [];
 beforeAll(async () => {
   [cli, redis, issuer, upstream] = await Promise.all([buildGatewayCli(), startRedisServer(), startLocalIssuer(), startScriptedUpstream({ sessions: true })]);
   configDir = await writeConfigDir({
-    'gateway.yaml': [
-      'listen: { host: 127.0.0.1, port: 0 }',
-      `public_url: ${PUBLIC_URL}`,
-      `store: { kind: redis, url: "${redis.url}", key_prefix: "replicas:" }`,
-      `drain_delay: ${DRAIN_DELAY_MS}ms`,
-      'shutdown_grace: 3s',
-      'audit: { sink: none }',
-    ].join('\n'),
-    'mcp.yaml': [
-      'path: /mcp',
-      `upstream: ${upstream.url}`,
-      `authorization_servers: [${issuer.issuer}]`,
-      `token: { jwt: { issuer: "${issuer.issuer}", jwks_uri: "${issuer.jwksUri}", algorithms: [ES256] } }`,
-    ].join('\n'),
+    'gateway.yaml': gatewayYaml(PUBLIC_URL, [`store: { kind: redis, url: "${redis.url}", key_prefix: "replicas:" }`, `drain_delay: ${DRAIN_DELAY_MS}ms`, 'shutdown_grace: 3s']),
+    'mcp.yaml': jwtRouteYaml(upstream.url, issuer),
   });
 });
 

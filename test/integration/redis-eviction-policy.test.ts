@@ -4,7 +4,7 @@
 // (false, the default). A policy it cannot read (CONFIG disabled, Redis
 // unreachable) is "not verified": refused when required, a warning otherwise.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildGatewayCli, spawnGateway, writeConfigDir, type GatewayCli, type GatewayProcess } from '../helpers/gateway-process.js';
+import { buildGatewayCli, gatewayYaml, jwtRouteYaml, spawnGateway, writeConfigDir, type GatewayCli, type GatewayProcess } from '../helpers/gateway-process.js';
 import { startLocalIssuer, type LocalIssuer } from '../helpers/local-issuer.js';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
 import { startSentinel, type SentinelSetup } from '../helpers/redis-topology.js';
@@ -39,18 +39,10 @@ afterAll(async () => {
 
 async function start(url: string, require?: boolean): Promise<{ gateway?: GatewayProcess; error?: string }> {
   const configDir = await writeConfigDir({
-    'gateway.yaml': [
-      'listen: { host: 127.0.0.1, port: 0 }',
-      `public_url: ${PUBLIC_URL}`,
+    'gateway.yaml': gatewayYaml(PUBLIC_URL, [
       `store: { kind: redis, url: "${url}", command_timeout: 500ms${require === undefined ? '' : `, require_noeviction: ${require}`} }`,
-      'audit: { sink: none }',
-    ].join('\n'),
-    'mcp.yaml': [
-      'path: /mcp',
-      'upstream: http://127.0.0.1:9/mcp',
-      `authorization_servers: [${issuer.issuer}]`,
-      `token: { jwt: { issuer: "${issuer.issuer}", jwks_uri: "${issuer.jwksUri}", algorithms: [ES256] } }`,
-    ].join('\n'),
+    ]),
+    'mcp.yaml': jwtRouteYaml('http://127.0.0.1:9/mcp', issuer),
   });
   try {
     const gateway = await spawnGateway(cli, { configDir });

@@ -14,21 +14,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IdpTokenCipher } from '../../src/authorization-server/idp-token-cipher.js';
 import { idpTokenKey, pendingAuthorizationKey } from '../../src/store/keys.js';
 import { DEFAULT_ROUTE, parseForm, startAsGateway, type AsGateway } from '../helpers/authorization-server.js';
+import { accessTokens, chooseIdpLogin, IDP_CALLBACK_PATH, newIdpClient, onIdpTokens, startGatewayIdp } from '../helpers/gateway-idp.js';
 import { connectWithToken } from '../helpers/mcp-client.js';
 import { freePort } from '../helpers/net.js';
-import { startOidcProvider, type OidcProviderHandle } from '../helpers/oidc-provider.js';
+import type { OidcProviderHandle } from '../helpers/oidc-provider.js';
 import { startEverythingServer, startRecordingHop, type RecordingHop, type UpstreamHandle } from '../helpers/upstream.js';
 
-/** What the tests read of oidc-provider beyond the harness's typings: a `grant.success` context, its AccessToken model. */
-interface TokenEndpointContext {
-  body: { access_token: string; refresh_token?: string; id_token?: string };
-  oidc: { params?: Record<string, unknown> };
-}
-const accessTokens = (handle: OidcProviderHandle) =>
-  (handle.provider as unknown as { AccessToken: { find(value: string): Promise<{ accountId?: string } | undefined> } }).AccessToken;
-
 const IDP_TOKEN_TTL = 2;
-const IDP_CLIENT = { client_id: 'mcp-gateway', client_secret: randomBytes(24).toString('base64url') };
+const IDP_CLIENT = newIdpClient();
 
 let everything: UpstreamHandle;
 let hop: RecordingHop;
@@ -36,7 +29,7 @@ let idp: OidcProviderHandle;
 let gateway: AsGateway;
 let origin: string;
 let mcpUrl: string;
-let callbackPath: string;
+const callbackPath = IDP_CALLBACK_PATH;
 /** The account the headless IdP login signs in next. */
 let idpAccount = 'alice';
 const idpIssued: Array<{ accessToken: string; refreshToken?: string; idToken?: string }> = [];
@@ -47,26 +40,9 @@ beforeAll(async () => {
   const port = await freePort();
   origin = `http://127.0.0.1:${port}`;
   mcpUrl = `${origin}${DEFAULT_ROUTE.path}`;
-  callbackPath = '/authorize/login/oidc/callback';
-  idp = await startOidcProvider({
-    resources: [],
-    scopes: [],
-    accessTokenTtl: IDP_TOKEN_TTL,
-    clients: [
-      {
-        ...IDP_CLIENT,
-        redirect_uris: [`${origin}${callbackPath}`],
-        grant_types: ['authorization_code', 'refresh_token'],
-        response_types: ['code'],
-        token_endpoint_auth_method: 'client_secret_basic',
-      },
-    ],
-  });
-  const finish = idp.provider.interactionFinished.bind(idp.provider);
-  idp.provider.interactionFinished = ((req, res, result, options) =>
-    finish(req, res, 'login' in result ? { ...result, login: { accountId: idpAccount } } : result, options)) as typeof idp.provider.interactionFinished;
-  idp.provider.on('grant.success', (event: unknown) => {
-    const ctx = event as TokenEndpointContext;
+  idp = await startGatewayIdp(origin, IDP_CLIENT, IDP_TOKEN_TTL);
+  chooseIdpLogin(idp, () => ({ accountId: idpAccount }));
+  onIdpTokens(idp, (ctx) => {
     const body = ctx.body;
     idpIssued.push({ accessToken: body.access_token, refreshToken: body.refresh_token, idToken: body.id_token });
   });

@@ -6,7 +6,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import type { TestGateway } from '../helpers/gateway.js';
+import { startJwtStage, stopJwtStage } from '../helpers/jwt-gateway.js';
 import { buildRequest, headerOf, rawRequest, unescapeBytes } from '../helpers/raw-http.js';
 import {
   expectRejection,
@@ -17,8 +18,6 @@ import {
   resourceOf,
   simplify,
   simplifyRaw,
-  startRecordingUpstream,
-  startTestIssuer,
   tokenSecrets,
   type RecordingUpstream,
   type TestIssuer,
@@ -74,18 +73,14 @@ async function expectNothingUpstream<T>(run: () => Promise<T>): Promise<T> {
 }
 
 beforeAll(async () => {
-  [issuer, up] = await Promise.all([startTestIssuer('RS256'), startRecordingUpstream()]);
-  gw = await startTestGateway({
+  ({ issuer, up, gw } = await startJwtStage((stage) => ({
     'gateway.yaml': gatewayYaml({ trust_proxy: false }),
-    'a.yaml': jwtRoute(A, `${up.origin}/mcp`, issuer),
-    'b.yaml': jwtRoute(B, `${up.origin}/mcp`, issuer),
-  });
+    'a.yaml': jwtRoute(A, `${stage.up.origin}/mcp`, stage.issuer),
+    'b.yaml': jwtRoute(B, `${stage.up.origin}/mcp`, stage.issuer),
+  })));
 });
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all([issuer?.close(), up?.close()]);
-});
+afterAll(() => stopJwtStage({ gw, issuer, up }));
 
 describe('[B9] exact audience (corpora/audience-variants.json)', () => {
   it.each(audiences.map((c) => [c.name, c] as const))('%s', async (_name, c) => {

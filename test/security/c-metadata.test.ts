@@ -7,7 +7,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import type { TestGateway } from '../helpers/gateway.js';
+import { startJwtStage, stopJwtStage } from '../helpers/jwt-gateway.js';
 import { buildRequest, headerOf, rawRequest, unescapeBytes, type RawResponse } from '../helpers/raw-http.js';
 import {
   gatewayYaml,
@@ -15,8 +16,6 @@ import {
   metadataUrlOf,
   parseChallenge,
   resourceOf,
-  startRecordingUpstream,
-  startTestIssuer,
   type RecordingUpstream,
   type TestIssuer,
 } from '../helpers/security-fixtures.js';
@@ -83,17 +82,13 @@ function expectRefusedWithoutReflection(res: RawResponse): void {
 }
 
 beforeAll(async () => {
-  [issuer, up] = await Promise.all([startTestIssuer('RS256'), startRecordingUpstream()]);
-  gw = await startTestGateway({
+  ({ issuer, up, gw } = await startJwtStage((stage) => ({
     'gateway.yaml': gatewayYaml(),
-    'a.yaml': jwtRoute(A, `${up.origin}/mcp`, issuer),
-  });
+    'a.yaml': jwtRoute(A, `${stage.up.origin}/mcp`, stage.issuer),
+  })));
 });
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all([issuer?.close(), up?.close()]);
-});
+afterAll(() => stopJwtStage({ gw, issuer, up }));
 
 describe('[C11] nothing a request sends is reflected (corpora/header-tricks.json "injection")', () => {
   it.each(injection.map((c) => [c.name, c] as const))('%s', async (_name, c) => {

@@ -116,15 +116,7 @@ describe('[E19] unknown client or unregistered redirect_uri → an error page, n
     ['javascript:', () => valid({ redirect_uri: 'javascript:alert(1)' })],
   ];
   it.each(cases)('%s', async (_name, params) => {
-    const mark = gateway.recording.writes.length;
-    const res = await get(authorizeUrl(gateway, params()));
-    expect(res.status).toBe(400);
-    expect(res.headers.get('location')).toBeNull();
-    expect(res.headers.get('content-type')).toMatch(/^text\/html/);
-    expect(res.headers.get('set-cookie')).toBeNull();
-    expect(res.headers.get('x-frame-options')).toBe('DENY');
-    expect(res.body).not.toContain('evil.example');
-    expect(gateway.recording.writes.slice(mark)).toEqual([]);
+    await expectErrorPage(params(), gateway.recording.writes.length);
   });
 
   it('a loopback IP literal matches on any port (RFC 8252 §7.3)', async () => {

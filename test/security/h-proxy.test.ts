@@ -5,7 +5,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import type { TestGateway } from '../helpers/gateway.js';
+import { startJwtStage, stopJwtStage } from '../helpers/jwt-gateway.js';
 import { buildRequest, headerOf, openRaw, rawRequest, unescapeBytes, type RawResponse } from '../helpers/raw-http.js';
 import {
   expectRejection,
@@ -14,8 +15,6 @@ import {
   PUBLIC_URL,
   resourceOf,
   simplifyRaw,
-  startRecordingUpstream,
-  startTestIssuer,
   tokenSecrets,
   type RecordedRequest,
   type RecordingUpstream,
@@ -139,30 +138,28 @@ async function readEvents(res: Response, max: number, started: number): Promise<
 }
 
 beforeAll(async () => {
-  [issuer, up] = await Promise.all([startTestIssuer('RS256'), startRecordingUpstream()]);
-  const route = (path: string, upstreamPath: string, extra: Record<string, unknown> = {}) => jwtRoute(path, `${up.origin}${upstreamPath}`, issuer, extra);
-  gw = await startTestGateway(
-    {
-      'gateway.yaml': gatewayYaml({ limits: { header_timeout: '1s', request_timeout: '2s' } }),
-      'h.yaml': route('/h/mcp', '/mcp', { upstream_auth: { kind: 'static', value: { env: 'H_SECRET' } } }),
-      'k.yaml': route('/k/mcp', '/mcp', { upstream_auth: { kind: 'static', header: 'X-Api-Key', value: { env: 'K_SECRET' } } }),
-      'n.yaml': route('/n/mcp', '/mcp'),
-      'sse.yaml': route('/sse/mcp', '/sse?events=5&gap=300'),
-      'long.yaml': route('/long/mcp', '/sse?events=200&gap=100'),
-      'idle.yaml': route('/idle/mcp', '/sse?events=2&gap=2600'),
-      'challenge.yaml': route('/challenge/mcp', '/challenge', { upstream_auth: { kind: 'static', value: { env: 'H_SECRET' } } }),
-      'forbidden.yaml': route('/forbidden/mcp', '/forbidden'),
-      'hostile.yaml': route('/hostile/mcp', '/hostile-headers'),
-      'cors.yaml': route('/cors/mcp', '/mcp', { cors: { allowed_origins: [APP_ORIGIN] } }),
+  ({ issuer, up, gw } = await startJwtStage(
+    (stage) => {
+      const route = (path: string, upstreamPath: string, extra: Record<string, unknown> = {}) => jwtRoute(path, `${stage.up.origin}${upstreamPath}`, stage.issuer, extra);
+      return {
+        'gateway.yaml': gatewayYaml({ limits: { header_timeout: '1s', request_timeout: '2s' } }),
+        'h.yaml': route('/h/mcp', '/mcp', { upstream_auth: { kind: 'static', value: { env: 'H_SECRET' } } }),
+        'k.yaml': route('/k/mcp', '/mcp', { upstream_auth: { kind: 'static', header: 'X-Api-Key', value: { env: 'K_SECRET' } } }),
+        'n.yaml': route('/n/mcp', '/mcp'),
+        'sse.yaml': route('/sse/mcp', '/sse?events=5&gap=300'),
+        'long.yaml': route('/long/mcp', '/sse?events=200&gap=100'),
+        'idle.yaml': route('/idle/mcp', '/sse?events=2&gap=2600'),
+        'challenge.yaml': route('/challenge/mcp', '/challenge', { upstream_auth: { kind: 'static', value: { env: 'H_SECRET' } } }),
+        'forbidden.yaml': route('/forbidden/mcp', '/forbidden'),
+        'hostile.yaml': route('/hostile/mcp', '/hostile-headers'),
+        'cors.yaml': route('/cors/mcp', '/mcp', { cors: { allowed_origins: [APP_ORIGIN] } }),
+      };
     },
     { H_SECRET: STATIC_SECRET, K_SECRET: API_KEY },
-  );
+  ));
 });
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all([issuer?.close(), up?.close()]);
-});
+afterAll(() => stopJwtStage({ gw, issuer, up }));
 
 describe('[H34] the client token never reaches the upstream', () => {
   it.each([

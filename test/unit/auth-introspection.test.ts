@@ -5,7 +5,7 @@ import { createIntrospectionVerifier } from '../../src/auth/introspection-verifi
 import { JwksRegistry } from '../../src/auth/jwks.js';
 import { createTokenVerifier } from '../../src/auth/verifier.js';
 import type { IntrospectionTokenConfig, RouteConfig } from '../../src/config/types.js';
-import { GatewayError } from '../../src/errors/gateway-error.js';
+import { rejection } from '../helpers/rejection.js';
 
 const RESOURCE = 'https://mcp.example.com/github/mcp';
 const ISSUER = 'https://idp.example.com';
@@ -52,15 +52,6 @@ function active(overrides: Record<string, unknown> = {}): Answer {
 
 function config(overrides: Partial<IntrospectionTokenConfig> = {}): IntrospectionTokenConfig {
   return { kind: 'introspection', endpoint, clientId: 'gateway', clientSecret: 's3cret:/+', issuer: ISSUER, cacheTtlMs: 60_000, ...overrides };
-}
-
-async function rejection(promise: Promise<unknown>): Promise<GatewayError> {
-  const err = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(GatewayError);
-  return err as GatewayError;
 }
 
 describe('introspection verifier', () => {

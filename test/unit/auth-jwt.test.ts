@@ -7,6 +7,7 @@ import { createJwtVerifier, createLocalJwtVerifier } from '../../src/auth/jwt-ve
 import { createTokenVerifier } from '../../src/auth/verifier.js';
 import type { JwtAlgorithm, JwtTokenConfig, RouteConfig } from '../../src/config/types.js';
 import { GatewayError } from '../../src/errors/gateway-error.js';
+import { rejection } from '../helpers/rejection.js';
 
 const ISSUER = 'https://idp.example.com/tenant';
 const RESOURCE = 'https://mcp.example.com/github/mcp';
@@ -88,15 +89,6 @@ function jwtConfig(overrides: Partial<JwtTokenConfig> = {}): JwtTokenConfig {
 
 function verifier(registry = new JwksRegistry(), config = jwtConfig(), resource = RESOURCE) {
   return createJwtVerifier(resource, config, registry.get(config.issuer, config.jwksUri));
-}
-
-async function rejection(promise: Promise<unknown>): Promise<GatewayError> {
-  const err = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(GatewayError);
-  return err as GatewayError;
 }
 
 async function expectInvalid(token: string, v = verifier()): Promise<GatewayError> {

@@ -2,8 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { createSessionBinding } from '../../src/proxy/session-binding.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { StoreUnavailableError, type Store } from '../../src/store/store.js';
-import { GatewayError } from '../../src/errors/gateway-error.js';
 import type { AuthContext } from '../../src/auth/principal.js';
+import { rejection } from '../helpers/rejection.js';
 
 const principal = (subject: string, clientId = 'client-1'): AuthContext => ({
   issuer: 'https://as.example',
@@ -17,15 +17,6 @@ const principal = (subject: string, clientId = 'client-1'): AuthContext => ({
 });
 const alice = principal('alice');
 const bob = principal('bob');
-
-async function rejection(promise: Promise<unknown>): Promise<GatewayError> {
-  const err = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(GatewayError);
-  return err as GatewayError;
-}
 
 const down: Store = {
   kind: 'redis',
