@@ -2,19 +2,10 @@ import { describe, expect, it } from 'vitest';
 import { createUpstreamCredential } from '../../src/upstream-auth/create-upstream-credential.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { GatewayError } from '../../src/errors/gateway-error.js';
-import type { AuthContext } from '../../src/auth/principal.js';
+import { testAuthContext } from '../helpers/auth-context.js';
 
 const deps = { upstream: 'http://127.0.0.1:3000/mcp', store: new MemoryStore({ maxEntries: 10 }) };
-const auth: AuthContext = {
-  issuer: 'https://idp.example',
-  subject: 'alice',
-  clientId: 'c1',
-  scopes: ['mcp:read'],
-  expiresAt: Math.floor(Date.now() / 1000) + 3600,
-  claims: {},
-  token: 'client-token',
-  tokenHash: 'h',
-};
+const auth = testAuthContext();
 
 describe('upstream_auth none and static', () => {
   it('none adds nothing', () => {

@@ -7,8 +7,8 @@ import { createUpstreamCredential } from '../../src/upstream-auth/create-upstrea
 import type { UpstreamCredential } from '../../src/upstream-auth/upstream-credential.js';
 import { GatewayError } from '../../src/errors/gateway-error.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
-import { hashKeyPart } from '../../src/store/keys.js';
 import type { AuthContext } from '../../src/auth/principal.js';
+import { testAuthContext } from '../helpers/auth-context.js';
 
 const CLIENT_ID = 'gw client:1';
 const CLIENT_SECRET = 'sec:ret/+';
@@ -72,17 +72,7 @@ afterEach(() => {
 
 const deps = { upstream: 'http://127.0.0.1:3000/mcp', store: new MemoryStore({ maxEntries: 10 }), tokenEndpointTimeoutMs: 1000 };
 
-const auth = (token = 'subject-1', over: Partial<AuthContext> = {}): AuthContext => ({
-  issuer: 'https://idp.example',
-  subject: 'alice',
-  clientId: 'c1',
-  scopes: ['mcp:read'],
-  expiresAt: Math.floor(Date.now() / 1000) + 3600,
-  claims: {},
-  token,
-  tokenHash: hashKeyPart(token),
-  ...over,
-});
+const auth = (token = 'subject-1', over: Partial<AuthContext> = {}) => testAuthContext(token, over);
 
 const bearerOf = async (credential: UpstreamCredential, a = auth(), signal?: AbortSignal) =>
   (await credential.headersFor(a, signal)).authorization;
