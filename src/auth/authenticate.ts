@@ -2,17 +2,36 @@
 // context → the route's required scopes. Tool-level rules come later (policy/).
 import type { RouteConfig } from '../config/types.js';
 import { insufficientScope, missingToken } from '../errors/gateway-error.js';
-import { extractBearerToken } from './bearer.js';
+import { authorizationHeader, bearerTokenOf } from './bearer.js';
 import type { AuthContext } from './principal.js';
 import type { TokenVerifier } from './verifier.js';
 
-export async function authenticate(route: RouteConfig, verifier: TokenVerifier, rawHeaders: string[], search: string): Promise<AuthContext> {
-  const token = extractBearerToken(rawHeaders, search);
+export interface AuthenticatedRequest {
+  rawHeaders: readonly string[];
+  /** The client connection: a token verified on it is recalled for its next request. */
+  socket: object;
+}
+
+/**
+ * The verified context, synchronously when this connection's previous
+ * request presented the same Authorization header (the keep-alive common
+ * case), else a promise. Throws or rejects with a GatewayError.
+ */
+export function authenticate(route: RouteConfig, verifier: TokenVerifier, req: AuthenticatedRequest, search: string): AuthContext | Promise<AuthContext> {
+  const header = authorizationHeader(req.rawHeaders, search);
+  if (header === undefined) throw missingToken(route.requiredScopes);
+  const recalled = verifier.recall?.(req.socket, header);
+  if (recalled !== undefined) return withRequiredScopes(route, recalled);
+  const token = bearerTokenOf(header);
   if (token === undefined) throw missingToken(route.requiredScopes);
-  const auth = await verifier.verify(token);
-  const granted = new Set(auth.scopes);
-  if (!route.requiredScopes.every((scope) => granted.has(scope))) {
-    throw insufficientScope('The token does not grant the scopes this resource requires', route.requiredScopes);
+  return verifier.verify(token, { connection: req.socket, header }).then((auth) => withRequiredScopes(route, auth));
+}
+
+function withRequiredScopes(route: RouteConfig, auth: AuthContext): AuthContext {
+  for (const scope of route.requiredScopes) {
+    if (!auth.scopes.includes(scope)) {
+      throw insufficientScope('The token does not grant the scopes this resource requires', route.requiredScopes);
+    }
   }
   return auth;
 }

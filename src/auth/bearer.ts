@@ -17,17 +17,31 @@ const BEARER_CREDENTIALS = /^Bearer +([A-Za-z0-9\-._~+/]+=*)$/i;
  * with a 401 challenge. Throws `invalid_request` (400) for a token in the
  * query string, duplicated headers, and malformed or oversized credentials.
  */
-export function extractBearerToken(rawHeaders: string[], search: string): string | undefined {
-  if (hasAccessTokenParam(search.startsWith('?') ? search.slice(1) : search)) {
+export function extractBearerToken(rawHeaders: readonly string[], search: string): string | undefined {
+  const header = authorizationHeader(rawHeaders, search);
+  return header === undefined ? undefined : bearerTokenOf(header);
+}
+
+/**
+ * The request's one Authorization header value, unchecked, or undefined.
+ * Throws `invalid_request` for two headers or a token in the query string.
+ */
+export function authorizationHeader(rawHeaders: readonly string[], search: string): string | undefined {
+  if (search !== '' && hasAccessTokenParam(search.startsWith('?') ? search.slice(1) : search)) {
     throw invalidRequest('Access tokens are accepted only in the Authorization header');
   }
   let value: string | undefined;
   for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
-    if (rawHeaders[i]?.toLowerCase() !== 'authorization') continue;
+    const name = rawHeaders[i]!;
+    if (name.length !== 13 || name.toLowerCase() !== 'authorization') continue;
     if (value !== undefined) throw invalidRequest('More than one Authorization header');
     value = rawHeaders[i + 1] ?? '';
   }
-  if (value === undefined) return undefined;
+  return value;
+}
+
+/** The token of an Authorization header value; undefined for another scheme. Throws `invalid_request` when malformed. */
+export function bearerTokenOf(value: string): string | undefined {
   // Length first, so no pattern ever runs on an attacker-sized string.
   if (value.length > MAX_HEADER_LENGTH) throw invalidRequest('Authorization header too large');
   if (!PRINTABLE_ASCII.test(value)) throw invalidRequest('Malformed Authorization header');

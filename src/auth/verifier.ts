@@ -5,11 +5,20 @@ import { createIntrospectionVerifier } from './introspection-verifier.js';
 import type { JwksRegistry } from './jwks.js';
 import { createJwtVerifier } from './jwt-verifier.js';
 import type { AuthContext } from './principal.js';
-import { TokenCache } from './token-cache.js';
+import { TokenCache, type SeenOn } from './token-cache.js';
 
 export interface TokenVerifier {
-  /** Resolves with the verified context; rejects with a GatewayError (401 invalid_token, 503 temporarily_unavailable). */
-  verify(token: string): Promise<AuthContext>;
+  /**
+   * Resolves with the verified context; rejects with a GatewayError (401
+   * invalid_token, 503 temporarily_unavailable). `seenOn`: remember the
+   * result for the next request on that connection (see recall).
+   */
+  verify(token: string, seenOn?: SeenOn): Promise<AuthContext>;
+  /**
+   * Synchronously, the context verified for this exact Authorization header
+   * on this connection while the cache still trusts it; else undefined.
+   */
+  recall?(connection: object, header: string): AuthContext | undefined;
 }
 
 /** Supplied by the built-in authorization server: verifies the tokens it signs for a route. */
@@ -31,7 +40,11 @@ export function createTokenVerifier(route: RouteConfig, deps: TokenVerifierDeps)
   const { inner, maxTtlMs } = createInner(route, deps);
   const cache = deps.cache ?? new TokenCache();
   const hooks = { onHit: deps.onCacheHit, onMiss: deps.onCacheMiss };
-  return { verify: (token) => cache.verify(token, route.resource, maxTtlMs, (t) => inner.verify(t), hooks) };
+  const verifyUncached = (token: string) => inner.verify(token);
+  return {
+    verify: (token, seenOn) => cache.verify(token, route.resource, maxTtlMs, verifyUncached, hooks, seenOn),
+    recall: (connection, header) => cache.recall(connection, header, route.resource, hooks),
+  };
 }
 
 function createInner(route: RouteConfig, deps: TokenVerifierDeps): { inner: TokenVerifier; maxTtlMs: number } {

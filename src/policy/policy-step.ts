@@ -42,9 +42,15 @@ export interface PolicyStepDeps {
   audit: Audit;
 }
 
+const NOTHING_TO_DO: PolicyOutcome = Object.freeze({});
+
 export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): PolicyStep {
   const policy = compilePolicy(route);
   const { audit } = deps;
+  // No rules, no filtering and no audit line: every well-formed request that
+  // passed authentication (the route's scopes) is allowed, so nothing is left
+  // to decide once the body has been read and held to the routing headers.
+  const onlyValidate = policy.rules.length === 0 && !route.filterToolsList && !audit.enabled;
 
   function record(auth: AuthContext, messages: MessageDecision[], batchDenied: boolean): void {
     if (!audit.enabled) return;
@@ -85,7 +91,7 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
       if (req.method !== 'POST') {
         // A GET stream carries no request of the client's, but a resumed POST
         // stream may deliver a tools/list answer on it.
-        return req.method === 'GET' && route.filterToolsList ? { transform: filterFor({ any: true }, auth) } : {};
+        return req.method === 'GET' && route.filterToolsList ? { transform: filterFor({ any: true }, auth) } : NOTHING_TO_DO;
       }
       let request: ParsedRequest;
       try {
@@ -95,12 +101,13 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
         recordRejected(auth, err instanceof HeaderMismatchError ? 'header_mismatch' : 'malformed', 400);
         throw err;
       }
+      if (onlyValidate) return NOTHING_TO_DO;
       const decision = evaluate(policy, request, auth);
       record(auth, decision.messages, !decision.allow);
       if (!decision.allow) throw refusal(decision);
-      if (!route.filterToolsList) return {};
+      if (!route.filterToolsList) return NOTHING_TO_DO;
       const ids = toolsListIds(request);
-      return ids.size > 0 ? { transform: filterFor({ ids }, auth) } : {};
+      return ids.size > 0 ? { transform: filterFor({ ids }, auth) } : NOTHING_TO_DO;
     },
   };
 }

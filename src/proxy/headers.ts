@@ -79,28 +79,53 @@ export interface UpstreamHeaderOptions {
   injected: Readonly<Record<string, string>>;
 }
 
+/** What the request policy makes of one header name, whatever its value. */
+interface RequestHeaderName {
+  /** Lower-cased, as sent upstream. */
+  name: string;
+  /** The name as CGI, WSGI and Rack read it (`X_Forwarded_User` is X-Forwarded-User): judged by that too. */
+  key: string;
+  dropped: boolean;
+}
+
+// Clients send the same few header names on every request: each is judged
+// once. Bounded, so a client inventing names cannot grow it.
+const judgedNames = new Map<string, RequestHeaderName>();
+const MAX_JUDGED_NAMES = 1_024;
+
+function judgeRequestHeader(raw: string): RequestHeaderName {
+  let judged = judgedNames.get(raw);
+  if (judged === undefined) {
+    const name = raw.toLowerCase();
+    const key = name.includes('_') ? name.replaceAll('_', '-') : name;
+    judged = { name, key, dropped: DROP_FROM_REQUEST.has(key) || DROP_FROM_REQUEST_PREFIX.test(key) };
+    if (judgedNames.size >= MAX_JUDGED_NAMES) judgedNames.clear();
+    judgedNames.set(raw, judged);
+  }
+  return judged;
+}
+
 /**
  * Headers for the upstream request from Node's `req.rawHeaders`, as undici's
  * flat `[name, value, …]` list (duplicates kept in order).
  */
 export function buildUpstreamHeaders(rawHeaders: readonly string[], opts: UpstreamHeaderOptions): string[] {
-  const connectionValues: string[] = [];
-  for (let i = 0; i < rawHeaders.length; i += 2) {
-    if (rawHeaders[i]!.toLowerCase() === 'connection') connectionValues.push(rawHeaders[i + 1]!);
-  }
-  const named = connectionValues.length > 0 ? connectionTokens(connectionValues) : undefined;
-
+  const { injected } = opts;
   const out: string[] = ['host', opts.hostHeader];
+  let connectionValues: string[] | undefined;
   for (let i = 0; i < rawHeaders.length; i += 2) {
-    const name = rawHeaders[i]!.toLowerCase();
-    // CGI, WSGI and Rack read `X_Forwarded_User` as X-Forwarded-User: judge a name by that reading too.
-    const key = name.includes('_') ? name.replaceAll('_', '-') : name;
-    if (DROP_FROM_REQUEST.has(key) || DROP_FROM_REQUEST_PREFIX.test(key)) continue;
-    if (named?.has(name) || Object.hasOwn(opts.injected, key)) continue;
-    out.push(name, rawHeaders[i + 1]!);
+    const header = judgeRequestHeader(rawHeaders[i]!);
+    if (header.name === 'connection') (connectionValues ??= []).push(rawHeaders[i + 1]!);
+    if (header.dropped || Object.hasOwn(injected, header.key)) continue;
+    out.push(header.name, rawHeaders[i + 1]!);
+  }
+  // Headers the client declared hop-by-hop, wherever they came in the request (never `host`, set above).
+  const named = connectionValues && connectionTokens(connectionValues);
+  if (named) {
+    for (let i = out.length - 2; i >= 2; i -= 2) if (named.has(out[i]!)) out.splice(i, 2);
   }
   // Added last and never subject to `Connection`: the client cannot remove them.
-  for (const [name, value] of Object.entries(opts.injected)) out.push(name, value);
+  for (const name in injected) out.push(name, injected[name]!);
   return out;
 }
 

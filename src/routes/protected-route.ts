@@ -75,10 +75,13 @@ export function createProtectedRoute(route: RouteConfig, deps: ProtectedRouteDep
       if (formBody && hasBodyAccessToken(contentType, formBody)) {
         throw invalidRequest('Access tokens are accepted only in the Authorization header');
       }
-      auth = await authenticate(route, deps.verifier, req.rawHeaders, search);
+      // Synchronous for a token this connection presented before: no await, no promise.
+      const authenticated = authenticate(route, deps.verifier, req, search);
+      auth = authenticated instanceof Promise ? await authenticated : authenticated;
       const body = formBody ?? (req.method === 'POST' ? await readBody(req, route.maxBodyBytes) : EMPTY_BODY);
-      const { transform } = deps.policy?.check(req, body, auth) ?? {};
-      const injected = await deps.credential.headersFor(auth);
+      const transform = deps.policy?.check(req, body, auth).transform;
+      const credential = deps.credential.headersFor(auth);
+      const injected = credential instanceof Promise ? await credential : credential;
       if (cors) for (const [name, value] of Object.entries(cors)) res.setHeader(name, value);
       await deps.forwarder.forward(req, res, { auth, body, injected, transform });
       finish(res.statusCode, 'allow', started);

@@ -6,6 +6,7 @@ import type { AuthContext } from '../../src/auth/principal.js';
 import type { TokenVerifier } from '../../src/auth/verifier.js';
 import type { RouteConfig } from '../../src/config/types.js';
 import { GatewayError } from '../../src/errors/gateway-error.js';
+import { TokenCache } from '../../src/auth/token-cache.js';
 
 const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
 
@@ -143,6 +144,10 @@ describe('authenticate', () => {
   });
   const verifierFor = (scopes: string[]) => ({ verify: vi.fn(async () => context(scopes)) }) satisfies TokenVerifier;
 
+  // A request on a connection of its own: nothing to recall.
+  const request = (rawHeaders: string[]) => ({ rawHeaders, socket: {} });
+  const run = (...args: Parameters<typeof authenticate>) => Promise.resolve().then(() => authenticate(...args));
+
   async function rejected(promise: Promise<unknown>): Promise<GatewayError> {
     const err = await promise.then(
       () => undefined,
@@ -154,26 +159,69 @@ describe('authenticate', () => {
 
   it('returns the context when the token has the required scopes', async () => {
     const verifier = verifierFor(['mcp:read', 'mcp:write']);
-    await expect(authenticate(route, verifier, auth('Bearer tok'), '')).resolves.toMatchObject({ subject: 's' });
-    expect(verifier.verify).toHaveBeenCalledWith('tok');
+    await expect(run(route, verifier, request(auth('Bearer tok')), '')).resolves.toMatchObject({ subject: 's' });
+    expect(verifier.verify).toHaveBeenCalledWith('tok', expect.objectContaining({ header: 'Bearer tok' }));
   });
 
   it('answers a missing or non-bearer token with a bare 401 challenge naming the scopes', async () => {
     for (const headers of [[], auth('Basic eDp5')]) {
-      const err = await rejected(authenticate(route, verifierFor([]), headers, ''));
+      const err = await rejected(run(route, verifierFor([]), request(headers), ''));
       expect(err).toMatchObject({ status: 401, bareChallenge: true, challenge: true, scope: ['mcp:read'] });
     }
   });
 
   it('answers a token without the route scopes with 403 insufficient_scope', async () => {
-    const err = await rejected(authenticate(route, verifierFor(['mcp:write']), auth('Bearer tok'), ''));
+    const err = await rejected(run(route, verifierFor(['mcp:write']), request(auth('Bearer tok')), ''));
     expect(err).toMatchObject({ status: 403, code: 'insufficient_scope', scope: ['mcp:read'] });
   });
 
   it('never verifies a malformed request', async () => {
     const verifier = verifierFor(['mcp:read']);
-    expect((await rejected(authenticate(route, verifier, auth('Bearer a b'), ''))).status).toBe(400);
-    expect((await rejected(authenticate(route, verifier, auth('Bearer tok'), '?access_token=tok'))).status).toBe(400);
+    expect((await rejected(run(route, verifier, request(auth('Bearer a b')), ''))).status).toBe(400);
+    expect((await rejected(run(route, verifier, request(auth('Bearer tok')), '?access_token=tok'))).status).toBe(400);
     expect(verifier.verify).not.toHaveBeenCalled();
+  });
+
+  describe('on a keep-alive connection', () => {
+    // A verifier behind the real cache, counting the verifications it does.
+    function cachedVerifier(scopes: string[]) {
+      const cache = new TokenCache();
+      const inner = vi.fn(async (token: string) => ({ ...context(scopes), token, expiresAt: Math.floor(Date.now() / 1000) + 300 }));
+      const verifier: TokenVerifier = {
+        verify: (token, seenOn) => cache.verify(token, route.resource, 60_000, inner, {}, seenOn),
+        recall: (connection, header) => cache.recall(connection, header, route.resource),
+      };
+      return { verifier, inner };
+    }
+
+    it('answers the same header on the same connection synchronously, without verifying again', async () => {
+      const { verifier, inner } = cachedVerifier(['mcp:read']);
+      const socket = {};
+      const first = await authenticate(route, verifier, { rawHeaders: auth('Bearer tok'), socket }, '');
+      const second = authenticate(route, verifier, { rawHeaders: auth('Bearer tok'), socket }, '');
+      expect(second).not.toBeInstanceOf(Promise);
+      expect(second).toBe(first);
+      expect(inner).toHaveBeenCalledTimes(1);
+    });
+
+    it('still refuses what is wrong with the request itself', async () => {
+      const { verifier } = cachedVerifier(['mcp:read']);
+      const socket = {};
+      await authenticate(route, verifier, { rawHeaders: auth('Bearer tok'), socket }, '');
+      expect((await rejected(run(route, verifier, { rawHeaders: auth('Bearer tok', 'Bearer tok'), socket }, ''))).status).toBe(400);
+      expect((await rejected(run(route, verifier, { rawHeaders: auth('Bearer tok'), socket }, '?access_token=tok'))).status).toBe(400);
+      expect((await rejected(run(route, verifier, { rawHeaders: [], socket }, ''))).status).toBe(401);
+    });
+
+    it('recalls only the same header, and still checks the route scopes', async () => {
+      const { verifier, inner } = cachedVerifier(['mcp:write']);
+      const socket = {};
+      expect((await rejected(run(route, verifier, { rawHeaders: auth('Bearer tok'), socket }, ''))).status).toBe(403);
+      expect((await rejected(run(route, verifier, { rawHeaders: auth('Bearer tok'), socket }, ''))).status).toBe(403);
+      await rejected(run(route, verifier, { rawHeaders: auth('bearer tok'), socket }, ''));
+      await rejected(run(route, verifier, { rawHeaders: auth('Bearer tok'), socket: {} }, ''));
+      // Each new header or connection goes through the shared cache: one verification in all.
+      expect(inner).toHaveBeenCalledTimes(1);
+    });
   });
 });

@@ -97,4 +97,56 @@ describe('TokenCache', () => {
     expect(Object.isFrozen(auth)).toBe(true);
     expect(() => auth.scopes.push('admin')).toThrow(TypeError);
   });
+
+  describe('recall on a connection', () => {
+    const header = 'Bearer t';
+
+    it('recalls the last header verified on a connection, for that connection, header and resource only', async () => {
+      const cache = new TokenCache();
+      const connection = {};
+      const hooks = { onHit: vi.fn() };
+      expect(cache.recall(connection, header, R)).toBeUndefined();
+      const auth = await cache.verify('t', R, 60_000, async (token) => context(token), {}, { connection, header });
+      expect(cache.recall(connection, header, R, hooks)).toBe(auth);
+      expect(hooks.onHit).toHaveBeenCalledTimes(1);
+      expect(cache.recall(connection, 'Bearer  t', R)).toBeUndefined();
+      expect(cache.recall({}, header, R)).toBeUndefined();
+      expect(cache.recall(connection, header, `${R}/other`)).toBeUndefined();
+    });
+
+    it('remembers a cache hit too, and only the latest header', async () => {
+      const cache = new TokenCache();
+      const inner = vi.fn(async (token: string) => context(token));
+      const [a, b] = [{}, {}];
+      await cache.verify('t', R, 60_000, inner, {}, { connection: a, header });
+      const viaHit = await cache.verify('t', R, 60_000, inner, {}, { connection: b, header });
+      expect(cache.recall(b, header, R)).toBe(viaHit);
+      await cache.verify('u', R, 60_000, inner, {}, { connection: b, header: 'Bearer u' });
+      expect(cache.recall(b, header, R)).toBeUndefined();
+      expect(inner).toHaveBeenCalledTimes(2);
+    });
+
+    it('trusts a recalled token no longer than the cache would: its exp, and the cache bound', async () => {
+      vi.useFakeTimers({ toFake: ['Date'] });
+      const cache = new TokenCache();
+      const [short, bounded] = [{}, {}];
+      await cache.verify('s', R, 3_600_000, async (token) => context(token, 2), {}, { connection: short, header: 'Bearer s' });
+      await cache.verify('b', R, 5_000, async (token) => context(token, 3_600), {}, { connection: bounded, header: 'Bearer b' });
+      vi.setSystemTime(Date.now() + 1_000);
+      expect(cache.recall(short, 'Bearer s', R)).toBeDefined();
+      expect(cache.recall(bounded, 'Bearer b', R)).toBeDefined();
+      vi.setSystemTime(Date.now() + 1_500);
+      expect(cache.recall(short, 'Bearer s', R)).toBeUndefined();
+      vi.setSystemTime(Date.now() + 3_000);
+      expect(cache.recall(bounded, 'Bearer b', R)).toBeUndefined();
+    });
+
+    it('never remembers a token that is already expired', async () => {
+      const cache = new TokenCache();
+      const connection = {};
+      await cache.verify('t', R, 60_000, async (token) => context(token, -1), {}, { connection, header });
+      expect(cache.recall(connection, header, R)).toBeUndefined();
+    });
+  });
 });
+
