@@ -95,6 +95,8 @@ async function measure(env: BenchEnvironment, options: BenchOptions, results: Be
     const targets: MeasuredTarget[] = [
       direct,
       ...proxies,
+      // Sent the same token: the requests differ in nothing but whether the gateway looks at it.
+      { ...gateway, name: 'gateway-auth-off', url: `${env.gatewayAuthOff.url}${GATEWAY_PATHS.mcp}`, pid: env.gatewayAuthOff.pid },
       gateway,
       { ...gateway, name: 'gateway-cold', tokens: coldTokens!, counters: () => tokenCacheCounters(env.gateway.url) },
     ];

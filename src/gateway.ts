@@ -16,6 +16,7 @@ import { createLogger, type Logger } from './observability/logger.js';
 import { operationsRoutes, type Lifecycle } from './routes/operations.js';
 import { createProtectedRoute, type ProtectedRouteHandler } from './routes/protected-route.js';
 import { createTokenVerifier } from './auth/verifier.js';
+import type { AuthContext } from './auth/principal.js';
 import { JwksRegistry } from './auth/jwks.js';
 import { createForwarder, type Forwarder } from './proxy/forward.js';
 import { createSessionBinding } from './proxy/session-binding.js';
@@ -59,6 +60,8 @@ export interface StartOptions {
   audit?: Audit;
   /** Built-in authorization server knobs that are not configuration (test hooks, login methods). */
   authorizationServer?: AuthorizationServerOptions;
+  /** Benchmark only, never from configuration: see ProtectedRouteDeps.benchmarkPrincipal. */
+  benchmarkPrincipal?: AuthContext;
 }
 
 interface RouteTable {
@@ -83,6 +86,8 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
   const store: Store = new InstrumentedStore(backend, metrics);
   const jwks = new JwksRegistry();
   const audit = options.audit ?? createAudit(config.auditSink);
+  const cacheHits = metrics.tokenCacheTally.count({ result: 'hit' });
+  const cacheMisses = metrics.tokenCacheTally.count({ result: 'miss' });
   const lifecycle: Lifecycle = { ready: false };
   const operations = operationsRoutes({ lifecycle, store, metrics, storeTimeoutMs: config.storeTimeoutMs });
   for (const warning of config.warnings) logger.warn(warning);
@@ -109,8 +114,8 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
       const verifier = createTokenVerifier(route, {
         jwksSources: jwks,
         builtin: as?.builtinVerifier,
-        onCacheHit: () => metrics.tokenCache.labels('hit').inc(),
-        onCacheMiss: () => metrics.tokenCache.labels('miss').inc(),
+        onCacheHit: () => cacheHits.inc(),
+        onCacheMiss: () => cacheMisses.inc(),
       });
       const credential = createUpstreamCredential(route.upstreamAuth, {
         upstream: route.upstream,
@@ -120,7 +125,17 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
         idpTokens: as?.idpTokens,
       });
       const policy = createPolicyStep(route, { audit });
-      protectedRoutes.set(route.path, createProtectedRoute(route, { verifier, forwarder, credential, metrics, logger, selfOrigin, policy }));
+      const handler = createProtectedRoute(route, {
+        verifier,
+        forwarder,
+        credential,
+        metrics,
+        logger,
+        selfOrigin,
+        policy,
+        benchmarkPrincipal: options.benchmarkPrincipal,
+      });
+      protectedRoutes.set(route.path, handler);
     }
     const app = createApp({ routes: cfg.routes, protectedRoutes, operations, logger, extra: as ? [as.routes] : [] });
     return { listener: app.listener, forwarders, authorizationServer: as };

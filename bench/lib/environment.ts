@@ -18,6 +18,8 @@ export interface BenchEnvironment {
   upstream: ServerProcess;
   issuer: Issuer;
   gateway: GatewayProcess;
+  /** The same gateway with authentication off: the cost of auth. */
+  gatewayAuthOff: GatewayProcess;
   httpProxy: ServerProcess;
   proxyCore: ServerProcess;
   nginx: NginxProcess | undefined;
@@ -27,7 +29,7 @@ export interface BenchEnvironment {
   tokenFor(path: string): Promise<string>;
   /** The cold-token run's distinct tokens for the /mcp route; minting starts with the environment, when asked for. */
   coldTokens: Promise<string[]> | undefined;
-  startGateway(name: string, cpuProfileDir?: string): Promise<GatewayProcess>;
+  startGateway(name: string, cpuProfileDir?: string, authOff?: boolean): Promise<GatewayProcess>;
   stop(): Promise<void>;
 }
 
@@ -50,7 +52,7 @@ export async function startEnvironment(options: BenchOptions, coldTokenCount = 0
     // Signed on libuv's thread pool while the other processes start, not while anything is measured.
     const coldTokens = coldTokenCount > 0 ? issuer.mintMany(audienceOf(GATEWAY_PATHS.mcp), coldTokenCount) : undefined;
     coldTokens?.catch(() => undefined);
-    const startGateway = (name: string, cpuProfileDir?: string) =>
+    const startGateway = (name: string, cpuProfileDir?: string, authOff = false) =>
       startGatewayProcess(name, {
         upstreamOrigin: upstream.url,
         issuer: issuer.issuer,
@@ -59,20 +61,23 @@ export async function startEnvironment(options: BenchOptions, coldTokenCount = 0
         runtime: options.runtime,
         entry: options.gatewayEntry,
         ...(cpuProfileDir ? { cpuProfileDir } : {}),
+        authOff,
       });
     const binary = findNginx();
     if (!binary) notes.push('nginx is not installed: the nginx baseline was skipped (Debian: apt-get install nginx-light).');
     // In parallel: each needs only the upstream. All settle before a failure is thrown, so none is left running.
     const settled = await Promise.allSettled([
       startGateway('gateway'),
+      startGateway('gateway, auth off', undefined, true),
       startServer('http-proxy', 'bench/servers/http-proxy.ts', { BENCH_TARGET: upstream.url }),
       startServer('proxy core', 'bench/servers/proxy-core.ts', { BENCH_TARGET: upstream.url }),
       binary ? startNginx(binary, Number(new URL(upstream.url).port)) : Promise.resolve(undefined),
     ]);
     for (const outcome of settled) if (outcome.status === 'fulfilled' && outcome.value) started.push(outcome.value);
-    const [gatewayOutcome, httpProxyOutcome, proxyCoreOutcome, nginxOutcome] = settled;
-    for (const outcome of [gatewayOutcome, httpProxyOutcome, proxyCoreOutcome]) if (outcome.status === 'rejected') throw outcome.reason;
+    const [gatewayOutcome, authOffOutcome, httpProxyOutcome, proxyCoreOutcome, nginxOutcome] = settled;
+    for (const outcome of [gatewayOutcome, authOffOutcome, httpProxyOutcome, proxyCoreOutcome]) if (outcome.status === 'rejected') throw outcome.reason;
     const gateway = (gatewayOutcome as PromiseFulfilledResult<GatewayProcess>).value;
+    const gatewayAuthOff = (authOffOutcome as PromiseFulfilledResult<GatewayProcess>).value;
     const httpProxy = (httpProxyOutcome as PromiseFulfilledResult<ServerProcess>).value;
     const proxyCore = (proxyCoreOutcome as PromiseFulfilledResult<ServerProcess>).value;
     let nginx: NginxProcess | undefined;
@@ -93,11 +98,13 @@ export async function startEnvironment(options: BenchOptions, coldTokenCount = 0
     await expectStatus('gateway without a token', `${gateway.url}${GATEWAY_PATHS.mcp}`, {}, 401);
     const bearer = { authorization: `Bearer ${await tokenFor(GATEWAY_PATHS.mcp)}` };
     await expectStatus('gateway with a token', `${gateway.url}${GATEWAY_PATHS.mcp}`, bearer, 200);
+    await expectStatus('gateway with auth off, without a token', `${gatewayAuthOff.url}${GATEWAY_PATHS.mcp}`, {}, 200);
 
     return {
       upstream,
       issuer,
       gateway,
+      gatewayAuthOff,
       httpProxy,
       proxyCore,
       nginx,

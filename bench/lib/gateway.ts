@@ -38,6 +38,8 @@ export interface GatewayOptions {
   entry: string;
   /** Write a V8 CPU profile into this directory when the process exits. */
   cpuProfileDir?: string;
+  /** The same gateway with authentication off (bench/servers/gateway-auth-off.ts), for the cost of auth. */
+  authOff?: boolean;
 }
 
 export interface GatewayProcess extends ChildHandle {
@@ -77,10 +79,17 @@ export async function startGatewayProcess(name: string, options: GatewayOptions)
     );
   }
   const nodeArgs = options.cpuProfileDir ? ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfileDir}`] : [];
-  const entry = options.runtime === 'dist' ? [options.entry] : ['--import', 'tsx', 'bench/lib/gateway-from-src.ts'];
+  const command = options.authOff
+    ? ['--import', 'tsx', 'bench/servers/gateway-auth-off.ts', configDir]
+    : [...(options.runtime === 'dist' ? [options.entry] : ['--import', 'tsx', 'bench/lib/gateway-from-src.ts']), 'serve', '--config', configDir];
   // Only what the gateway needs: no stray PORT/HOST/PUBLIC_URL overrides from the shell.
-  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, BENCH_UPSTREAM_TOKEN: UPSTREAM_CREDENTIAL_VALUE };
-  const handle = await spawnReady(name, process.execPath, [...nodeArgs, ...entry, 'serve', '--config', configDir], {
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    BENCH_UPSTREAM_TOKEN: UPSTREAM_CREDENTIAL_VALUE,
+    BENCH_GATEWAY_MODULES: options.runtime,
+  };
+  const handle = await spawnReady(name, process.execPath, [...nodeArgs, ...command], {
     env,
     ready: listeningUrl,
   });

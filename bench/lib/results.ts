@@ -8,13 +8,14 @@ import type { StreamSummary } from './streaming.js';
 import type { ProfileResult } from './profile-phase.js';
 import { ratioSpread, spread, type Spread } from './stats.js';
 
-export type TargetName = 'direct' | 'nginx' | 'http-proxy' | 'proxy-core' | 'gateway' | 'gateway-cold';
+export type TargetName = 'direct' | 'nginx' | 'http-proxy' | 'proxy-core' | 'gateway-auth-off' | 'gateway' | 'gateway-cold';
 
 export const TARGET_LABELS: Record<TargetName, string> = {
   direct: 'direct to upstream',
   nginx: 'nginx, no auth',
   'http-proxy': 'http-proxy, no auth',
   'proxy-core': 'gateway proxy core, no auth',
+  'gateway-auth-off': 'gateway, auth off',
   gateway: 'gateway, JWT (cached)',
   'gateway-cold': 'gateway, JWT (new token each request)',
 };
@@ -88,6 +89,8 @@ export function throughputRatios(samples: Map<string, RoundSample[]>): Record<st
     ['gateway', 'nginx'],
     ['gateway', 'direct'],
     ['gateway', 'proxy-core'],
+    ['gateway', 'gateway-auth-off'],
+    ['gateway-auth-off', 'proxy-core'],
     ['proxy-core', 'http-proxy'],
     ['http-proxy', 'nginx'],
     ['gateway-cold', 'gateway'],

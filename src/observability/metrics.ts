@@ -1,6 +1,7 @@
 // Prometheus metrics. Labels are bounded: route paths come from config,
 // never from the request, and no label ever holds a token or an id.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { CounterTally } from './counter-tally.js';
 
 export type Decision = 'allow' | 'deny' | 'unauthenticated' | 'error';
 
@@ -10,11 +11,16 @@ export type AuthorizationServerMetrics = Pick<Metrics, 'tokensIssued' | 'tokenEr
 export class Metrics {
   readonly registry = new Registry();
 
-  readonly requests = new Counter({
+  /** Counted per request: `requestTally.count({...}).inc()`, kept by the caller. */
+  readonly requestTally = new CounterTally<'route' | 'status' | 'decision'>();
+  readonly tokenCacheTally = new CounterTally<'result'>();
+
+  readonly requests: Counter<'route' | 'status' | 'decision'> = new Counter({
     name: 'mag_requests_total',
     help: 'Requests to protected routes by route, status and decision',
     labelNames: ['route', 'status', 'decision'] as const,
     registers: [this.registry],
+    collect: () => this.requestTally.flushInto(this.requests),
   });
 
   readonly duration = new Histogram({
@@ -25,11 +31,12 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly tokenCache = new Counter({
+  readonly tokenCache: Counter<'result'> = new Counter({
     name: 'mag_token_cache_total',
     help: 'Verified-token cache lookups',
     labelNames: ['result'] as const,
     registers: [this.registry],
+    collect: () => this.tokenCacheTally.flushInto(this.tokenCache),
   });
 
   readonly upstreamErrors = new Counter({

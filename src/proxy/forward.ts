@@ -9,6 +9,7 @@ import type { RouteConfig } from '../config/types.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import { buildUpstreamHeaders, filterResponseHeaders } from './headers.js';
 import type { SessionBinding } from './session-binding.js';
+import { IdleSweep, type IdleWatched } from './idle-sweep.js';
 import { writeError } from '../errors/write-error.js';
 
 export type UpstreamErrorKind = 'unreachable' | 'timeout' | 'reset';
@@ -99,10 +100,12 @@ export function createForwarder(route: RouteConfig, deps: ForwarderDeps): Forwar
     connect: { timeout: Math.min(10_000, timeoutMs) },
     headersTimeout: timeoutMs,
     // Event streams may idle for as long as they like (SECURITY H40); other
-    // bodies get an idle timer of their own (cancelIdle).
+    // bodies are watched by stalledBodies below.
     bodyTimeout: 0,
   });
   const openStreams = new Set<Exchange>();
+  // Event streams may idle for as long as they like (SECURITY H40); other bodies may not.
+  const stalledBodies = new IdleSweep<Exchange>(timeoutMs, (exchange) => exchange.cancel('idle'));
 
   function upstreamFailure(err: Error): GatewayError {
     if (err instanceof GatewayError) return err;
@@ -121,13 +124,14 @@ export function createForwarder(route: RouteConfig, deps: ForwarderDeps): Forwar
   }
 
   /** One request/response through the proxy: undici's handler, writing to `res`. */
-  class Exchange implements Dispatcher.DispatchHandler {
+  class Exchange implements Dispatcher.DispatchHandler, IdleWatched {
     controller: Dispatcher.DispatchController | undefined;
     cancelled: Cancelled | undefined;
     headSent = false;
     stream = false;
     finished = false;
-    timer: NodeJS.Timeout | undefined;
+    watched = false;
+    lastActivity = 0;
     body: BodyTransform | undefined;
 
     constructor(
@@ -214,14 +218,15 @@ export function createForwarder(route: RouteConfig, deps: ForwarderDeps): Forwar
         openStreams.add(this);
         metrics?.streamOpened();
       } else {
-        this.timer = setTimeout(cancelIdle, timeoutMs, this);
+        this.watched = true;
+        stalledBodies.watch(this);
       }
     }
 
     onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
       const res = this.res;
       if (res.writableEnded) return this.cancel('client');
-      this.timer?.refresh();
+      if (this.watched) this.lastActivity = Date.now();
       if (this.body) {
         try {
           chunk = this.body.push(chunk);
@@ -234,7 +239,7 @@ export function createForwarder(route: RouteConfig, deps: ForwarderDeps): Forwar
       if (!res.write(chunk)) {
         controller.pause();
         res.once('drain', () => {
-          this.timer?.refresh();
+          if (this.watched) this.lastActivity = Date.now();
           controller.resume();
         });
       }
@@ -284,7 +289,7 @@ export function createForwarder(route: RouteConfig, deps: ForwarderDeps): Forwar
     finish(): void {
       if (this.finished) return;
       this.finished = true;
-      clearTimeout(this.timer);
+      if (this.watched) stalledBodies.unwatch(this);
       if (this.stream) {
         openStreams.delete(this);
         metrics?.streamClosed();
@@ -292,8 +297,6 @@ export function createForwarder(route: RouteConfig, deps: ForwarderDeps): Forwar
       this.done();
     }
   }
-
-  const cancelIdle = (exchange: Exchange) => exchange.cancel('idle');
 
   async function release(sessionId: string): Promise<void> {
     try {

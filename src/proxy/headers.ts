@@ -60,13 +60,20 @@ const DROP_FROM_RESPONSE = new Set([
   'set-cookie',
 ]);
 
-/** Lower-case tokens of every `Connection` header value: headers the sender declared hop-by-hop. */
+/** What `Connection` usually says: nothing beyond the hop-by-hop headers dropped anyway. */
+const PLAIN_CONNECTION = /^\s*(?:keep-alive|close)\s*$/i;
+
+/**
+ * Lower-case tokens of every `Connection` header value: further headers the
+ * sender declared hop-by-hop. Undefined when it names none beyond HOP_BY_HOP.
+ */
 function connectionTokens(values: Iterable<string>): Set<string> | undefined {
   let named: Set<string> | undefined;
   for (const value of values) {
+    if (PLAIN_CONNECTION.test(value)) continue;
     for (const token of value.split(',')) {
       const name = token.trim().toLowerCase();
-      if (name) (named ??= new Set()).add(name);
+      if (name && !HOP_BY_HOP.has(name)) (named ??= new Set()).add(name);
     }
   }
   return named;

@@ -14,6 +14,7 @@ import { checkOrigin, corsPreflight, corsResponseHeaders } from '../proxy/origin
 import type { Forwarder } from '../proxy/forward.js';
 import type { UpstreamCredential } from '../upstream-auth/upstream-credential.js';
 import type { Metrics, Decision } from '../observability/metrics.js';
+import type { TallyCount } from '../observability/counter-tally.js';
 import type { Logger } from '../observability/logger.js';
 import { writeError } from '../errors/write-error.js';
 import type { PolicyStep } from '../policy/policy-step.js';
@@ -33,6 +34,12 @@ export interface ProtectedRouteDeps {
   selfOrigin: string;
   /** Per-method and per-tool rules; without it, the route's required scopes only. */
   policy?: PolicyStep;
+  /**
+   * Benchmark only, never from configuration: every request is taken as this
+   * principal and its token is not looked at, so `npm run bench` can measure
+   * what authentication costs against the same gateway without it.
+   */
+  benchmarkPrincipal?: AuthContext;
 }
 
 export type ProtectedRouteHandler = (req: IncomingMessage, res: ServerResponse, search: string) => Promise<void>;
@@ -40,11 +47,19 @@ export type ProtectedRouteHandler = (req: IncomingMessage, res: ServerResponse, 
 export function createProtectedRoute(route: RouteConfig, deps: ProtectedRouteDeps): ProtectedRouteHandler {
   const challenge = { resourceMetadataUrl: route.resourceMetadataUrl };
   const routeLabel = route.path;
-  const requests = deps.metrics.requests;
   const duration = deps.metrics.duration.labels(routeLabel);
+  // Bound once per status and decision: this runs for every request.
+  const counts = new Map<string, TallyCount>();
+  const countOf = (status: number, decision: Decision): TallyCount => {
+    const key = `${status} ${decision}`;
+    let count = counts.get(key);
+    if (count === undefined) counts.set(key, (count = deps.metrics.requestTally.count({ route: routeLabel, status: String(status), decision })));
+    return count;
+  };
+  const allowedOk = countOf(200, 'allow');
 
   function finish(status: number, decision: Decision, started: bigint): void {
-    requests.labels(routeLabel, String(status), decision).inc();
+    (status === 200 && decision === 'allow' ? allowedOk : countOf(status, decision)).inc();
     duration.observe(Number(process.hrtime.bigint() - started) / 1e9);
   }
 
@@ -76,7 +91,7 @@ export function createProtectedRoute(route: RouteConfig, deps: ProtectedRouteDep
         throw invalidRequest('Access tokens are accepted only in the Authorization header');
       }
       // Synchronous for a token this connection presented before: no await, no promise.
-      const authenticated = authenticate(route, deps.verifier, req, search);
+      const authenticated = deps.benchmarkPrincipal ?? authenticate(route, deps.verifier, req, search);
       auth = authenticated instanceof Promise ? await authenticated : authenticated;
       const body = formBody ?? (req.method === 'POST' ? await readBody(req, route.maxBodyBytes) : EMPTY_BODY);
       const transform = deps.policy?.check(req, body, auth).transform;
