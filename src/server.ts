@@ -21,6 +21,14 @@ export interface HttpServerHandle {
 
 export function createHttpServer(config: GatewayConfig, listener: () => NodeListener): HttpServerHandle {
   const inFlight = new Set<ServerResponse>();
+  // One function for every response, not a closure each: this runs per request.
+  function onResponseClose(this: ServerResponse): void {
+    inFlight.delete(this);
+    // Node keeps an idle keep-alive socket open after server.close(); a drained
+    // server lets it go. Not before: during drain_delay a balancer may just
+    // have written its next request onto that socket (it would see a reset).
+    if (handle.draining && !server.listening) setImmediate(() => server.closeIdleConnections());
+  }
   const server = createServer(
     {
       headersTimeout: config.headerTimeoutMs,
@@ -36,13 +44,7 @@ export function createHttpServer(config: GatewayConfig, listener: () => NodeList
     },
     (req, res) => {
       inFlight.add(res);
-      res.once('close', () => {
-        inFlight.delete(res);
-        // Node keeps an idle keep-alive socket open after server.close(); a drained
-        // server lets it go. Not before: during drain_delay a balancer may just
-        // have written its next request onto that socket (it would see a reset).
-        if (handle.draining && !server.listening) setImmediate(() => server.closeIdleConnections());
-      });
+      res.on('close', onResponseClose);
       if (handle.draining) res.setHeader('connection', 'close');
       listener()(req, res);
     },

@@ -2,6 +2,7 @@
 // never from the request, and no label ever holds a token or an id.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { CounterTally } from './counter-tally.js';
+import { RequestHistogram } from './request-histogram.js';
 
 export type Decision = 'allow' | 'deny' | 'unauthenticated' | 'error';
 
@@ -23,9 +24,10 @@ export class Metrics {
     collect: () => this.requestTally.flushInto(this.requests),
   });
 
-  readonly duration = new Histogram({
+  /** Observed per request: bind `duration.labels(route)` once. */
+  readonly duration = new RequestHistogram({
     name: 'mag_request_duration_seconds',
-    help: 'Time to the upstream response headers (or the gateway rejection)',
+    help: 'Time from the request to the end of its answer: the upstream response, an event stream until it closes, or the gateway rejection',
     labelNames: ['route'] as const,
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [this.registry],

@@ -130,8 +130,8 @@ export function createForwarder(route: RouteConfig, deps: ForwarderDeps): Forwar
     headSent = false;
     stream = false;
     finished = false;
-    watched = false;
     lastActivity = 0;
+    idleSlot = -1;
     body: BodyTransform | undefined;
 
     constructor(
@@ -218,7 +218,6 @@ export function createForwarder(route: RouteConfig, deps: ForwarderDeps): Forwar
         openStreams.add(this);
         metrics?.streamOpened();
       } else {
-        this.watched = true;
         stalledBodies.watch(this);
       }
     }
@@ -226,7 +225,7 @@ export function createForwarder(route: RouteConfig, deps: ForwarderDeps): Forwar
     onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
       const res = this.res;
       if (res.writableEnded) return this.cancel('client');
-      if (this.watched) this.lastActivity = Date.now();
+      if (this.idleSlot !== -1) this.lastActivity = Date.now();
       if (this.body) {
         try {
           chunk = this.body.push(chunk);
@@ -239,7 +238,7 @@ export function createForwarder(route: RouteConfig, deps: ForwarderDeps): Forwar
       if (!res.write(chunk)) {
         controller.pause();
         res.once('drain', () => {
-          if (this.watched) this.lastActivity = Date.now();
+          if (this.idleSlot !== -1) this.lastActivity = Date.now();
           controller.resume();
         });
       }
@@ -289,7 +288,7 @@ export function createForwarder(route: RouteConfig, deps: ForwarderDeps): Forwar
     finish(): void {
       if (this.finished) return;
       this.finished = true;
-      if (this.watched) stalledBodies.unwatch(this);
+      stalledBodies.unwatch(this);
       if (this.stream) {
         openStreams.delete(this);
         metrics?.streamClosed();

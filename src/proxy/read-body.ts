@@ -20,15 +20,21 @@ const tooLarge = (maxBytes: number) =>
  * streamed bytes go over it; the request is then paused, not destroyed, so
  * the caller can still answer. Rejects when the client goes away or `signal` aborts.
  */
-export function readBody(req: IncomingMessage, maxBytes: number, signal?: AbortSignal): Promise<Buffer> {
+export async function readBody(req: IncomingMessage, maxBytes: number, signal?: AbortSignal): Promise<Buffer> {
   const declared = req.headers['content-length'];
-  if (declared !== undefined && Number(declared) > maxBytes) return Promise.reject(tooLarge(maxBytes));
+  if (declared !== undefined && Number(declared) > maxBytes) throw tooLarge(maxBytes);
   // HTTP/1.1: a request with neither header has no body (RFC 9112 §6.3).
-  if (declared === '0' || (declared === undefined && req.headers['transfer-encoding'] === undefined)) {
-    return Promise.resolve(EMPTY);
+  if (declared === '0' || (declared === undefined && req.headers['transfer-encoding'] === undefined)) return EMPTY;
+  if (signal?.aborted) throw signal.reason;
+  // Already parsed while the caller waited (verifying a token): taken at once, without listeners.
+  if (req.complete && !req.readableFlowing) {
+    if (req.readableLength > maxBytes) throw tooLarge(maxBytes);
+    return (req.read() as Buffer | null) ?? EMPTY;
   }
-  if (signal?.aborted) return Promise.reject(signal.reason);
+  return streamedBody(req, maxBytes, signal);
+}
 
+function streamedBody(req: IncomingMessage, maxBytes: number, signal?: AbortSignal): Promise<Buffer> {
   return new Promise<Buffer>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;

@@ -13,7 +13,9 @@ const outcomes: Array<{ ok: boolean; status?: number }> = [];
 
 beforeAll(async () => {
   server = http.createServer((req, res) => {
-    readBody(req, MAX).then(
+    // `/later`: read once the whole request has been parsed, as after an asynchronous token check.
+    const ready = req.url === '/later' ? new Promise((resolve) => setImmediate(resolve)) : Promise.resolve();
+    ready.then(() => readBody(req, MAX)).then(
       (body) => {
         outcomes.push({ ok: true });
         const text = `${body.length}:${body.toString('latin1').slice(0, 16)}`;
@@ -69,6 +71,37 @@ describe('readBody', () => {
   it('reads a chunked body', async () => {
     const res = await raw('POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n');
     expect(res).toContain('\r\n\r\n5:abcde');
+  });
+
+  it('reads a body that arrives after its headers, in pieces', async () => {
+    const socket = net.connect(port, '127.0.0.1');
+    let received = '';
+    socket.on('data', (d: Buffer) => (received += d.toString('latin1')));
+    socket.write('POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 6\r\n\r\n');
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    socket.write('abc');
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    socket.write('def');
+    await expect.poll(() => received).toContain('\r\n\r\n6:abcdef');
+    socket.destroy();
+  });
+
+  it('answers 413 for a chunked body over the limit that arrives whole with its headers', async () => {
+    const before = outcomes.length;
+    const chunk = 'z'.repeat(MAX + 1);
+    const res = await raw(`POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n${chunk.length.toString(16)}\r\n${chunk}\r\n0\r\n\r\n`, /payload_too_large"[^}]*\}/);
+    expect(res).toMatch(/^HTTP\/1\.1 413/);
+    expect(outcomes[before]).toEqual({ ok: false, status: 413 });
+  });
+
+  it('takes a body parsed before it is asked for, and still holds it to the limit', async () => {
+    const before = outcomes.length;
+    const ok = await raw(`POST /later HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello`);
+    expect(ok).toContain('\r\n\r\n5:hello');
+    const chunk = 'w'.repeat(MAX + 1);
+    const tooLarge = await raw(`POST /later HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n${chunk.length.toString(16)}\r\n${chunk}\r\n0\r\n\r\n`, /payload_too_large"[^}]*\}/);
+    expect(tooLarge).toMatch(/^HTTP\/1\.1 413/);
+    expect(outcomes.slice(before)).toEqual([{ ok: true }, { ok: false, status: 413 }]);
   });
 
   it('answers 413 from Content-Length alone, before any body byte is sent', async () => {
