@@ -84,9 +84,10 @@ async function measure(env: BenchEnvironment, options: BenchOptions, results: Be
   const direct: MeasuredTarget = { name: 'direct', url: `${env.upstream.url}${GATEWAY_PATHS.mcp}`, headers: { ...MCP_HEADERS }, pid: env.upstream.pid };
   const gateway: MeasuredTarget = { name: 'gateway', url: gatewayMcp, headers: gatewayHeaders, pid: env.gateway.pid };
   const proxies: MeasuredTarget[] = [
-    ...(env.nginx ? [{ name: 'nginx', url: `http://127.0.0.1:${env.nginx.port}${GATEWAY_PATHS.mcp}`, headers: { ...MCP_HEADERS }, pid: env.nginx.pid }] : []),
-    { name: 'http-proxy', url: `${env.httpProxy.url}${GATEWAY_PATHS.mcp}`, headers: { ...MCP_HEADERS }, pid: env.httpProxy.pid },
-    { name: 'proxy-core', url: `${env.proxyCore.url}${GATEWAY_PATHS.mcp}`, headers: { ...MCP_HEADERS }, pid: env.proxyCore.pid },
+    // The same request bytes as the gateway's, token included: the baselines drop it unread.
+    ...(env.nginx ? [{ name: 'nginx', url: `http://127.0.0.1:${env.nginx.port}${GATEWAY_PATHS.mcp}`, headers: gatewayHeaders, pid: env.nginx.pid }] : []),
+    { name: 'http-proxy', url: `${env.httpProxy.url}${GATEWAY_PATHS.mcp}`, headers: gatewayHeaders, pid: env.httpProxy.pid },
+    { name: 'proxy-core', url: `${env.proxyCore.url}${GATEWAY_PATHS.mcp}`, headers: gatewayHeaders, pid: env.proxyCore.pid },
   ];
   const settings = { connections: options.connections, durationSec: options.durationSec };
 

@@ -91,12 +91,13 @@ export async function startEnvironment(options: BenchOptions, coldTokenCount = 0
       return token;
     };
 
-    await expectStatus('upstream (direct)', `${upstream.url}${GATEWAY_PATHS.mcp}`, {}, 200);
-    await expectStatus('http-proxy', `${httpProxy.url}${GATEWAY_PATHS.mcp}`, {}, 200);
-    await expectStatus('proxy core', `${proxyCore.url}${GATEWAY_PATHS.mcp}`, {}, 200);
-    if (nginx) await expectStatus('nginx', `http://127.0.0.1:${nginx.port}${GATEWAY_PATHS.mcp}`, {}, 200);
-    await expectStatus('gateway without a token', `${gateway.url}${GATEWAY_PATHS.mcp}`, {}, 401);
+    // The baselines get the client's token too and must drop it: the upstream refuses any but the gateway's credential.
     const bearer = { authorization: `Bearer ${await tokenFor(GATEWAY_PATHS.mcp)}` };
+    await expectStatus('upstream (direct)', `${upstream.url}${GATEWAY_PATHS.mcp}`, {}, 200);
+    await expectStatus('http-proxy', `${httpProxy.url}${GATEWAY_PATHS.mcp}`, bearer, 200);
+    await expectStatus('proxy core', `${proxyCore.url}${GATEWAY_PATHS.mcp}`, bearer, 200);
+    if (nginx) await expectStatus('nginx', `http://127.0.0.1:${nginx.port}${GATEWAY_PATHS.mcp}`, bearer, 200);
+    await expectStatus('gateway without a token', `${gateway.url}${GATEWAY_PATHS.mcp}`, {}, 401);
     await expectStatus('gateway with a token', `${gateway.url}${GATEWAY_PATHS.mcp}`, bearer, 200);
     await expectStatus('gateway with auth off, without a token', `${gatewayAuthOff.url}${GATEWAY_PATHS.mcp}`, {}, 200);
 

@@ -85,6 +85,8 @@ http {
       proxy_pass http://mcp;
       proxy_http_version 1.1;
       proxy_set_header Connection "";
+      # No auth, but the client's token goes no further, as through the gateway.
+      proxy_set_header Authorization "";
     }
   }
 }

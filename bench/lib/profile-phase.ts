@@ -60,7 +60,8 @@ export async function profileGateway(
         });
         return { url: `http://127.0.0.1:${core.readyValue as number}`, pid: core.pid, stop: () => core.stop() };
       },
-      headers: { ...MCP_HEADERS },
+      // The gateway's request bytes, token included (dropped unread), as in the throughput runs.
+      headers: bearer,
     },
     { scenario: 'cached-token', start: startGateway('gateway (profile, cached token)'), headers: bearer },
     { scenario: 'cold-token', start: startGateway('gateway (profile, cold tokens)'), headers: bearer, tokens: coldTokens },

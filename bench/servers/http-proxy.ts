@@ -9,6 +9,8 @@ if (!target) throw new Error('BENCH_TARGET (the upstream origin) is required');
 
 const agent = new Agent({ keepAlive: true, maxSockets: 256 });
 const proxy = httpProxy.createProxyServer({ target, agent });
+// No auth, but the client's token goes no further, as through the gateway.
+proxy.on('proxyReq', (proxyReq) => proxyReq.removeHeader('authorization'));
 proxy.on('error', (_err, _req, res) => {
   if ('writeHead' in res && !res.headersSent) res.writeHead(502);
   res.end();
