@@ -23,6 +23,9 @@ const server = createServer((req, res) => {
       const name = req.rawHeaders[i]!.toLowerCase();
       if (!DROPPED.has(name)) headers.push(name, req.rawHeaders[i + 1]!);
     }
+    // As the gateway's forwarder: the last bytes of a body of declared length go out with end(), one write instead of two.
+    let untilEnd = -1;
+    let lastChunk: Buffer | undefined;
     pool.dispatch(
       { path: req.url ?? '/', method: req.method as 'GET' | 'POST', headers, body: chunks.length > 0 ? Buffer.concat(chunks) : null },
       {
@@ -32,13 +35,19 @@ const server = createServer((req, res) => {
           delete responseHeaders.connection;
           delete responseHeaders['keep-alive'];
           delete responseHeaders['transfer-encoding'];
+          const length = responseHeaders['content-length'];
+          if (typeof length === 'string') untilEnd = Number(length);
           res.writeHead(statusCode, responseHeaders as Record<string, string | string[]>);
         },
         onResponseData(_controller, chunk) {
-          res.write(chunk);
+          if (chunk.length === untilEnd) lastChunk = chunk;
+          else {
+            untilEnd -= chunk.length;
+            res.write(chunk);
+          }
         },
         onResponseEnd() {
-          res.end();
+          res.end(lastChunk);
         },
         onResponseError() {
           if (!res.headersSent) res.writeHead(502);

@@ -81,6 +81,8 @@ const isEventStream = (contentType: string | string[] | undefined) =>
 
 const single = (value: string | string[] | undefined) => (typeof value === 'string' ? value : undefined);
 
+const DECIMAL = /^\d{1,15}$/;
+
 export function createForwarder(route: RouteConfig, deps: ForwarderDeps): Forwarder {
   const target = new URL(route.upstream);
   const upstreamPath = target.pathname + target.search;
@@ -132,6 +134,10 @@ export function createForwarder(route: RouteConfig, deps: ForwarderDeps): Forwar
     finished = false;
     lastActivity = 0;
     idleSlot = -1;
+    /** Bytes of a body of declared length still to come; -1 when unknown. */
+    untilEnd = -1;
+    /** The last bytes of such a body, held for end(): one write to the client instead of two. */
+    lastChunk: Buffer | undefined;
     body: BodyTransform | undefined;
 
     constructor(
@@ -219,6 +225,8 @@ export function createForwarder(route: RouteConfig, deps: ForwarderDeps): Forwar
         metrics?.streamOpened();
       } else {
         stalledBodies.watch(this);
+        const declared = single(headers['content-length']);
+        if (!this.body && declared !== undefined && DECIMAL.test(declared)) this.untilEnd = Number(declared);
       }
     }
 
@@ -234,6 +242,11 @@ export function createForwarder(route: RouteConfig, deps: ForwarderDeps): Forwar
         }
         if (chunk.length === 0) return;
       }
+      if (chunk.length === this.untilEnd) {
+        this.lastChunk = chunk;
+        return;
+      }
+      if (this.untilEnd > 0) this.untilEnd -= chunk.length;
       // Backpressure: a slow client pauses the upstream read, not our memory.
       if (!res.write(chunk)) {
         controller.pause();
@@ -245,17 +258,18 @@ export function createForwarder(route: RouteConfig, deps: ForwarderDeps): Forwar
     }
 
     onResponseEnd(controller: Dispatcher.DispatchController): void {
+      let tail = this.lastChunk;
       if (this.body && !this.res.writableEnded) {
-        let tail: Buffer;
         try {
           tail = this.body.end();
         } catch (err) {
           return this.onResponseError(controller, new TransformFailed((err as Error).message));
         }
-        if (tail.length > 0) this.res.write(tail);
       }
       this.finish();
-      if (!this.res.writableEnded) this.res.end();
+      if (this.res.writableEnded) return;
+      if (tail !== undefined && tail.length > 0) this.res.end(tail);
+      else this.res.end();
     }
 
     onResponseError(_controller: Dispatcher.DispatchController | undefined, err: Error): void {

@@ -461,6 +461,36 @@ describe('forward', () => {
     expect(reply.headers['x-internal']).toBeUndefined();
   });
 
+  it('a body of declared length passes whole, whether it comes in one piece or several', async () => {
+    const pieces = ['{"part":1,', '"rest":"', 'x'.repeat(5000), '"}'];
+    const whole = pieces.join('');
+    handler = (req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(whole)) });
+      if (req.headers['x-pieces'] !== 'yes') return res.end(whole);
+      let i = 0;
+      const next = () => (i < pieces.length - 1 ? (res.write(pieces[i++]), setTimeout(next, 20)) : res.end(pieces[i]));
+      next();
+    };
+    const gw = await startGateway();
+    for (const inPieces of ['no', 'yes']) {
+      const reply = await send(gw, { body: rpc, headers: { 'x-pieces': inPieces } });
+      expect(reply.status).toBe(200);
+      expect(reply.headers['content-length']).toBe(String(whole.length));
+      expect(reply.text).toBe(whole);
+    }
+  });
+
+  it('a body cut short of its declared length is never passed off as whole', async () => {
+    handler = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': '100' });
+      res.write('{"short":');
+      setTimeout(() => res.socket?.destroy(), 20);
+    };
+    const gw = await startGateway();
+    await expect(send(gw, { body: rpc })).rejects.toThrow();
+    expect(gw.events).toEqual(['error:reset']);
+  });
+
   it('an informational 103 before the answer is not taken for the response', async () => {
     handler = (_req, res) => {
       res.writeEarlyHints({ link: '</x>; rel=preload' });
