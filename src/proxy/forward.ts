@@ -149,8 +149,11 @@ export function createForwarder(route: RouteConfig, deps: ForwarderDeps): Forwar
       readonly transform?: ResponseTransform,
     ) {
       // The client went away, or the response was ended from outside (drain).
-      res.once('close', () => this.cancel('client'));
+      // `on`, not `once`: 'close' comes once, and once() would wrap the listener per request.
+      res.on('close', this.onClientGone);
     }
+
+    readonly onClientGone = (): void => this.cancel('client');
 
     cancel(why: Cancelled['why']): void {
       if (this.finished || this.cancelled) return;
@@ -233,7 +236,7 @@ export function createForwarder(route: RouteConfig, deps: ForwarderDeps): Forwar
     onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
       const res = this.res;
       if (res.writableEnded) return this.cancel('client');
-      if (this.idleSlot !== -1) this.lastActivity = Date.now();
+      stalledBodies.touch(this);
       if (this.body) {
         try {
           chunk = this.body.push(chunk);
@@ -251,7 +254,7 @@ export function createForwarder(route: RouteConfig, deps: ForwarderDeps): Forwar
       if (!res.write(chunk)) {
         controller.pause();
         res.once('drain', () => {
-          if (this.idleSlot !== -1) this.lastActivity = Date.now();
+          stalledBodies.touch(this);
           controller.resume();
         });
       }

@@ -70,7 +70,7 @@ const PLAIN_CONNECTION = /^\s*(?:keep-alive|close)\s*$/i;
 function connectionTokens(values: Iterable<string>): Set<string> | undefined {
   let named: Set<string> | undefined;
   for (const value of values) {
-    if (PLAIN_CONNECTION.test(value)) continue;
+    if (value === 'keep-alive' || value === 'close' || PLAIN_CONNECTION.test(value)) continue;
     for (const token of value.split(',')) {
       const name = token.trim().toLowerCase();
       if (name && !HOP_BY_HOP.has(name)) (named ??= new Set()).add(name);

@@ -1,34 +1,45 @@
-// Cuts response bodies that stall. One interval per route, running only while
-// there is a body to watch, instead of a timer created and cleared for every
-// response: activity is a timestamp written per chunk. Watched items keep
-// their own position in the list, so adding and removing one is a couple of
-// array writes (no hashing), which matters at one of each per request.
+// Cuts response bodies that stall. One interval per route instead of a timer
+// created and cleared for every response, counting ticks: activity stamps the
+// current tick (no clock read per chunk), and an item is cut once it has seen
+// none for `idleMs` (ticks are a quarter of it, so it is cut within 1.25×).
+// Items keep their own position in the list, so adding and removing one is a
+// couple of array writes (no hashing). The interval runs while anything is
+// watched and stops at the first sweep that finds nothing: most bodies come
+// whole with their headers and are watched for no time at all, and stopping
+// and restarting it for each of them would cost what a timer per response did.
 
 export interface IdleWatched {
-  /** Epoch ms of the last sign of life. */
+  /** The sweep's tick at the last sign of life; written by the sweep's watch() and touch(). */
   lastActivity: number;
   /** Position in the sweep's list while watched, -1 otherwise; the sweep's own. */
   idleSlot: number;
 }
 
+const TICKS_PER_LIMIT = 4;
+
 export class IdleSweep<T extends IdleWatched> {
   private readonly watched: T[] = [];
   private interval: NodeJS.Timeout | undefined;
-  /** How often to look: a quarter of the limit, so a stall is cut within 1.25× the limit (at most 1 s late). */
+  private tick = 0;
   private readonly everyMs: number;
 
   constructor(
-    private readonly idleMs: number,
+    idleMs: number,
     private readonly onIdle: (item: T) => void,
   ) {
-    this.everyMs = Math.min(1_000, Math.max(10, Math.floor(idleMs / 4)));
+    this.everyMs = Math.max(1, Math.floor(idleMs / TICKS_PER_LIMIT));
   }
 
   watch(item: T): void {
     if (item.idleSlot !== -1) return;
-    item.lastActivity = Date.now();
+    item.lastActivity = this.tick;
     item.idleSlot = this.watched.push(item) - 1;
     this.interval ??= setInterval(() => this.sweep(), this.everyMs).unref();
+  }
+
+  /** A sign of life: the item's idle time starts again. */
+  touch(item: T): void {
+    item.lastActivity = this.tick;
   }
 
   unwatch(item: T): void {
@@ -41,18 +52,21 @@ export class IdleSweep<T extends IdleWatched> {
       last.idleSlot = slot;
     }
     item.idleSlot = -1;
-    if (this.watched.length === 0) {
-      clearInterval(this.interval);
-      this.interval = undefined;
-    }
   }
 
   private sweep(): void {
-    const stalledSince = Date.now() - this.idleMs;
+    if (this.watched.length === 0) {
+      clearInterval(this.interval);
+      this.interval = undefined;
+      return;
+    }
+    this.tick += 1;
+    // Seen last before the tick TICKS_PER_LIMIT ticks ago: idle for at least idleMs.
+    const stalledAt = this.tick - TICKS_PER_LIMIT - 1;
     // Backwards: unwatching moves only items already looked at.
     for (let i = this.watched.length - 1; i >= 0; i -= 1) {
       const item = this.watched[i];
-      if (item === undefined || item.lastActivity > stalledSince) continue;
+      if (item === undefined || item.lastActivity > stalledAt) continue;
       this.unwatch(item);
       this.onIdle(item);
     }
