@@ -20,16 +20,16 @@ const tooLarge = (maxBytes: number) =>
  * streamed bytes go over it; the request is then paused, not destroyed, so
  * the caller can still answer. Rejects when the client goes away or `signal` aborts.
  */
-export async function readBody(req: IncomingMessage, maxBytes: number, signal?: AbortSignal): Promise<Buffer> {
+export function readBody(req: IncomingMessage, maxBytes: number, signal?: AbortSignal): Promise<Buffer> {
   const declared = req.headers['content-length'];
-  if (declared !== undefined && Number(declared) > maxBytes) throw tooLarge(maxBytes);
+  if (declared !== undefined && Number(declared) > maxBytes) return Promise.reject(tooLarge(maxBytes));
   // HTTP/1.1: a request with neither header has no body (RFC 9112 §6.3).
-  if (declared === '0' || (declared === undefined && req.headers['transfer-encoding'] === undefined)) return EMPTY;
-  if (signal?.aborted) throw signal.reason;
+  if (declared === '0' || (declared === undefined && req.headers['transfer-encoding'] === undefined)) return Promise.resolve(EMPTY);
+  if (signal?.aborted) return Promise.reject(signal.reason);
   // Already parsed while the caller waited (verifying a token): taken at once, without listeners.
   if (req.complete && !req.readableFlowing) {
-    if (req.readableLength > maxBytes) throw tooLarge(maxBytes);
-    return (req.read() as Buffer | null) ?? EMPTY;
+    if (req.readableLength > maxBytes) return Promise.reject(tooLarge(maxBytes));
+    return Promise.resolve((req.read() as Buffer | null) ?? EMPTY);
   }
   return streamedBody(req, maxBytes, signal);
 }
