@@ -141,8 +141,9 @@ describe('Redis faults', () => {
     expect(again.ms).toBeLessThan(SLACK_MS);
 
     await redis.restart();
-    const recoveredIn = await eventually(async () => (await post('tools/list', session)).status === 200, 5_000);
-    expect(recoveredIn).toBeLessThan(5_000);
+    // Reconnect attempts back off to one every 2 s; the rest is slack for a loaded CI machine.
+    const recoveredIn = await eventually(async () => (await post('tools/list', session)).status === 200, 10_000);
+    expect(recoveredIn).toBeLessThan(10_000);
     // Another principal still cannot use it: the binding itself came back, not a hole.
     const bob = await issuer.token({ audience: RESOURCE, sub: 'bob' });
     const intruder = await fetch(`${gateway.url}/mcp`, {
