@@ -5,7 +5,7 @@
  */
 import { constants, KeyObject, sign as cryptoSign } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
+import { Agent as HttpAgent, createServer, request as httpRequest, type Server } from 'node:http';
 import { deflateRawSync } from 'node:zlib';
 import {
   base64url,
@@ -83,6 +83,7 @@ const bearerTricks = corpus<BearerTrick>('bearer-tricks.json');
 
 const PATH = '/a/mcp';
 const OPEN = '/open/mcp';
+const STRICT = '/strict/mcp';
 const TOOLS_LIST = '{"jsonrpc":"2.0","id":1,"method":"tools/list"}';
 const INTROSPECTION_SECRET = 'introspection-client-secret-value';
 
@@ -302,6 +303,9 @@ beforeAll(async () => {
       'gateway.yaml': gatewayYaml(),
       'a.yaml': jwtRoute(PATH, upstream, issuer),
       'open.yaml': jwtRoute(OPEN, upstream, issuer, { required_scopes: [] }),
+      'strict.yaml': jwtRoute(STRICT, upstream, issuer, {
+        token: { jwt: { issuer: issuer.issuer, jwks_uri: issuer.jwksUri, algorithms: [issuer.alg], clock_skew: '1s' } },
+      }),
       'storm.yaml': jwtRoute('/storm/mcp', upstream, stormIssuer),
       'dead.yaml': jwtRoute('/dead/mcp', upstream, deadIssuer),
       'unreachable.yaml': jwtRoute('/unreachable/mcp', upstream, { ...issuer, jwksUri: `http://127.0.0.1:${closedPort}/jwks.json` }),
@@ -535,6 +539,59 @@ describe('[A7] introspection (opaque tokens)', () => {
     await new Promise((r) => setTimeout(r, exp * 1000 - Date.now() + 100));
     const res = await nothingUpstream(() => post(INTRO, `Bearer ${token}`));
     expectRejection(res, { status: 401, error: 'invalid_token', challenge: 'error' }, [token]);
+  });
+});
+
+describe('[A2] [A8] one keep-alive connection: a token verified on it is recalled, never trusted blindly', () => {
+  // One socket for every request of a test, as a client's keep-alive connection.
+  async function onOneConnection(run: (send: (path: string, authorization: string | string[]) => Promise<{ status: number; reused: boolean }>) => Promise<void>) {
+    const agent = new HttpAgent({ keepAlive: true, maxSockets: 1 });
+    const send = (path: string, authorization: string | string[]) =>
+      new Promise<{ status: number; reused: boolean }>((resolve, reject) => {
+        // A flat list, so that two Authorization headers can be sent.
+        const credentials = (Array.isArray(authorization) ? authorization : [authorization]).flatMap((value) => ['authorization', value]);
+        const headers = ['host', new URL(gw.url).host, 'content-type', 'application/json', 'accept', 'application/json, text/event-stream', ...credentials];
+        const req = httpRequest(`${gw.url}${path}`, { method: 'POST', agent, headers }, (res) => {
+          res.resume().once('end', () => resolve({ status: res.statusCode!, reused: req.reusedSocket }));
+        });
+        req.once('error', reject);
+        req.end(TOOLS_LIST);
+      });
+    try {
+      await run(send);
+    } finally {
+      agent.destroy();
+    }
+  }
+
+  it('refuses whatever else comes on the connection after a good token, and takes the good one again', async () => {
+    const good = `Bearer ${await issuer.mint({ aud: resourceOf(PATH) })}`;
+    const forged = `Bearer ${await issuer.mint({ aud: resourceOf(PATH) }, { key: attacker.privateKey })}`;
+    const otherAudience = `Bearer ${await issuer.mint({ aud: resourceOf(OPEN) })}`;
+    const noScope = `Bearer ${await issuer.mint({ aud: resourceOf(PATH), scope: 'mcp:write' })}`;
+    await onOneConnection(async (send) => {
+      expect(await send(PATH, good)).toEqual({ status: 200, reused: false });
+      const before = up.requests.length;
+      expect(await send(PATH, forged)).toEqual({ status: 401, reused: true });
+      expect(await send(PATH, otherAudience)).toEqual({ status: 401, reused: true });
+      expect(await send(PATH, noScope)).toEqual({ status: 403, reused: true });
+      expect(await send(PATH, [good, good])).toEqual({ status: 400, reused: true });
+      // The same token at a route whose resource it does not name.
+      expect(await send(OPEN, good)).toEqual({ status: 401, reused: true });
+      expect(up.requests.length).toBe(before);
+      expect(await send(PATH, good)).toEqual({ status: 200, reused: true });
+    });
+  });
+
+  it('stops taking a recalled token once it expires', async () => {
+    const shortLived = `Bearer ${await issuer.mint({ aud: resourceOf(STRICT), exp: now() + 2 })}`;
+    await onOneConnection(async (send) => {
+      expect((await send(STRICT, shortLived)).status).toBe(200);
+      expect((await send(STRICT, shortLived)).status).toBe(200);
+      // Past exp and the route's 1 s clock skew.
+      await new Promise((resolve) => setTimeout(resolve, 4_000));
+      expect(await send(STRICT, shortLived)).toEqual({ status: 401, reused: true });
+    });
   });
 });
 
