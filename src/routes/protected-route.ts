@@ -58,13 +58,13 @@ export function createProtectedRoute(route: RouteConfig, deps: ProtectedRouteDep
   };
   const allowedOk = countOf(200, 'allow');
 
-  function finish(status: number, decision: Decision, started: bigint): void {
+  function finish(status: number, decision: Decision, startedMs: number): void {
     (status === 200 && decision === 'allow' ? allowedOk : countOf(status, decision)).inc();
-    duration.observe(Number(process.hrtime.bigint() - started) / 1e9);
+    duration.observe((performance.now() - startedMs) / 1000);
   }
 
   return async function handleProtectedRoute(req, res, search) {
-    const started = process.hrtime.bigint();
+    const started = performance.now();
     const origin = req.headers.origin;
     // Allowed cross-origin callers must be able to read errors too (the 401 challenge).
     const cors = corsResponseHeaders(origin, route.allowedOrigins);
