@@ -82,10 +82,11 @@ async function newSession(): Promise<Record<string, string>> {
   return { 'mcp-session-id': init.headers.get('mcp-session-id')! };
 }
 
+let lastSeen = '';
 async function eventually(check: () => Promise<boolean>, timeoutMs: number): Promise<number> {
   const started = performance.now();
   while (!(await check())) {
-    if (performance.now() - started > timeoutMs) throw new Error('did not recover in time');
+    if (performance.now() - started > timeoutMs) throw new Error(`did not recover in time (last: ${lastSeen})`);
     await new Promise((r) => setTimeout(r, 50));
   }
   return performance.now() - started;
@@ -142,7 +143,11 @@ describe('Redis faults', () => {
 
     await redis.restart();
     // Reconnect attempts back off to one every 2 s; the rest is slack for a loaded CI machine.
-    const recoveredIn = await eventually(async () => (await post('tools/list', session)).status === 200, 10_000);
+    const recoveredIn = await eventually(async () => {
+      const reply = await post('tools/list', session);
+      lastSeen = `${reply.status} ${JSON.stringify(reply.json)}`;
+      return reply.status === 200;
+    }, 10_000);
     expect(recoveredIn).toBeLessThan(10_000);
     // Another principal still cannot use it: the binding itself came back, not a hole.
     const bob = await issuer.token({ audience: RESOURCE, sub: 'bob' });
