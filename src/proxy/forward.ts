@@ -106,7 +106,6 @@ export function createForwarder(route: RouteConfig, deps: ForwarderDeps): Forwar
     bodyTimeout: 0,
   });
   const openStreams = new Set<Exchange>();
-  // Event streams may idle for as long as they like (SECURITY H40); other bodies may not.
   const stalledBodies = new IdleSweep<Exchange>(timeoutMs, (exchange) => exchange.cancel('idle'));
 
   function upstreamFailure(err: Error): GatewayError {
