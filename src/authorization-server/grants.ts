@@ -30,7 +30,7 @@ interface FamilyState {
 export type RevocationReason = 'refresh_token_reuse' | 'code_replay' | 'revoked_by_client' | 'idp_session_ended';
 
 /** Told about every revocation, e.g. to delete what a third-party login bound to the grant. */
-export type RevocationListener = (grantId: string) => Promise<void>;
+export type RevocationListener = (grantId: string, reason: RevocationReason) => Promise<void> | void;
 
 export class Grants {
   readonly #listeners: RevocationListener[] = [];
@@ -74,7 +74,7 @@ export class Grants {
 
   async revoke(grantId: string, reason: RevocationReason): Promise<void> {
     await this.store.set(grantKey(grantId), JSON.stringify({ revoked: true, reason, at: Date.now() }), this.refreshTtlMs);
-    for (const listener of this.#listeners) await listener(grantId);
+    for (const listener of this.#listeners) await listener(grantId, reason);
   }
 
   onRevoke(listener: RevocationListener): void {

@@ -111,6 +111,8 @@ export async function createAuthorizationServer(config: GatewayConfig, deps: Aut
   });
   const codes = new AuthorizationCodes(deps.store, Math.min(options.codeTtlMs ?? CODE_TTL_MS, CODE_TTL_MS));
   const grants = new Grants(deps.store, asConfig.refreshTokenTtlMs);
+  // Counted here, once, whoever revokes: the client, reuse detection, a code replay or the IdP.
+  grants.onRevoke((_grantId, reason) => ctx.metrics.grantsRevoked.labels(reason).inc());
   const interactions = new Interactions(deps.store);
   const browser = new BrowserBinding(keys.cookieSecret);
   const consents = new ConsentMemory(keys.cookieSecret);

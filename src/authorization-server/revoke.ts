@@ -33,7 +33,6 @@ export function revokeRoutes(ctx: AsContext, deps: RevokeDeps): Hono {
       if (grant && grant.clientId === client.clientId) {
         await deps.grants.revoke(grant.grantId, 'revoked_by_client');
         ctx.audit.record({ event: 'grant_revoked', reason: 'revoked_by_client', sub: grant.subject, client_id: client.clientId });
-        ctx.metrics.grantsRevoked.labels('revoked_by_client').inc();
       }
       return c.body(null, 200, { 'cache-control': 'no-store', pragma: 'no-cache' });
     } catch (err) {

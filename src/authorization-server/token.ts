@@ -95,7 +95,6 @@ export function tokenRoutes(ctx: AsContext, deps: TokenDeps): Hono {
   async function revokeForReplay(grantId: string, clientId: string): Promise<void> {
     await deps.grants.revoke(grantId, 'code_replay');
     ctx.audit.record({ event: 'grant_revoked', reason: 'code_replay', client_id: clientId });
-    ctx.metrics.grantsRevoked.labels('code_replay').inc();
   }
 
   async function refreshToken(client: ClientRecord, params: Params): Promise<TokenResponse> {
@@ -113,7 +112,6 @@ export function tokenRoutes(ctx: AsContext, deps: TokenDeps): Hono {
     if (known && scopes && !scopes.every((s) => known.scopes.includes(s))) throw new GatewayError(400, 'invalid_scope', 'scope exceeds what was granted');
     const { grant, refreshToken: next } = await deps.grants.rotate(presented, client.clientId, (reused) => {
       ctx.audit.record({ event: 'grant_revoked', reason: 'refresh_token_reuse', sub: reused.subject, client_id: reused.clientId });
-      ctx.metrics.grantsRevoked.labels('refresh_token_reuse').inc();
     });
     return issue('refresh_token', client, grant, scopes ?? grant.scopes, next);
   }

@@ -95,7 +95,7 @@ export class Metrics {
 
   readonly grantsRevoked = new Counter({
     name: 'mag_grants_revoked_total',
-    help: 'Grants (refresh-token families) revoked, by reason: revoked_by_client, refresh_token_reuse, code_replay',
+    help: 'Grants (refresh-token families) revoked, by reason: revoked_by_client, refresh_token_reuse, code_replay, idp_session_ended',
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });

@@ -418,6 +418,8 @@ describe('G33 and F26: the IdP tokens stay bound to their grant and away from th
     const refresh = await fetch(`${origin}/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: erin.refreshToken, client_id: erin.flow.client.id }) });
     expect(refresh.status).toBe(400);
     expect(await refresh.json()).toMatchObject({ error: 'invalid_grant' });
+    const metrics = await (await fetch(`${origin}/metrics`)).text();
+    expect(metrics).toMatch(/^mag_grants_revoked_total\{reason="idp_session_ended"\} 1$/m);
   });
 
   it('F26/I44/I45: no IdP token in anything the client got, in the store unencrypted, or in the logs', async () => {

@@ -49,6 +49,13 @@ afterAll(async () => {
   await upstream?.close();
 });
 
+/** mag_grants_revoked_total for one reason, from the gateway's /metrics. */
+async function grantsRevoked(reason: string): Promise<number> {
+  const text = await (await fetch(`${gateway.issuer}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`mag_grants_revoked_total{reason="${reason}"} `));
+  return line ? Number(line.split(' ').pop()) : 0;
+}
+
 async function register(metadata: Record<string, unknown> = {}): Promise<Client> {
   const redirectUri = `http://127.0.0.1:${await freePort()}/callback`;
   const res = await fetch(`${gateway.issuer}/register`, {
@@ -132,7 +139,9 @@ describe('[F23] replays after the fact', () => {
     const first = await redeem(client, code, verifier);
     const rotated = await token({ grant_type: 'refresh_token', refresh_token: String(first.json.refresh_token), client_id: client.id });
     expect(rotated.status).toBe(200);
+    const revokedBefore = await grantsRevoked('code_replay');
     expect((await redeem(client, code, verifier)).json.error).toBe('invalid_grant');
+    expect(await grantsRevoked('code_replay')).toBe(revokedBefore + 1);
     const current = await token({ grant_type: 'refresh_token', refresh_token: String(rotated.json.refresh_token), client_id: client.id });
     expect(current.status).toBe(400);
     expect(current.json.error).toBe('invalid_grant');
@@ -303,9 +312,11 @@ describe('[F25] refresh token rotation and reuse detection', () => {
     expect(r2.status).toBe(200);
     const t2 = r2.json as { refresh_token: string };
 
+    const revokedBefore = await grantsRevoked('refresh_token_reuse');
     const replay = await refresh(client, t0.refresh_token);
     expect(replay.status).toBe(400);
     expect(replay.json.error).toBe('invalid_grant');
+    expect(await grantsRevoked('refresh_token_reuse')).toBe(revokedBefore + 1);
     // No grace window: even the newest member is dead now.
     const current = await refresh(client, t2.refresh_token);
     expect(current.status).toBe(400);
