@@ -90,10 +90,18 @@ export interface UpstreamHeaderOptions {
 interface RequestHeaderName {
   /** Lower-cased, as sent upstream. */
   name: string;
-  /** The name as CGI, WSGI and Rack read it (`X_Forwarded_User` is X-Forwarded-User): judged by that too. */
-  key: string;
   dropped: boolean;
 }
+
+/**
+ * Names an upstream reads exactly as the gateway does. CGI, WSGI, Rack and
+ * PHP read a header as `HTTP_` + upper case with `-` → `_`, so `Mcp_Session_Id`
+ * lands on the same variable as `Mcp-Session-Id` while the gateway (and every
+ * check it makes) sees two different headers. Only letters, digits and `-`
+ * map one-to-one; anything else (`_`, `.`, …) is dropped, as nginx does with
+ * `_` and Apache httpd with any other character (DESIGN §7.1, SECURITY J50).
+ */
+const UNAMBIGUOUS_NAME = /^[a-z0-9-]+$/;
 
 // Clients send the same few header names on every request: each is judged
 // once. Bounded, so a client inventing names cannot grow it.
@@ -104,8 +112,7 @@ function judgeRequestHeader(raw: string): RequestHeaderName {
   let judged = judgedNames.get(raw);
   if (judged === undefined) {
     const name = raw.toLowerCase();
-    const key = name.includes('_') ? name.replaceAll('_', '-') : name;
-    judged = { name, key, dropped: DROP_FROM_REQUEST.has(key) || DROP_FROM_REQUEST_PREFIX.test(key) };
+    judged = { name, dropped: !UNAMBIGUOUS_NAME.test(name) || DROP_FROM_REQUEST.has(name) || DROP_FROM_REQUEST_PREFIX.test(name) };
     if (judgedNames.size >= MAX_JUDGED_NAMES) judgedNames.clear();
     judgedNames.set(raw, judged);
   }
@@ -123,7 +130,7 @@ export function buildUpstreamHeaders(rawHeaders: readonly string[], opts: Upstre
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const header = judgeRequestHeader(rawHeaders[i]!);
     if (header.name === 'connection') (connectionValues ??= []).push(rawHeaders[i + 1]!);
-    if (header.dropped || Object.hasOwn(injected, header.key)) continue;
+    if (header.dropped || Object.hasOwn(injected, header.name)) continue;
     out.push(header.name, rawHeaders[i + 1]!);
   }
   // Headers the client declared hop-by-hop, wherever they came in the request (never `host`, set above).

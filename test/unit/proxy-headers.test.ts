@@ -76,6 +76,15 @@ describe('buildUpstreamHeaders', () => {
     expect(out.get('authorization')).toEqual(['Bearer upstream-credential']);
   });
 
+  it('[J50] drops every name a CGI, WSGI or Rack upstream would fold onto another: only letters, digits and `-` pass', () => {
+    const folded = [
+      'Mcp_Session_Id', 'mcp_session-id', 'MCP_SESSION_ID', 'Mcp_Method', 'Mcp_Name', 'mcp_protocol_version', 'Last_Event_ID',
+      'X_Forwarded_User', 'x_api_key', 'Authorization_', '_authorization', 'Content_Type', 'Host_', 'x.forwarded.user', 'x~user', "x'user",
+    ];
+    const out = buildUpstreamHeaders([...folded.flatMap((name) => [name, 'attacker']), 'Mcp-Session-Id', 's1', 'X-Custom-9', 'v'], opts);
+    expect(out).toEqual(['host', 'upstream.internal:3000', 'mcp-session-id', 's1', 'x-custom-9', 'v', 'authorization', 'Bearer upstream-credential']);
+  });
+
   it('drops what Connection names, but never the injected credential', () => {
     const out = byName(
       buildUpstreamHeaders(

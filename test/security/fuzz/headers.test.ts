@@ -4,10 +4,15 @@
  * no hop-by-hop, credential or identity header reaches the upstream, the injected credential always
  * does (once, with its value, unremovable), and every ordinary header passes unchanged and in order.
  * And on the way back: no hop-by-hop, challenge, cookie or CORS header from the upstream.
+ * [J50] And read as a CGI, WSGI or Rack upstream reads them (`HTTP_` + upper case, `-` → `_`), the
+ * forwarded headers carry exactly the session id, method and name that Node handed the gateway.
  */
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import fc from 'fast-check';
-import { describe, expect } from 'vitest';
+import { afterAll, beforeAll, describe, expect } from 'vitest';
 import { buildUpstreamHeaders, filterResponseHeaders } from '../../../src/proxy/headers.js';
+import { buildRequest, rawRequest } from '../../helpers/raw-http.js';
 import { fuzz } from './harness.js';
 
 /** RFC 9110 §7.6.1 hop-by-hop headers and the de-facto ones. */
@@ -115,5 +120,60 @@ describe('[H36] [H38] response headers to the client', () => {
         }
       }),
     { numRuns: 1000 },
+  );
+});
+
+describe('[J50] CGI-style upstreams read the headers the gateway judged', () => {
+  /** The headers the gateway reads itself, and names that fold onto them in a CGI environment. */
+  const JUDGED = ['mcp-session-id', 'mcp-method', 'mcp-name', 'mcp-protocol-version', 'last-event-id'] as const;
+  const cgiKey = (name: string) => `HTTP_${name.toUpperCase().replaceAll('-', '_')}`;
+  /** A CGI/WSGI/Rack environment from a header list: repeated names joined with ", " as Node joins them. */
+  function cgiEnvironment(flat: readonly string[]): Map<string, string> {
+    const env = new Map<string, string>();
+    for (let i = 0; i < flat.length; i += 2) {
+      const key = cgiKey(flat[i]!);
+      const before = env.get(key);
+      env.set(key, before === undefined ? flat[i + 1]! : `${before}, ${flat[i + 1]!}`);
+    }
+    return env;
+  }
+  /** Any spelling a CGI reader folds onto one of JUDGED: random case, each `-` kept or turned into `_`. */
+  const folded = fc
+    .tuple(fc.constantFrom(...JUDGED), fc.array(fc.boolean(), { minLength: 20, maxLength: 20 }), fc.array(fc.boolean(), { minLength: 20, maxLength: 20 }))
+    .map(([name, upper, underscore]) => [...name].map((ch, i) => (ch === '-' && underscore[i] ? '_' : upper[i] ? ch.toUpperCase() : ch)).join(''));
+  const token = fc.stringMatching(/^[A-Za-z0-9/_.-]{1,12}$/);
+  const headerSet = fc.array(fc.tuple(folded, token), { minLength: 1, maxLength: 8 });
+
+  let server: Server;
+  let port: number;
+  let received: IncomingMessage | undefined;
+  beforeAll(async () => {
+    // The gateway's own server options for header parsing (src/server.ts).
+    server = createServer({ joinDuplicateHeaders: false, requireHostHeader: false }, (req, res) => {
+      received = req;
+      res.end();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    port = (server.address() as AddressInfo).port;
+  });
+  afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
+  fuzz(
+    'what a CGI-style upstream reads as Mcp-Session-Id, Mcp-Method, Mcp-Name, MCP-Protocol-Version and Last-Event-ID is what Node gave the gateway',
+    () =>
+      fc.asyncProperty(headerSet, async (pairs) => {
+        received = undefined;
+        await rawRequest(port, buildRequest({ method: 'POST', target: '/mcp', headers: pairs, body: '{}' }));
+        const req = received as IncomingMessage | undefined;
+        expect(req).toBeDefined();
+        const env = cgiEnvironment(buildUpstreamHeaders(req!.rawHeaders, { hostHeader: 'upstream.test', injected: {} }));
+        for (const name of JUDGED) {
+          // What the gateway judged: Node's reading of the `-` spelling (src/proxy/forward.ts, src/policy/mcp-headers.ts).
+          expect(env.get(cgiKey(name)), name).toBe(req!.headers[name]);
+        }
+        // No other spelling reaches the upstream at all.
+        for (const key of env.keys()) expect(key).not.toMatch(/[a-z]/);
+      }),
+    { numRuns: 300, longScale: 0.05 },
   );
 });
