@@ -5,7 +5,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { AuthContext } from '../auth/principal.js';
 import type { RouteConfig } from '../config/types.js';
-import { GatewayError, insufficientScope } from '../errors/gateway-error.js';
+import { deniedByPolicy, GatewayError, insufficientScope } from '../errors/gateway-error.js';
 import type { Audit } from '../observability/audit.js';
 import type { ResponseTransform } from '../proxy/forward.js';
 import { evaluate, evaluateOperation, type Decision, type MessageDecision } from './evaluate.js';
@@ -17,7 +17,7 @@ import { toolsListFilter, type ToolsListAnswers } from './tools-list-filter.js';
 /** Upper bound of a tools/list answer (JSON body, or one event) held in memory to filter it. */
 const MAX_FILTERED_BYTES = 16 * 1024 * 1024;
 
-export const DENIED_BY_POLICY = 'denied by policy';
+export const DENIED_BY_POLICY = 'denied by policy: no scope allows this operation';
 
 export interface PolicyRequest {
   method?: string;
@@ -112,12 +112,12 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
   };
 }
 
-/** 403 insufficient_scope: with the scopes that would allow it, or without any when none would. */
+/** 403 insufficient_scope with the scopes that would allow it; 403 denied by policy, with no challenge, when none would. */
 function refusal(decision: Decision): GatewayError {
   if (decision.reason === 'scope') {
     return insufficientScope('The token does not grant the scopes this operation requires', decision.requiredScopes);
   }
-  return insufficientScope(DENIED_BY_POLICY);
+  return deniedByPolicy(DENIED_BY_POLICY);
 }
 
 function toolsListIds(request: ParsedRequest): Set<string> {

@@ -161,16 +161,17 @@ describe('tools/call rules', () => {
     const admin = await openRawSession(url, tokens.admin);
     const res = await admin.post(toolCall(13, 'gzip-file-as-resource', { name: 'x', data: 'http://169.254.169.254/' }));
     expect(res.status).toBe(403);
-    expect(await res.json()).toEqual({ error: 'insufficient_scope', error_description: 'denied by policy' });
-    const params = challengeParams(res);
-    expect(params).toEqual({ error: 'insufficient_scope', error_description: 'denied by policy', resource_metadata: resourceMetadata() });
+    // No step-up could help: no insufficient_scope challenge (DESIGN §4).
+    expect(await res.json()).toEqual({ error: 'access_denied', error_description: 'denied by policy: no scope allows this operation' });
+    expect(res.headers.get('www-authenticate')).toBeNull();
     expect(upstreamSaw('gzip-file-as-resource')).toBe(0);
   });
 
   it('allow_clients: another client is denied by policy, the listed one passes', async () => {
     const res = await read.post(toolCall(14, 'get-sum', { a: 1, b: 2 }));
     expect(res.status).toBe(403);
-    expect(challengeParams(res)).not.toHaveProperty('scope');
+    expect(res.headers.get('www-authenticate')).toBeNull();
+    expect(await res.json()).toMatchObject({ error: 'access_denied' });
     const ci = await openRawSession(url, tokens.ci);
     const ok = await ci.post(toolCall(15, 'get-sum', { a: 1, b: 2 }));
     expect(ok.status).toBe(200);
@@ -197,7 +198,8 @@ describe('tools/call rules', () => {
     expect(challengeParams(res).scope).toBe('mcp:read mcp:write');
     const denied = await read.post([toolCall(23, 'echo', { message: 'batch-echo' }), toolCall(24, 'gzip-file-as-resource')]);
     expect(denied.status).toBe(403);
-    expect(challengeParams(denied)).not.toHaveProperty('scope');
+    expect(denied.headers.get('www-authenticate')).toBeNull();
+    expect(await denied.json()).toMatchObject({ error: 'access_denied' });
     expect(hop.requests.length).toBe(before);
     expect(upstreamSaw('batch-echo')).toBe(0);
     // The audit says the allowed-on-its-own echo was refused with its batch.
