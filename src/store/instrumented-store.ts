@@ -5,7 +5,7 @@ import type { Metrics } from '../observability/metrics.js';
 import { StoreUnavailableError, type Store } from './store.js';
 
 type StoreMetrics = Pick<Metrics, 'storeDuration' | 'storeErrors'>;
-type Operation = 'get' | 'set' | 'setIfAbsent' | 'take' | 'delete' | 'ping';
+type Operation = 'get' | 'set' | 'setIfAbsent' | 'take' | 'increment' | 'delete' | 'ping';
 
 export class InstrumentedStore implements Store {
   readonly kind: Store['kind'];
@@ -32,6 +32,10 @@ export class InstrumentedStore implements Store {
 
   take(key: string): Promise<string | undefined> {
     return this.#observe('take', () => this.backend.take(key));
+  }
+
+  increment(key: string, ttlMs: number): Promise<number> {
+    return this.#observe('increment', () => this.backend.increment(key, ttlMs));
   }
 
   delete(key: string): Promise<void> {

@@ -13,6 +13,14 @@ export function hashKeyPart(value: string): string {
 const key = (namespace: string, ...parts: string[]): string =>
   [namespace, ...parts.map(hashKeyPart)].join(':');
 
+// Key classes (a key's namespace, the text before its first `:`) that need a budget of their own.
+
+/** Pending authorizations: written by unauthenticated /authorize requests, so a flood must find them in a budget of their own. */
+export const PENDING_AUTHORIZATION_CLASS = 'pending-authz';
+
+/** Rate-limit counters: one per client address and window, written by unauthenticated requests. */
+export const RATE_LIMIT_CLASS = 'ratelimit';
+
 // --- protected resource / proxy ---------------------------------------------
 
 /** Principal that created an upstream session (`Mcp-Session-Id`) on a route. */
@@ -43,13 +51,13 @@ export const consentKey = (issuer: string, subject: string, clientId: string) =>
   key('consent', issuer, subject, clientId);
 
 /** An /authorize request waiting for consent or the IdP callback, by its `state`. */
-export const pendingAuthorizationKey = (state: string) => key('pending-authz', state);
+export const pendingAuthorizationKey = (state: string) => key(PENDING_AUTHORIZATION_CLASS, state);
 
 /** The third-party IdP tokens (encrypted) kept for a grant. */
 export const idpTokenKey = (grantId: string) => key('idp-token', grantId);
 
 /** A fixed-window rate-limit counter, e.g. `rateLimitKey('register', ip)`. */
-export const rateLimitKey = (bucket: string, subject: string) => key('ratelimit', bucket, subject);
+export const rateLimitKey = (bucket: string, subject: string) => key(RATE_LIMIT_CLASS, bucket, subject);
 
 /** A redeemed authorization code → its grant, so a replay can revoke what the code issued. */
 export const usedCodeKey = (code: string) => key('code-used', code);

@@ -24,6 +24,9 @@ export interface RedisStoreOptions {
 // Used only where GETDEL (Redis 6.2) is missing: the same read-and-delete, atomic as a script.
 const TAKE_SCRIPT = "local v = redis.call('GET', KEYS[1]); if v then redis.call('DEL', KEYS[1]) end; return v";
 
+// INCR keeps an existing key's expiry; the first increment sets it. One script, so no window is left without a TTL.
+const INCREMENT_SCRIPT = "local n = redis.call('INCR', KEYS[1]); if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end; return n";
+
 /** Beyond commandTimeout: a command queued while a Cluster (re)discovers its nodes has no per-node timer yet. */
 const DEADLINE_SLACK_MS = 100;
 
@@ -73,6 +76,11 @@ export class RedisStore implements Store {
       const value = await c.eval(TAKE_SCRIPT, 1, key);
       return typeof value === 'string' ? value : undefined;
     });
+  }
+
+  async increment(key: string, ttlMs: number): Promise<number> {
+    const ttl = assertTtl(ttlMs);
+    return this.#run('INCR', async (c) => Number(await c.eval(INCREMENT_SCRIPT, 1, key, ttl)));
   }
 
   async delete(key: string): Promise<void> {

@@ -11,6 +11,11 @@ export interface Store {
   setIfAbsent(key: string, value: string, ttlMs: number): Promise<boolean>;
   /** Atomically read and delete: of concurrent takers exactly one gets the value. */
   take(key: string): Promise<string | undefined>;
+  /**
+   * Atomically adds one to a counter and returns the new count; the first
+   * increment creates it with `ttlMs`, later ones keep that expiry (a fixed window).
+   */
+  increment(key: string, ttlMs: number): Promise<number>;
   delete(key: string): Promise<void>;
   /** Resolves when the backend answers; rejects (StoreUnavailableError) otherwise. */
   ping(): Promise<void>;

@@ -37,6 +37,10 @@ export class RecordingStore implements Store {
   take(key: string) {
     return this.inner.take(key);
   }
+  /** Rate-limit counters: not recorded, they hold no request data ("nothing stored" means none of it). */
+  increment(key: string, ttlMs: number) {
+    return this.inner.increment(key, ttlMs);
+  }
   delete(key: string) {
     return this.inner.delete(key);
   }

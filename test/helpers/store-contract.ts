@@ -79,6 +79,24 @@ export function describeStoreContract(backend: ContractBackend): void {
       expect(results.filter((r) => r !== undefined)).toEqual(['code']);
     });
 
+    it('increment counts from 1, and of 20 concurrent increments each sees a different count', async () => {
+      const key = k();
+      expect(await store.increment(key, 10_000)).toBe(1);
+      const counts = await Promise.all(Array.from({ length: 20 }, () => store.increment(key, 10_000)));
+      expect([...counts].sort((a, b) => a - b)).toEqual(Array.from({ length: 20 }, (_, i) => i + 2));
+      expect(await store.get(key)).toBe('21');
+    });
+
+    it('increment keeps the first TTL (a fixed window), then starts again at 1', async () => {
+      const key = k();
+      expect(await store.increment(key, 200)).toBe(1);
+      await sleep(120);
+      expect(await store.increment(key, 10_000)).toBe(2); // must not extend the window
+      await sleep(150);
+      expect(await store.increment(key, 10_000)).toBe(1);
+      await expect(store.increment(k(), 0)).rejects.toThrow(RangeError);
+    });
+
     it('delete removes a key, and is quiet about a missing one', async () => {
       const key = k();
       await store.set(key, 'v', 10_000);

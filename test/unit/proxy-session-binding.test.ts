@@ -24,6 +24,7 @@ const down: Store = {
   set: () => Promise.reject(new StoreUnavailableError('down')),
   setIfAbsent: () => Promise.reject(new StoreUnavailableError('down')),
   take: () => Promise.reject(new StoreUnavailableError('down')),
+  increment: () => Promise.reject(new StoreUnavailableError('down')),
   delete: () => Promise.reject(new StoreUnavailableError('down')),
   ping: () => Promise.reject(new StoreUnavailableError('down')),
   close: () => Promise.resolve(),
