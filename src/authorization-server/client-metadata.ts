@@ -1,8 +1,9 @@
 // RFC 7591 client metadata, as sent to /register or published in a Client ID
-// Metadata Document: checked field by field, unknown fields ignored (RFC 7591
-// §2), nothing fetched (logo_uri, jwks_uri).
+// Metadata Document (so always a dynamic client's): checked field by field,
+// unknown fields ignored (RFC 7591 §2), nothing fetched (logo_uri, jwks_uri).
 import { checkRedirectUri } from './redirect-uri.js';
-import { SUPPORTED_GRANT_TYPES, TOKEN_ENDPOINT_AUTH_METHODS, type GrantType, type TokenEndpointAuthMethod } from './client-record.js';
+import { dynamicGrantRefusal } from './client-grants.js';
+import { TOKEN_ENDPOINT_AUTH_METHODS, type GrantType, type TokenEndpointAuthMethod } from './client-record.js';
 
 export const MAX_REDIRECT_URIS = 20;
 const MAX_TEXT = 1000;
@@ -47,14 +48,12 @@ export function parseClientMetadata(input: Record<string, unknown>, options: Par
   const tokenEndpointAuthMethod = authMethod as TokenEndpointAuthMethod;
 
   const grantTypes = unique(stringArray(input.grant_types, 'grant_types') ?? ['authorization_code']);
+  // Only dynamic clients are described by metadata: the grants they may have are decided in client-grants.
   for (const grant of grantTypes) {
-    if (grant === 'implicit' || grant === 'password') throw invalid(`the ${grant} grant is not supported (OAuth 2.1)`);
-    if (!SUPPORTED_GRANT_TYPES.includes(grant as GrantType)) throw invalid(`grant type ${grant} is not supported`);
+    const refusal = dynamicGrantRefusal(grant);
+    if (refusal) throw invalid(refusal);
   }
   if (grantTypes.length === 0) throw invalid('grant_types must not be empty');
-  if (grantTypes.includes('client_credentials') && tokenEndpointAuthMethod === 'none') {
-    throw invalid('client_credentials is only for confidential clients (a token_endpoint_auth_method other than none)');
-  }
 
   const usesCode = grantTypes.includes('authorization_code');
   const responseTypes = unique(stringArray(input.response_types, 'response_types') ?? (usesCode ? ['code'] : []));

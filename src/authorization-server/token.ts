@@ -1,6 +1,9 @@
 // /token: authorization_code (PKCE S256, single use, replay revokes the
 // grant), refresh_token (rotation with reuse detection), client_credentials
-// (confidential clients). Every answer, success or error, is no-store.
+// (configured confidential clients only). Which client may use which grant is
+// decided in client-grants; what a code or refresh token still yields is
+// judged against the configuration loaded now, not the one it was issued
+// under. Every answer, success or error, is no-store.
 import { createHash } from 'node:crypto';
 import { Hono, type Context } from 'hono';
 import { GatewayError, temporarilyUnavailable } from '../errors/gateway-error.js';
@@ -9,13 +12,14 @@ import { StoreUnavailableError } from '../store/store.js';
 import type { AsContext } from './context.js';
 import { mintAccessToken } from './access-token.js';
 import { authenticateClient } from './client-auth.js';
-import { isConfidential, SUPPORTED_GRANT_TYPES, type ClientRecord, type GrantType } from './client-record.js';
+import { mayUseGrant } from './client-grants.js';
+import { SUPPORTED_GRANT_TYPES, type ClientRecord, type GrantType } from './client-record.js';
 import type { ClientRegistry } from './clients.js';
 import type { AuthorizationCodes } from './codes.js';
 import { publicCors } from './cors.js';
 import type { GrantInfo, Grants } from './grants.js';
 import { readForm, type Params } from './request-body.js';
-import { resolveResource, resolveScopes } from './resource-scope.js';
+import { resolveMachineScopes, resolveResource, stillGrantable } from './resource-scope.js';
 import { constantTimeEqual, randomToken } from './secrets.js';
 
 const CODE_VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/;
@@ -58,6 +62,7 @@ export function tokenRoutes(ctx: AsContext, deps: TokenDeps): Hono {
   async function authorizationCode(client: ClientRecord, params: Params): Promise<TokenResponse> {
     const code = params.get('code');
     if (!code) throw new GatewayError(400, 'invalid_request', 'code is required');
+    if (!mayUseGrant(client, 'authorization_code')) throw new GatewayError(400, 'unauthorized_client', 'This client is not registered for the authorization_code grant');
     const record = await deps.codes.peek(code);
     if (!record) {
       // Unknown, expired — or redeemed already: then what it issued is revoked.
@@ -87,8 +92,11 @@ export function tokenRoutes(ctx: AsContext, deps: TokenDeps): Hono {
       await revokeForReplay(record.grantId, client.clientId);
       throw invalidGrant('The authorization code is invalid, expired or already used');
     }
-    const grant: GrantInfo = { grantId: taken.grantId, clientId: client.clientId, subject: taken.subject, scopes: taken.scopes, resource: taken.resource };
-    const refreshToken = client.grantTypes.includes('refresh_token') ? await deps.grants.startFamily(grant) : undefined;
+    // A reload between /authorize and now may have withdrawn the resource or a scope.
+    const allowed = stillGrantable(ctx, client, taken.resource, taken.scopes);
+    if (!allowed.ok) throw new GatewayError(400, allowed.error, allowed.description);
+    const grant: GrantInfo = { grantId: taken.grantId, clientId: client.clientId, subject: taken.subject, scopes: allowed.value, resource: taken.resource };
+    const refreshToken = mayUseGrant(client, 'refresh_token') ? await deps.grants.startFamily(grant) : undefined;
     return issue('authorization_code', client, grant, grant.scopes, refreshToken);
   }
 
@@ -100,7 +108,7 @@ export function tokenRoutes(ctx: AsContext, deps: TokenDeps): Hono {
   async function refreshToken(client: ClientRecord, params: Params): Promise<TokenResponse> {
     const presented = params.get('refresh_token');
     if (!presented) throw new GatewayError(400, 'invalid_request', 'refresh_token is required');
-    if (!client.grantTypes.includes('refresh_token')) throw new GatewayError(400, 'unauthorized_client', 'This client is not registered for the refresh_token grant');
+    if (!mayUseGrant(client, 'refresh_token')) throw new GatewayError(400, 'unauthorized_client', 'This client is not registered for the refresh_token grant');
     // resource and scope are checked before rotating, so a bad request does not cost the client its refresh token.
     const found = await deps.grants.lookup(presented);
     const known = found?.clientId === client.clientId ? found : undefined;
@@ -110,19 +118,24 @@ export function tokenRoutes(ctx: AsContext, deps: TokenDeps): Hono {
     const requested = params.get('scope');
     const scopes = requested === undefined ? known?.scopes : requested.split(' ').filter((s) => s !== '');
     if (known && scopes && !scopes.every((s) => known.scopes.includes(s))) throw new GatewayError(400, 'invalid_scope', 'scope exceeds what was granted');
+    // Only what the configuration loaded now still allows (a reload may have withdrawn a scope,
+    // the route, or a static client's scope): judged before rotating, so nothing is minted from it.
+    const allowed = known && stillGrantable(ctx, client, known.resource, scopes ?? known.scopes);
+    if (allowed && !allowed.ok) throw new GatewayError(400, allowed.error, allowed.description);
     const { grant, refreshToken: next } = await deps.grants.rotate(presented, client.clientId, (reused) => {
       ctx.audit.record({ event: 'grant_revoked', reason: 'refresh_token_reuse', sub: reused.subject, client_id: reused.clientId });
     });
-    return issue('refresh_token', client, grant, scopes ?? grant.scopes, next);
+    // rotate succeeds only for the grant looked up above; judged again only if that lookup raced.
+    const granted = allowed ?? stillGrantable(ctx, client, grant.resource, scopes ?? grant.scopes);
+    if (!granted.ok) throw new GatewayError(400, granted.error, granted.description);
+    return issue('refresh_token', client, grant, granted.value, next);
   }
 
   async function clientCredentials(client: ClientRecord, params: Params): Promise<TokenResponse> {
-    if (!isConfidential(client) || !client.grantTypes.includes('client_credentials')) {
-      throw new GatewayError(400, 'unauthorized_client', 'This client may not use the client_credentials grant');
-    }
+    if (!mayUseGrant(client, 'client_credentials')) throw new GatewayError(400, 'unauthorized_client', 'This client may not use the client_credentials grant');
     const route = resolveResource(ctx, params.get('resource'));
     if (!route.ok) throw new GatewayError(400, route.error, route.description);
-    const scopes = resolveScopes(route.value, client, params.get('scope'));
+    const scopes = resolveMachineScopes(route.value, client, params.get('scope'));
     if (!scopes.ok) throw new GatewayError(400, scopes.error, scopes.description);
     const grant: GrantInfo = { grantId: randomToken(16), clientId: client.clientId, subject: client.clientId, scopes: scopes.value, resource: route.value.resource };
     return issue('client_credentials', client, grant, grant.scopes);

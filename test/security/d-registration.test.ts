@@ -177,10 +177,8 @@ describe('[D16] grants a public client may not have', () => {
     await expectRefused({ ...base, redirect_uris: ['https://app.example/cb'], ...extra }, 400, 'invalid_client_metadata');
   });
 
-  it('a confidential client may have client_credentials', async () => {
-    const res = await register({ client_name: 'svc', token_endpoint_auth_method: 'client_secret_basic', grant_types: ['client_credentials'] });
-    expect(res.status, res.text).toBe(201);
-    expect(res.json.grant_types).toEqual(['client_credentials']);
+  it('a confidential client may not have client_credentials either: machine tokens are for configured clients ([J46])', async () => {
+    await expectRefused({ client_name: 'svc', token_endpoint_auth_method: 'client_secret_basic', grant_types: ['client_credentials'] }, 400, 'invalid_client_metadata');
   });
 });
 
