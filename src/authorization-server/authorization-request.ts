@@ -1,7 +1,10 @@
 // Validates an /authorize request in the order that keeps it safe: first the
 // client and its redirect URI — on failure an error page, never a redirect
 // (an unverified redirect_uri would make the AS an open redirector) — then
-// everything else, whose errors go back to the now-trusted redirect URI.
+// everything else. Those later errors go back to the redirect URI only for a
+// client the operator configured; a dynamic client's redirect URI is whatever
+// anyone registered, so before the user has seen the consent page naming it,
+// its errors are an error page too (RFC 9700 §4.11.2).
 import type { AsContext } from './context.js';
 import type { ClientRecord } from './client-record.js';
 import type { ClientRegistry } from './clients.js';
@@ -17,7 +20,7 @@ export type ValidatedRequest =
   | { outcome: 'ok'; client: ClientRecord; request: AuthorizationRequest; forceConsent: boolean }
   /** Shown to the user as a page: nothing is redirected, nothing stored. */
   | { outcome: 'page'; title: string; message: string }
-  /** Sent back to the client's (verified) redirect URI. */
+  /** Sent back to the (verified) redirect URI of a client the operator configured. */
   | { outcome: 'redirect'; redirectUri: string; state: string | undefined; error: string; description: string };
 
 export async function validateAuthorizationRequest(ctx: AsContext, clients: ClientRegistry, search: URLSearchParams): Promise<ValidatedRequest> {
@@ -48,7 +51,10 @@ export async function validateAuthorizationRequest(ctx: AsContext, clients: Clie
   }
 
   const state = repeated('state') ? undefined : single('state');
-  const fail = (error: string, description: string): ValidatedRequest => ({ outcome: 'redirect', redirectUri, state, error, description });
+  const fail = (error: string, description: string): ValidatedRequest =>
+    client.kind === 'static'
+      ? { outcome: 'redirect', redirectUri, state, error, description }
+      : page('Invalid request', `The application sent an authorization request that cannot be processed: ${description} (${error}).`);
 
   // Several resources (RFC 8707 allows them) would need a token per audience: one MCP server per authorization here.
   if (repeated('resource')) return fail('invalid_target', 'exactly one resource is accepted');

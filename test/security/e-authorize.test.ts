@@ -29,7 +29,14 @@ async function registerClient(gw: AsGateway, redirectUris: string[]): Promise<st
 }
 
 beforeAll(async () => {
-  gateway = await startAsGateway({ upstream: 'http://127.0.0.1:9/mcp' });
+  // A client the operator configured: its errors after the redirect URI check go back there (RFC 6749 §4.1.2.1).
+  // A dynamic client's are an error page until consent (j-as-clients.test.ts, [J49]).
+  redirectUri = `http://127.0.0.1:${await freePort()}/callback`;
+  clientId = 'authorize-tests';
+  gateway = await startAsGateway({
+    upstream: 'http://127.0.0.1:9/mcp',
+    authorizationServer: { clients: [{ client_id: clientId, client_name: 'authorize tests', redirect_uris: [redirectUri, 'http://localhost:7000/cb', 'https://app.example/cb'] }] },
+  });
   multi = await startAsGateway({
     upstream: 'http://127.0.0.1:9/mcp',
     routes: {
@@ -37,8 +44,6 @@ beforeAll(async () => {
       'b.yaml': { path: '/b/mcp', scopes_supported: ['mcp:read'] },
     },
   });
-  redirectUri = `http://127.0.0.1:${await freePort()}/callback`;
-  clientId = await registerClient(gateway, [redirectUri, 'http://localhost:7000/cb', 'https://app.example/cb']);
   resource = `${gateway.issuer}/everything/mcp`;
 });
 afterAll(async () => {
@@ -236,11 +241,11 @@ describe('[E21] resource must be one of the gateway canonical URIs', () => {
     const uri = `http://127.0.0.1:${await freePort()}/cb`;
     const id = await registerClient(multi, [uri]);
     const params = { response_type: 'code', client_id: id, redirect_uri: uri, code_challenge: CHALLENGE, code_challenge_method: 'S256', state: 'm' };
+    // A dynamic client: the error is shown, not redirected ([J49]).
     const without = await get(authorizeUrl(multi, params));
-    expect(without.status).toBe(302);
-    const location = new URL(without.headers.get('location')!);
-    expect(location.searchParams.get('error')).toBe('invalid_target');
-    expect(location.searchParams.get('iss')).toBe(multi.issuer);
+    expect(without.status).toBe(400);
+    expect(without.headers.get('location')).toBeNull();
+    expect(without.body).toContain('invalid_target');
     const withResource = await get(authorizeUrl(multi, { ...params, resource: `${multi.issuer}/b/mcp` }));
     expect(withResource.status).toBe(200);
   });
