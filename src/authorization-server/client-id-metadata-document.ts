@@ -1,7 +1,9 @@
 // Client ID Metadata Documents (draft-ietf-oauth-client-id-metadata-document,
 // MCP 2025-11-25): a `client_id` that is an https URL names a JSON document
-// describing the client. It is fetched through the SSRF guard, must name
-// itself as `client_id`, and is cached per HTTP caching within fixed bounds.
+// describing the client. It is fetched through the SSRF guard without
+// following any redirect (else an open redirector on a trusted host would let
+// anyone serve that host's client), must be served as JSON, must name itself
+// as `client_id`, and is cached per HTTP caching within fixed bounds.
 // The cache is in process memory, not the store: a URL anyone can choose must
 // not make the shared store grow.
 import { LRUCache } from 'lru-cache';
@@ -67,12 +69,15 @@ export class ClientMetadataDocuments {
     checkClientIdUrl(clientId);
     let response;
     try {
-      response = await this.fetcher.fetch(clientId);
+      response = await this.fetcher.fetch(clientId, { redirects: 'refuse' });
     } catch (err) {
       if (err instanceof SafeFetchError) throw new ClientMetadataDocumentError(`the client metadata document could not be fetched (${err.reason})`, { cause: err });
       throw err;
     }
     if (response.status !== 200) throw new ClientMetadataDocumentError(`the client metadata document answered HTTP ${response.status}`);
+    if (!isJsonContentType(response.headers['content-type'])) {
+      throw new ClientMetadataDocumentError('the client metadata document is not served as application/json');
+    }
     let document: unknown;
     try {
       document = JSON.parse(response.body.toString('utf8'));
@@ -122,6 +127,27 @@ function checkClientIdUrl(clientId: string): void {
   if (rawPath.split('/').some((segment) => segment === '.' || segment === '..' || /^%2e%2e?$|^\.%2e$/i.test(segment))) {
     throw new ClientMetadataDocumentError('a client_id URL must not contain dot segments');
   }
+}
+
+/** A media type token (RFC 6838 restricted-name) and a parameter value (token or quoted-string, RFC 9110 §5.6.6). */
+const JSON_MEDIA_TYPE = /^application\/(?:json|[a-z0-9][a-z0-9!#$&^_.+-]*\+json)$/;
+const PARAMETER = /^([!#$%&'*+.^_`|~0-9a-z-]+)=("(?:[^"\\]|\\.)*"|[!#$%&'*+.^_`|~0-9a-z-]+)$/;
+
+/**
+ * Whether a Content-Type says JSON: exactly one header, `application/json` or
+ * `application/<name>+json` (case-insensitive), with well-formed parameters of
+ * which a charset, if any, is UTF-8 (RFC 8259 §8.1). Missing, text/*,
+ * application/jsonp, application/json-seq and anything else are not JSON.
+ */
+export function isJsonContentType(header: string | string[] | undefined): boolean {
+  if (typeof header !== 'string') return false;
+  const [type = '', ...parameters] = header.toLowerCase().split(';').map((part) => part.trim());
+  if (!JSON_MEDIA_TYPE.test(type)) return false;
+  return parameters.every((parameter) => {
+    const match = PARAMETER.exec(parameter);
+    if (!match) return false;
+    return match[1] !== 'charset' || /^"?utf-8"?$/.test(match[2] as string);
+  });
 }
 
 /** max-age, held within [5 min, 24 h]; no-store, no-cache or no header: the minimum. */

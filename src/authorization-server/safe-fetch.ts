@@ -3,7 +3,8 @@
 // https only; the host's addresses are resolved once, checked against every
 // non-public range, and the connection goes to the checked address (no DNS
 // rebinding between check and connect); redirects are followed by hand and
-// re-checked; size and time are bounded.
+// re-checked, or refused where the caller must not follow any; size and time
+// are bounded.
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
 import { Agent, request } from 'undici';
@@ -21,7 +22,7 @@ export interface SafeFetchOptions {
   ca?: string;
 }
 
-export type SafeFetchFailure = 'not_https' | 'forbidden_address' | 'too_many_redirects' | 'too_large' | 'timeout' | 'network';
+export type SafeFetchFailure = 'not_https' | 'forbidden_address' | 'too_many_redirects' | 'redirect_refused' | 'too_large' | 'timeout' | 'network';
 
 export class SafeFetchError extends Error {
   override readonly name = 'SafeFetchError';
@@ -42,8 +43,13 @@ export interface SafeResponse {
   body: Buffer;
 }
 
+export interface FetchCallOptions {
+  /** 'refuse': a redirect answer is an error (redirect_refused), its target never fetched. Default 'follow'. */
+  redirects?: 'follow' | 'refuse';
+}
+
 export interface SafeFetcher {
-  fetch(url: string): Promise<SafeResponse>;
+  fetch(url: string, options?: FetchCallOptions): Promise<SafeResponse>;
   close(): Promise<void>;
 }
 
@@ -159,7 +165,7 @@ export function createSafeFetcher(options: SafeFetchOptions = {}): SafeFetcher {
   }
 
   return {
-    async fetch(target) {
+    async fetch(target, callOptions = {}) {
       const signal = AbortSignal.timeout(timeoutMs);
       let url = new URL(target);
       try {
@@ -167,6 +173,7 @@ export function createSafeFetcher(options: SafeFetchOptions = {}): SafeFetcher {
           const response = await fetchOnce(url, signal);
           const location = response.headers.location;
           if (!REDIRECT_STATUSES.has(response.status) || typeof location !== 'string') return response;
+          if (callOptions.redirects === 'refuse') throw new SafeFetchError('redirect_refused', `the URL answered a redirect (HTTP ${response.status}), which is not followed`);
           if (hop >= maxRedirects) throw new SafeFetchError('too_many_redirects', `more than ${maxRedirects} redirects`);
           // Every hop is checked again: scheme here, addresses at connect.
           url = new URL(location, url);
