@@ -6,6 +6,7 @@ import { Hono } from 'hono';
 import { getRequestListener, RequestError } from '@hono/node-server';
 import { GatewayError } from './errors/gateway-error.js';
 import { errorResponse, toGatewayError } from './errors/respond.js';
+import { checkRequestFraming } from './proxy/request-framing.js';
 import { parseRequestTarget } from './proxy/request-target.js';
 import type { RouteConfig } from './config/types.js';
 import type { Logger } from './observability/logger.js';
@@ -51,6 +52,7 @@ export function createApp(deps: AppDeps): GatewayApp {
   const listener: NodeListener = (req, res) => {
     let target: { path: string; search: string };
     try {
+      checkRequestFraming(req);
       requireSingleHost(req.rawHeaders);
       target = parseRequestTarget(req.url ?? '');
     } catch (err) {

@@ -27,6 +27,7 @@ export type GatewayErrorCode =
   | 'bad_gateway'
   | 'gateway_timeout'
   | 'request_header_fields_too_large'
+  | 'http_version_not_supported'
   | 'unsupported_media_type'
   | 'too_many_requests';
 
