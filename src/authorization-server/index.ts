@@ -2,7 +2,7 @@
 // configuration load from the GatewayConfig, mounted at the host root.
 import { Hono } from 'hono';
 import type { GatewayConfig, RouteConfig } from '../config/types.js';
-import { isLoopbackUrl } from '../config/urls.js';
+import { refuseDevLogin } from '../config/dev-login-placement.js';
 import { temporarilyUnavailable } from '../errors/gateway-error.js';
 import { errorResponse, toGatewayError } from '../errors/respond.js';
 import type { TokenVerifier } from '../auth/verifier.js';
@@ -29,17 +29,19 @@ import { devLogin } from './login/dev-login.js';
 import { oidcLogin } from './login/oidc-login.js';
 import type { LoginMethodFactory, LoginServices } from './login/login-method.js';
 import { metadataRoutes } from './metadata.js';
+import { FLOOD_LIMITED_PATHS, floodLimits } from './flood-limits.js';
 import { errorPage } from './pages/respond-page.js';
 import { RateLimiter, type RateLimit } from './rate-limit.js';
 import { registerRoutes } from './register.js';
 import { revokeRoutes } from './revoke.js';
+import { RevokedGrants } from './revoked-grants.js';
 import { createSafeFetcher, type SafeFetchOptions } from './safe-fetch.js';
 import { tokenRoutes } from './token.js';
 
 export interface AuthorizationServerOptions {
   /** Test only, never from configuration: SSRF guard settings for Client ID Metadata Document fetches. */
   safeFetch?: SafeFetchOptions;
-  /** Successful registrations per client IP; default 60 per 10 minutes. */
+  /** Successful registrations per client address; default: `authorization_server.rate_limits.registrations`. */
   registrationRateLimit?: RateLimit;
   /** Where a dev signing key is kept; default `<cwd>/.dev-keys`. */
   devKeyDirectory?: string;
@@ -71,7 +73,6 @@ export interface AuthorizationServer {
   close(): Promise<void>;
 }
 
-const DEFAULT_REGISTRATION_RATE_LIMIT: RateLimit = { max: 60, windowMs: 10 * 60_000 };
 const MIN_REGISTRATION_TTL_MS = 30 * 24 * 3600_000;
 const BUILTIN_LOGIN_METHODS: Record<string, LoginMethodFactory> = { dev: devLogin, oidc: oidcLogin };
 
@@ -79,9 +80,9 @@ export async function createAuthorizationServer(config: GatewayConfig, deps: Aut
   const asConfig = config.authorizationServer;
   if (!asConfig) throw new Error('the built-in authorization server is not enabled');
   const options = deps.options ?? {};
-  if (asConfig.login.kind === 'dev' && !isLoopbackUrl(config.publicUrl)) {
-    throw new Error(`the dev login is refused unless public_url is loopback (public_url is ${config.publicUrl})`);
-  }
+  // Also checked when the configuration is resolved; a config built in code comes here directly.
+  const devLoginRefusal = asConfig.login.kind === 'dev' ? refuseDevLogin(config.publicUrl, config.host) : undefined;
+  if (devLoginRefusal) throw new Error(devLoginRefusal);
   const loginFactory = { ...BUILTIN_LOGIN_METHODS, ...options.loginMethods }[asConfig.login.kind];
   if (!loginFactory) throw new Error(`authorization_server.login.kind ${asConfig.login.kind} is not available in this build`);
 
@@ -110,7 +111,10 @@ export async function createAuthorizationServer(config: GatewayConfig, deps: Aut
     registrationTtlMs: Math.max(MIN_REGISTRATION_TTL_MS, asConfig.refreshTokenTtlMs),
   });
   const codes = new AuthorizationCodes(deps.store, Math.min(options.codeTtlMs ?? CODE_TTL_MS, CODE_TTL_MS));
-  const grants = new Grants(deps.store, asConfig.refreshTokenTtlMs);
+  const revokedGrants = new RevokedGrants({ store: deps.store, issuer: ctx.issuer, accessTokenTtlMs: asConfig.accessTokenTtlMs, logger: deps.logger, metrics: ctx.metrics });
+  // The first read is awaited, so a new replica knows the revocations made before it started.
+  await revokedGrants.start();
+  const grants = new Grants(deps.store, asConfig.refreshTokenTtlMs, revokedGrants);
   // Counted here, once, whoever revokes: the client, reuse detection, a code replay or the IdP.
   grants.onRevoke((_grantId, reason) => ctx.metrics.grantsRevoked.labels(reason).inc());
   const interactions = new Interactions(deps.store);
@@ -136,10 +140,13 @@ export async function createAuthorizationServer(config: GatewayConfig, deps: Aut
     if (error.status >= 500) deps.logger.warn({ err: error.cause ?? err, status: error.status }, 'authorization server request failed');
     return errorResponse(error);
   });
+  // Before every handler: a request over its limit reads no body and writes nothing.
+  const limitFloods = floodLimits(ctx, deps.store, asConfig.rateLimits);
+  for (const path of FLOOD_LIMITED_PATHS) routes.use(path, limitFloods);
   routes.route('/', metadataRoutes(ctx));
   routes.route('/', jwksRoutes(ctx));
   if (asConfig.dynamicRegistration) {
-    const rateLimiter = new RateLimiter(deps.store, 'register', options.registrationRateLimit ?? DEFAULT_REGISTRATION_RATE_LIMIT);
+    const rateLimiter = new RateLimiter(deps.store, 'register', options.registrationRateLimit ?? asConfig.rateLimits.registrations);
     routes.route('/', registerRoutes(ctx, { clients, rateLimiter }));
   }
   routes.route('/', authorizeRoutes(ctx, { clients, interactions, browser, consents, login }));
@@ -150,11 +157,12 @@ export async function createAuthorizationServer(config: GatewayConfig, deps: Aut
 
   return {
     routes,
-    builtinVerifier: createBuiltinVerifier(ctx.issuer, keys),
+    builtinVerifier: createBuiltinVerifier(ctx.issuer, keys, revokedGrants),
     signer: keys.signer,
     idpTokens: login.idpTokens,
     issuer: ctx.issuer,
     close: async () => {
+      revokedGrants.close();
       await fetcher?.close();
     },
   };

@@ -5,10 +5,11 @@
 import { formatIssue, type ConfigIssue } from './config-error.js';
 import { parseDuration } from './duration.js';
 import { readSecret } from './secrets.js';
-import { canonicalUrl, isLoopbackUrl, isPlainHttpRemote, resourceMetadataUrl } from './urls.js';
+import { canonicalUrl, isPlainHttpRemote, resourceMetadataUrl } from './urls.js';
+import { refuseDevLogin } from './dev-login-placement.js';
 import type { ConfigPath, Locate } from './yaml-file.js';
 import type { GatewayFile, RouteFile, SecretRefValue } from './schema.js';
-import type { AuthorizationServerConfig, GatewayConfig, RouteConfig, RuleConfig, StaticClientConfig, StoreConfig, TokenConfig, UpstreamAuthConfig } from './types.js';
+import type { AuthorizationServerConfig, AuthorizationServerRateLimits, GatewayConfig, RouteConfig, RuleConfig, StaticClientConfig, StoreConfig, TokenConfig, UpstreamAuthConfig } from './types.js';
 import { checkRedirectUri } from '../authorization-server/redirect-uri.js';
 
 export interface Located<T> {
@@ -48,7 +49,7 @@ class Resolver {
   async run(): Promise<{ config: GatewayConfig; issues: ConfigIssue[] }> {
     const { value: g, at } = this.input.gateway;
     const publicUrl = canonicalUrl(g.public_url);
-    const authorizationServer = g.authorization_server?.enabled ? await this.authorizationServer(g.authorization_server, publicUrl, at) : undefined;
+    const authorizationServer = g.authorization_server?.enabled ? await this.authorizationServer(g.authorization_server, publicUrl, g.listen.host, at) : undefined;
 
     const routes: RouteConfig[] = [];
     const byPath = new Map<string, string>();
@@ -98,12 +99,11 @@ class Resolver {
     return { config, issues: this.issues };
   }
 
-  private async authorizationServer(a: AsFile, publicUrl: string, at: Locate): Promise<AuthorizationServerConfig> {
+  private async authorizationServer(a: AsFile, publicUrl: string, listenHost: string, at: Locate): Promise<AuthorizationServerConfig> {
     const base = ['authorization_server'];
-    if (a.login.kind === 'dev' && !isLoopbackUrl(publicUrl)) {
-      // Anyone could sign in as anyone: only for a gateway nobody else can reach.
-      this.issue(at, [...base, 'login'], `the dev login is refused unless public_url is loopback (public_url is ${publicUrl})`);
-    }
+    // Anyone could sign in as anyone: only for a gateway nobody else can reach.
+    const devLoginRefusal = a.login.kind === 'dev' ? refuseDevLogin(publicUrl, listenHost) : undefined;
+    if (devLoginRefusal) this.issue(at, [...base, 'login'], devLoginRefusal);
     if (a.login.kind === 'oidc') this.warnHttp(at, [...base, 'login', 'issuer'], a.login.issuer);
     const login = a.login.kind === 'dev' ? a.login : {
       kind: 'oidc' as const,
@@ -123,6 +123,7 @@ class Resolver {
       clientIdMetadataDocuments: a.registration.client_id_metadata_documents,
       login,
       clients: await this.staticClients(a, at),
+      rateLimits: rateLimits(a.rate_limits),
     };
   }
 
@@ -283,4 +284,16 @@ function isJsonObject(text: string): boolean {
   } catch {
     return false;
   }
+}
+
+function rateLimits(r: AsFile['rate_limits']): AuthorizationServerRateLimits {
+  const limit = (l: { requests: number; window: string }) => ({ max: l.requests, windowMs: parseDuration(l.window) });
+  return {
+    authorize: limit(r.authorize),
+    token: limit(r.token),
+    register: limit(r.register),
+    registrations: limit(r.registrations),
+    interaction: limit(r.interaction),
+    pendingAuthorizations: limit(r.pending_authorizations),
+  };
 }

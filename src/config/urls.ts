@@ -1,4 +1,5 @@
 // URL rules shared by resolution and the routes that serve metadata.
+import { BlockList, isIP } from 'node:net';
 
 /** Canonical form of a resource or base URL (RFC 8707, MCP): lowercase scheme and host, default port dropped, no trailing slash. */
 export function canonicalUrl(url: string): string {
@@ -12,9 +13,24 @@ export function resourceMetadataUrl(resource: string): string {
   return `${u.origin}/.well-known/oauth-protected-resource${u.pathname === '/' ? '' : u.pathname.replace(/\/+$/, '')}`;
 }
 
+const LOOPBACK = new BlockList();
+LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4');
+LOOPBACK.addAddress('::1', 'ipv6');
+LOOPBACK.addSubnet('::ffff:127.0.0.0', 104, 'ipv6');
+
+/**
+ * A host only this machine reaches: `localhost`, 127.0.0.0/8, ::1 (also in
+ * brackets, and IPv4-mapped). `0.0.0.0` and `::` listen everywhere: not loopback.
+ */
+export function isLoopbackHost(host: string): boolean {
+  const bare = host.toLowerCase().replace(/^\[(.*)\]$/, '$1');
+  if (bare === 'localhost') return true;
+  const family = isIP(bare);
+  return family !== 0 && LOOPBACK.check(bare, family === 4 ? 'ipv4' : 'ipv6');
+}
+
 export function isLoopbackUrl(url: string): boolean {
-  const host = new URL(url).hostname;
-  return host === 'localhost' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host);
+  return isLoopbackHost(new URL(url).hostname);
 }
 
 /** An http: URL that leaves the machine: allowed, but worth a warning. */

@@ -165,13 +165,13 @@ describe('loadConfig', () => {
     await write({ 'gateway.yaml': GATEWAY, 'a.yaml': ROUTE });
     const config = await loadConfig(dir, {
       PORT: '7000',
-      HOST: '::',
+      HOST: '::1', // loopback: the dev login (the default) is refused elsewhere
       PUBLIC_URL: 'http://LOCALHOST:7000/',
       LOG_LEVEL: 'debug',
       REDIS_URL: 'redis://redis:6379/0',
     });
     expect(config).toMatchObject({
-      host: '::',
+      host: '::1',
       port: 7000,
       publicUrl: 'http://localhost:7000',
       logLevel: 'debug',
@@ -218,11 +218,22 @@ describe('loadConfig', () => {
     expect(config.warnings).toEqual([`${join(dir, 'a.yaml')}:2:11: upstream: http://10.0.0.5/mcp is plain http to a non-loopback host`]);
   });
 
-  it('refuses the dev login on a non-loopback public_url', async () => {
-    await write({ 'gateway.yaml': 'public_url: https://mcp.example.com\nauthorization_server:\n  login: { kind: dev }\n', 'a.yaml': ROUTE });
+  it('[J51] refuses the dev login on a non-loopback public_url', async () => {
+    await write({ 'gateway.yaml': 'listen: { host: 127.0.0.1 }\npublic_url: https://mcp.example.com\nauthorization_server:\n  login: { kind: dev }\n', 'a.yaml': ROUTE });
     expect(await loadErrors()).toEqual([
-      'gateway.yaml:3:10: authorization_server.login: the dev login is refused unless public_url is loopback (public_url is https://mcp.example.com)',
+      'gateway.yaml:4:10: authorization_server.login: the dev login is refused unless public_url is loopback (127.0.0.0/8, ::1 or localhost); its host is mcp.example.com',
     ]);
+  });
+
+  it('[J51] refuses the dev login on a non-loopback listen address, the default 0.0.0.0 and a HOST override included', async () => {
+    await write({ 'gateway.yaml': 'public_url: http://127.0.0.1:8080\nauthorization_server:\n  login: { kind: dev }\n', 'a.yaml': ROUTE });
+    expect(await loadErrors()).toEqual([
+      'gateway.yaml:3:10: authorization_server.login: the dev login is refused unless listen.host is loopback (127.0.0.0/8, ::1 or localhost); listen.host is 0.0.0.0',
+    ]);
+    await write({ 'gateway.yaml': 'listen: { host: 127.0.0.1 }\npublic_url: http://127.0.0.1:8080\nauthorization_server:\n  login: { kind: dev }\n' });
+    await expect(loadConfig(dir, {})).resolves.toBeDefined();
+    const viaEnv = (await loadConfig(dir, { HOST: '::' }).catch((e: unknown) => e)) as ConfigError;
+    expect(viaEnv.issues.map((i) => i.message)).toEqual([expect.stringContaining('listen.host is ::')]);
   });
 
   it('loads a single file with inline routes, locating their issues', async () => {
