@@ -1,7 +1,9 @@
 // /authorize (GET, or POST with a form): validates the request, keeps it
 // server-side, and moves the browser on — to the consent page, or, when this
 // browser already approved exactly this (client, redirect URI, resource,
-// scopes), straight to the login.
+// scopes), straight to the login; the user who then signs in must have
+// approved it themselves, or sees a consent page of their own
+// (complete-authorization).
 import { Hono, type Context } from 'hono';
 import type { AsContext } from './context.js';
 import { validateAuthorizationRequest } from './authorization-request.js';
@@ -10,6 +12,7 @@ import type { BrowserBinding } from './browser.js';
 import type { ClientRegistry } from './clients.js';
 import { redirect } from './complete-authorization.js';
 import type { ConsentMemory } from './consent-memory.js';
+import { withConsent } from './consent-state.js';
 import { renderConsent } from './consent.js';
 import type { Interactions } from './interactions.js';
 import type { LoginMethod } from './login/login-method.js';
@@ -37,9 +40,8 @@ export function authorizeRoutes(ctx: AsContext, deps: AuthorizeDeps): Hono {
     const { client, request, forceConsent } = validated;
     const browserId = await deps.browser.ensureBrowserId(c);
     if (!forceConsent && (await deps.consents.covers(c, browserId, request))) {
-      ctx.audit.record({ event: 'consent', decision: 'allow', remembered: true, client_id: request.clientId, resource: request.resource, scope: request.scopes.join(' ') });
-      ctx.metrics.consentDecisions.labels('remembered').inc();
-      const interaction = await deps.interactions.create('login', request, browserId);
+      // Counted as remembered once the signed-in user is known to have approved it.
+      const interaction = await deps.interactions.create('login', withConsent(request, { consent: 'browser' }), browserId);
       return deps.login.start(c, interaction, browserId);
     }
     const interaction = await deps.interactions.create('consent', request, browserId);

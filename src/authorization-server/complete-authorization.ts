@@ -1,18 +1,21 @@
-// The end of a successful interaction: the code (bound to the client, the
+// The end of a successful interaction: the signed-in user's own consent
+// (given on the page in this flow, remembered for this user, or asked for now
+// on a consent page of their own), then the code (bound to the client, the
 // redirect URI, the PKCE challenge, the resource, the scopes and the user),
-// the user's consent recorded, and the redirect back with code, state and iss.
+// and the redirect back with code, state and iss.
 import type { Context } from 'hono';
-import { consentKey } from '../store/keys.js';
 import type { AsContext } from './context.js';
 import { authorizationRedirectUrl } from './authorization-response.js';
+import { BrowserBinding } from './browser.js';
 import type { AuthorizationCodes } from './codes.js';
 import type { ClientRegistry } from './clients.js';
-import type { Interaction } from './interactions.js';
+import { consentState, withConsent } from './consent-state.js';
+import { renderConsent } from './consent.js';
+import { Interactions, type Interaction } from './interactions.js';
 import type { AuthenticatedUser, LoginFailure } from './login/login-method.js';
+import { errorPage } from './pages/respond-page.js';
 import { randomToken } from './secrets.js';
-
-/** How long a user's consent record (for a future "connected apps" page) lives unused. */
-const CONSENT_RECORD_TTL_MS = 30 * 24 * 3600_000;
+import { UserConsents } from './user-consents.js';
 
 export interface CompletionDeps {
   codes: AuthorizationCodes;
@@ -20,10 +23,24 @@ export interface CompletionDeps {
 }
 
 export function createCompletion(ctx: AsContext, deps: CompletionDeps) {
+  const userConsents = new UserConsents(ctx.store, ctx.issuer);
+  // Stateless views of the same cookie secret and store the rest of the AS uses.
+  const browser = new BrowserBinding(ctx.keys.cookieSecret);
+  const interactions = new Interactions(ctx.store);
+
   async function complete(c: Context, interaction: Interaction, user: AuthenticatedUser): Promise<Response> {
     const { request } = interaction;
-    const grantId = randomToken(16);
-    await user.bindToGrant?.(grantId);
+    const state = consentState(request);
+    if (state.consent !== 'page' && !(await userConsents.covers(user.subject, request))) {
+      return askSignedInUser(c, interaction, user);
+    }
+    if (state.consent !== 'page') {
+      ctx.audit.record({ event: 'consent', decision: 'allow', remembered: true, sub: user.subject, client_id: request.clientId, resource: request.resource, scope: request.scopes.join(' ') });
+      ctx.metrics.consentDecisions.labels('remembered').inc();
+    }
+    // A login paused for the consent page was bound to its grant before the page.
+    const grantId = state.signedIn?.grantId ?? randomToken(16);
+    if (!state.signedIn) await user.bindToGrant?.(grantId);
     const code = await deps.codes.issue({
       clientId: request.clientId,
       redirectUri: request.redirectUri,
@@ -35,15 +52,28 @@ export function createCompletion(ctx: AsContext, deps: CompletionDeps) {
       grantId,
       authTime: Math.floor(Date.now() / 1000),
     });
-    await ctx.store.set(
-      consentKey(ctx.issuer, user.subject, request.clientId),
-      JSON.stringify({ redirectUri: request.registeredRedirectUri, resource: request.resource, scopes: request.scopes, at: Date.now() }),
-      CONSENT_RECORD_TTL_MS,
-    );
+    await userConsents.remember(user.subject, request);
     const lookup = await deps.clients.find(request.clientId);
     if (lookup.found) await deps.clients.touch(lookup.client);
     ctx.audit.record({ event: 'authorization_granted', sub: user.subject, client_id: request.clientId, resource: request.resource, scope: request.scopes.join(' ') });
     return redirect(c, authorizationRedirectUrl(request.redirectUri, { code }, request.state, ctx.issuer));
+  }
+
+  /**
+   * This browser approved the request before, but not this user: the consent
+   * page again, now for them. Their login is bound to a grant first (what a
+   * third-party login holds cannot wait in the store as a closure); no code
+   * exists until they approve.
+   */
+  async function askSignedInUser(c: Context, interaction: Interaction, user: AuthenticatedUser): Promise<Response> {
+    const browserId = await browser.browserId(c);
+    const lookup = await deps.clients.find(interaction.request.clientId);
+    if (!browserId || !lookup.found) return errorPage(c, 400, 'Request expired', 'This authorization request can no longer be completed. Start again from your application.');
+    const grantId = randomToken(16);
+    await user.bindToGrant?.(grantId);
+    const request = withConsent(interaction.request, { signedIn: { subject: user.subject, grantId } });
+    const pending = await interactions.create('consent', request, browserId);
+    return renderConsent(c, lookup.client, pending, browser.csrfToken(browserId, pending.id));
   }
 
   function fail(c: Context, interaction: Interaction, error: LoginFailure, description: string): Response {

@@ -1,8 +1,11 @@
-// Remembered consent: a signed `__Host-` cookie listing what this browser
-// approved, each entry bound to (browser, client, registered redirect URI,
-// resource) and holding the approved scopes. A new client, a changed redirect
-// URI, another resource or a wider scope set is not covered and asks again;
-// a tampered cookie fails its signature and counts as empty.
+// What this browser approved: a signed `__Host-` cookie listing entries bound
+// to (browser, client, registered redirect URI, resource), each holding the
+// approved scopes. A new client, a changed redirect URI, another resource or a
+// wider scope set is not covered and asks again; a tampered cookie fails its
+// signature and counts as empty. It only lets the login start without the
+// consent page (the user is not known before the login, and no IdP is
+// contacted for a request nobody here approved); the signed-in user's own
+// consent (user-consents) decides whether a code is issued.
 import type { Context } from 'hono';
 import { getSignedCookie, setSignedCookie } from 'hono/cookie';
 import { hashSecret } from './secrets.js';

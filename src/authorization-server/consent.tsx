@@ -4,13 +4,16 @@
 // only a same-site POST from the browser the interaction belongs to, with
 // that browser's CSRF token for it, counts. A refused post changes nothing
 // (the interaction stays, nothing is written); an accepted one consumes the
-// interaction, remembers an approval, and hands over to the login.
+// interaction, remembers an approval, and hands over to the login — or, when
+// the page was shown after the login (the browser had approved this request
+// for another user), completes the authorization for the signed-in user.
 import { Hono, type Context } from 'hono';
 import type { AsContext } from './context.js';
 import { isCrossSitePost, type BrowserBinding } from './browser.js';
 import type { ClientRecord } from './client-record.js';
 import type { ClientRegistry } from './clients.js';
 import type { ConsentMemory } from './consent-memory.js';
+import { consentState, withConsent } from './consent-state.js';
 import { belongsTo, type Interaction, type Interactions } from './interactions.js';
 import type { LoginMethod, LoginServices } from './login/login-method.js';
 import { ConsentPage } from './pages/consent-page.js';
@@ -45,7 +48,7 @@ export interface ConsentDeps {
   browser: BrowserBinding;
   consents: ConsentMemory;
   login: LoginMethod;
-  services: Pick<LoginServices, 'fail'>;
+  services: Pick<LoginServices, 'fail' | 'complete'>;
   selfOrigin: string;
 }
 
@@ -75,7 +78,9 @@ export function consentRoutes(ctx: AsContext, deps: ConsentDeps): Hono {
       ctx.metrics.consentDecisions.labels(decision === 'approve' ? 'allow' : 'deny').inc();
       if (decision === 'deny') return deps.services.fail(c, interaction, 'access_denied', 'the user denied the request');
       await deps.consents.remember(c, browserId as string, request);
-      const next = await deps.interactions.create('login', request, browserId as string);
+      const { signedIn } = consentState(request);
+      if (signedIn) return deps.services.complete(c, { ...interaction, request: withConsent(request, { consent: 'page', signedIn }) }, { subject: signedIn.subject });
+      const next = await deps.interactions.create('login', withConsent(request, { consent: 'page' }), browserId as string);
       return deps.login.start(c, next, browserId as string);
     }),
   );
