@@ -177,6 +177,41 @@ export const StaticClientSchema = z
   .refine((c) => !c.grant_types.includes('authorization_code') || c.redirect_uris.length > 0, 'authorization_code needs at least one redirect_uri')
   .meta({ id: 'StaticClient', description: 'A client registered in configuration' });
 
+const RateLimitSchema = z
+  .strictObject({ requests: z.number().int().positive(), window: Duration })
+  .meta({ id: 'RateLimit', description: 'At most `requests` in each fixed `window`' });
+
+// The built-in AS's flood limits. Per client address (the socket peer, or the
+// X-Forwarded-For entry of the trust_proxy hop; IPv6 by /64), shared by every
+// replica through the store; over a limit: 429 with Retry-After.
+/** A sign-in takes one or two /authorize requests; 300 a minute leaves room for a whole office behind one NAT. */
+const DEFAULT_AUTHORIZE_LIMIT = { requests: 300, window: '1m' };
+/** Code redemptions and refreshes of every client behind one address: the busiest endpoint (also /revoke). */
+const DEFAULT_TOKEN_LIMIT = { requests: 600, window: '1m' };
+/** Registration attempts, valid or not (each one is parsed): a client registers once. */
+const DEFAULT_REGISTER_LIMIT = { requests: 300, window: '1m' };
+/** Registrations that succeed: each is kept for at least 30 days, so far fewer. */
+const DEFAULT_REGISTRATIONS_LIMIT = { requests: 60, window: '10m' };
+/** Consent and login posts and the IdP callback: one or two per sign-in. */
+const DEFAULT_INTERACTION_LIMIT = { requests: 300, window: '1m' };
+/**
+ * /authorize requests across all addresses: each may leave a pending
+ * authorization (about 1 KiB, ten minutes), so this bounds them near twice
+ * this number in Redis however many addresses a flood comes from.
+ */
+const DEFAULT_PENDING_AUTHORIZATIONS_LIMIT = { requests: 20_000, window: '10m' };
+
+const AuthorizationServerRateLimitsSchema = z
+  .strictObject({
+    authorize: RateLimitSchema.default(DEFAULT_AUTHORIZE_LIMIT).describe('GET/POST /authorize, per client address'),
+    token: RateLimitSchema.default(DEFAULT_TOKEN_LIMIT).describe('/token and /revoke, per client address'),
+    register: RateLimitSchema.default(DEFAULT_REGISTER_LIMIT).describe('/register attempts, per client address'),
+    registrations: RateLimitSchema.default(DEFAULT_REGISTRATIONS_LIMIT).describe('successful registrations, per client address'),
+    interaction: RateLimitSchema.default(DEFAULT_INTERACTION_LIMIT).describe('consent and login posts, the IdP callback, per client address'),
+    pending_authorizations: RateLimitSchema.default(DEFAULT_PENDING_AUTHORIZATIONS_LIMIT).describe('/authorize requests from all addresses together'),
+  })
+  .meta({ id: 'AuthorizationServerRateLimits', description: 'Flood limits of the built-in AS; the store being down lets requests through (counted in mag_rate_limit_fail_open_total)' });
+
 export const AuthorizationServerSchema = z.strictObject({
   enabled: z.boolean().default(true),
   issuer: HttpUrl.optional().describe('default: public_url'),
@@ -192,6 +227,14 @@ export const AuthorizationServerSchema = z.strictObject({
     .default({ dynamic: true, client_id_metadata_documents: true }),
   login: LoginSchema.default({ kind: 'dev' }),
   clients: z.array(StaticClientSchema).default([]).describe('pre-registered clients'),
+  rate_limits: AuthorizationServerRateLimitsSchema.default({
+    authorize: DEFAULT_AUTHORIZE_LIMIT,
+    token: DEFAULT_TOKEN_LIMIT,
+    register: DEFAULT_REGISTER_LIMIT,
+    registrations: DEFAULT_REGISTRATIONS_LIMIT,
+    interaction: DEFAULT_INTERACTION_LIMIT,
+    pending_authorizations: DEFAULT_PENDING_AUTHORIZATIONS_LIMIT,
+  }),
 }).meta({ id: 'AuthorizationServer', description: 'The gateway as its own OAuth authorization server' });
 
 export const GatewaySchema = z.strictObject({

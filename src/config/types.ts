@@ -87,6 +87,25 @@ export interface AuthorizationServerConfig {
   login: LoginConfig;
   /** Pre-registered clients (`authorization_server.clients`). */
   clients?: StaticClientConfig[];
+  /** Flood limits (`authorization_server.rate_limits`). */
+  rateLimits: AuthorizationServerRateLimits;
+}
+
+/** At most `max` in each fixed window of `windowMs`. */
+export interface RateLimitConfig {
+  max: number;
+  windowMs: number;
+}
+
+export interface AuthorizationServerRateLimits {
+  /** Per client address. */
+  authorize: RateLimitConfig;
+  token: RateLimitConfig;
+  register: RateLimitConfig;
+  registrations: RateLimitConfig;
+  interaction: RateLimitConfig;
+  /** All addresses together. */
+  pendingAuthorizations: RateLimitConfig;
 }
 
 export interface StaticClientConfig {

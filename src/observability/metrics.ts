@@ -7,7 +7,7 @@ import { RequestHistogram } from './request-histogram.js';
 export type Decision = 'allow' | 'deny' | 'unauthenticated' | 'error';
 
 /** What the built-in authorization server counts. */
-export type AuthorizationServerMetrics = Pick<Metrics, 'tokensIssued' | 'tokenErrors' | 'consentDecisions' | 'grantsRevoked'>;
+export type AuthorizationServerMetrics = Pick<Metrics, 'tokensIssued' | 'tokenErrors' | 'consentDecisions' | 'grantsRevoked' | 'rateLimited' | 'rateLimitFailOpen'>;
 
 export class Metrics {
   readonly registry = new Registry();
@@ -97,6 +97,20 @@ export class Metrics {
     name: 'mag_grants_revoked_total',
     help: 'Grants (refresh-token families) revoked, by reason: revoked_by_client, refresh_token_reuse, code_replay, idp_session_ended',
     labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+
+  readonly rateLimited = new Counter({
+    name: 'mag_rate_limited_total',
+    help: 'Requests to the built-in authorization server refused with 429, by limit (authorize, token, register, registrations, interaction, pending_authorizations)',
+    labelNames: ['limit'] as const,
+    registers: [this.registry],
+  });
+
+  readonly rateLimitFailOpen = new Counter({
+    name: 'mag_rate_limit_fail_open_total',
+    help: 'Requests let through unlimited because the store did not answer the rate-limit count, by limit',
+    labelNames: ['limit'] as const,
     registers: [this.registry],
   });
 
