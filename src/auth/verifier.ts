@@ -1,6 +1,7 @@
 // One token verifier per route: the kind the route's `token` config names
 // (external JWT, introspection, or the built-in AS), behind the cache.
 import type { RouteConfig } from '../config/types.js';
+import type { GatewayError } from '../errors/gateway-error.js';
 import { createIntrospectionVerifier } from './introspection-verifier.js';
 import type { JwksRegistry } from './jwks.js';
 import { createJwtVerifier } from './jwt-verifier.js';
@@ -19,6 +20,12 @@ export interface TokenVerifier {
    * on this connection while the cache still trusts it; else undefined.
    */
   recall?(connection: object, header: string): AuthContext | undefined;
+  /**
+   * Synchronously, on every request after verify or recall (cached results
+   * included): the error for a context that may no longer be used (a revoked
+   * grant), else undefined. Only verifiers whose tokens can be revoked have one.
+   */
+  usable?(auth: AuthContext): GatewayError | undefined;
 }
 
 /** Supplied by the built-in authorization server: verifies the tokens it signs for a route. */
@@ -41,9 +48,27 @@ export function createTokenVerifier(route: RouteConfig, deps: TokenVerifierDeps)
   const cache = deps.cache ?? new TokenCache();
   const hooks = { onHit: deps.onCacheHit, onMiss: deps.onCacheMiss };
   const verifyUncached = (token: string) => inner.verify(token);
+  const usable = inner.usable;
+  if (!usable) {
+    return {
+      verify: (token, seenOn) => cache.verify(token, route.resource, maxTtlMs, verifyUncached, hooks, seenOn),
+      recall: (connection, header) => cache.recall(connection, header, route.resource, hooks),
+    };
+  }
+  // Checked outside the cache, so neither a cached entry nor a connection's recall outlives a revocation.
   return {
-    verify: (token, seenOn) => cache.verify(token, route.resource, maxTtlMs, verifyUncached, hooks, seenOn),
-    recall: (connection, header) => cache.recall(connection, header, route.resource, hooks),
+    async verify(token, seenOn) {
+      const auth = await cache.verify(token, route.resource, maxTtlMs, verifyUncached, hooks, seenOn);
+      const refusal = usable(auth);
+      if (refusal) throw refusal;
+      return auth;
+    },
+    recall(connection, header) {
+      const auth = cache.recall(connection, header, route.resource, hooks);
+      // Refused: verify() then answers with the reason.
+      return auth === undefined || usable(auth) !== undefined ? undefined : auth;
+    },
+    usable,
   };
 }
 

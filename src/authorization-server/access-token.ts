@@ -1,6 +1,8 @@
 // RFC 9068 JWT access tokens: `typ: at+jwt`, audience = the route's canonical
-// resource, short-lived (revocation takes effect at expiry; see docs).
+// resource, short-lived, and naming their grant (`gid`): revoking the grant
+// stops them within seconds (RevokedGrants).
 import { randomUUID } from 'node:crypto';
+import { jwtVerify } from 'jose';
 import type { SigningKeys } from './keys.js';
 
 export const ACCESS_TOKEN_TYPE = 'at+jwt';
@@ -35,4 +37,20 @@ export async function mintAccessToken(keys: SigningKeys, claims: AccessTokenClai
     { typ: ACCESS_TOKEN_TYPE },
   );
   return { token, expiresIn };
+}
+
+/**
+ * The grant and client of an access token this AS signed (signature, issuer,
+ * `typ` and expiry checked; any audience), for /revoke; undefined for any
+ * other string. A token is never trusted for more than naming what to revoke.
+ */
+export async function grantOfAccessToken(keys: SigningKeys, issuer: string, token: string): Promise<{ grantId: string; clientId: string; subject?: string } | undefined> {
+  try {
+    const { payload } = await jwtVerify(token, keys.keySet, { issuer, typ: ACCESS_TOKEN_TYPE, algorithms: [...keys.algorithms] });
+    const grantId = payload[GRANT_ID_CLAIM];
+    const clientId = payload.client_id;
+    return typeof grantId === 'string' && typeof clientId === 'string' ? { grantId, clientId, subject: payload.sub } : undefined;
+  } catch {
+    return undefined;
+  }
 }

@@ -8,10 +8,12 @@
 // reuse is recognised); refresh-family:<h(grant)> → the current member;
 // refresh-used:<h(token)> → claimed (SET NX) by the one rotation allowed;
 // grant:<h(grant)> → written only to revoke, never cleared, so a late write of
-// the family cannot undo a revocation.
+// the family cannot undo a revocation. A revocation also enters RevokedGrants,
+// so the grant's access tokens are refused too (on every replica within 5 s).
 import { GatewayError } from '../errors/gateway-error.js';
 import { grantKey, refreshFamilyKey, refreshTokenKey, usedRefreshTokenKey } from '../store/keys.js';
 import type { Store } from '../store/store.js';
+import type { RevokedGrants } from './revoked-grants.js';
 import { hashSecret, randomToken } from './secrets.js';
 
 export interface GrantInfo {
@@ -38,6 +40,7 @@ export class Grants {
   constructor(
     private readonly store: Store,
     private readonly refreshTtlMs: number,
+    private readonly revokedGrants: RevokedGrants,
   ) {}
 
   /** The first refresh token of a grant. */
@@ -74,6 +77,7 @@ export class Grants {
 
   async revoke(grantId: string, reason: RevocationReason): Promise<void> {
     await this.store.set(grantKey(grantId), JSON.stringify({ revoked: true, reason, at: Date.now() }), this.refreshTtlMs);
+    await this.revokedGrants.add(grantId);
     for (const listener of this.#listeners) await listener(grantId, reason);
   }
 

@@ -1,11 +1,13 @@
-// /revoke (RFC 7009). A refresh token revokes its whole grant at once. An
-// access token is a self-contained JWT checked without a store lookup, so its
-// revocation takes effect when it expires (access_token_ttl, 10 minutes by
-// default). Unknown, foreign or malformed tokens get the same 200 (§2.2).
+// /revoke (RFC 7009). A refresh token or an access token revokes its whole
+// grant (§2.1 allows it, DESIGN §7.1 asks it): further refreshes fail at once,
+// and the grant's access tokens are refused on every replica within 5 s
+// (RevokedGrants). Only the client the token was issued to can revoke it.
+// Unknown, foreign or malformed tokens get the same 200 (§2.2).
 import { Hono } from 'hono';
 import { temporarilyUnavailable } from '../errors/gateway-error.js';
 import { errorResponse, toGatewayError } from '../errors/respond.js';
 import { StoreUnavailableError } from '../store/store.js';
+import { grantOfAccessToken } from './access-token.js';
 import type { AsContext } from './context.js';
 import { authenticateClient } from './client-auth.js';
 import type { ClientRegistry } from './clients.js';
@@ -28,11 +30,12 @@ export function revokeRoutes(ctx: AsContext, deps: RevokeDeps): Hono {
       const client = await authenticateClient(deps.clients, params, c.req.header('authorization'), ctx.issuer);
       const token = params.get('token');
       if (!token) throw new GatewayError(400, 'invalid_request', 'token is required');
-      // Any token_type_hint is fine: a refresh token is looked up whatever the hint says.
-      const grant = await deps.grants.lookup(token);
+      // Any token_type_hint is fine: the token is tried as a refresh token, then as an access token.
+      const refreshGrant = await deps.grants.lookup(token);
+      const grant = refreshGrant ?? (await grantOfAccessToken(ctx.keys, ctx.issuer, token));
       if (grant && grant.clientId === client.clientId) {
         await deps.grants.revoke(grant.grantId, 'revoked_by_client');
-        ctx.audit.record({ event: 'grant_revoked', reason: 'revoked_by_client', sub: grant.subject, client_id: client.clientId });
+        ctx.audit.record({ event: 'grant_revoked', reason: 'revoked_by_client', sub: grant.subject, token: refreshGrant ? 'refresh_token' : 'access_token', client_id: client.clientId });
       }
       return c.body(null, 200, { 'cache-control': 'no-store', pragma: 'no-cache' });
     } catch (err) {

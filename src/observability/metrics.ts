@@ -7,7 +7,7 @@ import { RequestHistogram } from './request-histogram.js';
 export type Decision = 'allow' | 'deny' | 'unauthenticated' | 'error';
 
 /** What the built-in authorization server counts. */
-export type AuthorizationServerMetrics = Pick<Metrics, 'tokensIssued' | 'tokenErrors' | 'consentDecisions' | 'grantsRevoked' | 'rateLimited' | 'rateLimitFailOpen'>;
+export type AuthorizationServerMetrics = Pick<Metrics, 'tokensIssued' | 'tokenErrors' | 'consentDecisions' | 'grantsRevoked' | 'rateLimited' | 'rateLimitFailOpen' | 'revocationSyncs' | 'revocationLastRead'>;
 
 export class Metrics {
   readonly registry = new Registry();
@@ -97,6 +97,19 @@ export class Metrics {
     name: 'mag_grants_revoked_total',
     help: 'Grants (refresh-token families) revoked, by reason: revoked_by_client, refresh_token_reuse, code_replay, idp_session_ended',
     labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+
+  readonly revocationSyncs = new Counter({
+    name: 'mag_revocation_syncs_total',
+    help: 'Reads of the shared list of revoked grants (every second per replica), by result: ok or error (the store did not answer)',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+
+  readonly revocationLastRead = new Gauge({
+    name: 'mag_revocation_last_read_timestamp_seconds',
+    help: 'When this replica last read the shared list of revoked grants; over 4 s ago, it refuses built-in AS tokens with 503 until a read succeeds',
     registers: [this.registry],
   });
 

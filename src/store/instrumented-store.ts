@@ -2,10 +2,10 @@
 // operator sees a slow or unreachable Redis before users report 503s. A thin
 // wrapper: the backend's behaviour, errors included, passes through unchanged.
 import type { Metrics } from '../observability/metrics.js';
-import { StoreUnavailableError, type Store } from './store.js';
+import { StoreUnavailableError, type LogEntry, type Store } from './store.js';
 
 type StoreMetrics = Pick<Metrics, 'storeDuration' | 'storeErrors'>;
-type Operation = 'get' | 'set' | 'setIfAbsent' | 'take' | 'increment' | 'delete' | 'ping';
+type Operation = 'get' | 'set' | 'setIfAbsent' | 'take' | 'increment' | 'delete' | 'ping' | 'appendToLog' | 'readLog';
 
 export class InstrumentedStore implements Store {
   readonly kind: Store['kind'];
@@ -36,6 +36,14 @@ export class InstrumentedStore implements Store {
 
   increment(key: string, ttlMs: number): Promise<number> {
     return this.#observe('increment', () => this.backend.increment(key, ttlMs));
+  }
+
+  appendToLog(key: string, member: string, retentionMs: number): Promise<void> {
+    return this.#observe('appendToLog', () => this.backend.appendToLog(key, member, retentionMs));
+  }
+
+  readLog(key: string, sinceMs: number): Promise<LogEntry[]> {
+    return this.#observe('readLog', () => this.backend.readLog(key, sinceMs));
   }
 
   delete(key: string): Promise<void> {

@@ -67,3 +67,6 @@ export const usedRefreshTokenKey = (refreshToken: string) => key('refresh-used',
 
 /** Claimed (SET NX) by the one replica refreshing a grant's IdP tokens; the others wait for the result. */
 export const idpRefreshLockKey = (grantId: string) => key('idp-refresh', grantId);
+
+/** The log (sorted set) of grant ids revoked at an issuer: every replica polls it to refuse their access tokens. */
+export const revokedGrantsKey = (issuer: string) => key('revoked-grants', issuer);

@@ -6,7 +6,7 @@
 // registration in the main LRU.
 import { LRUCache } from 'lru-cache';
 import { PENDING_AUTHORIZATION_CLASS, RATE_LIMIT_CLASS } from './keys.js';
-import type { Store } from './store.js';
+import type { LogEntry, Store } from './store.js';
 import { assertTtl } from './ttl.js';
 
 export interface MemoryStoreOptions {
@@ -29,6 +29,8 @@ export class MemoryStore implements Store {
   readonly kind = 'memory' as const;
   readonly #main: LRUCache<string, string>;
   readonly #byClass = new Map<string, LRUCache<string, string>>();
+  /** Time-ordered logs (appendToLog): member → stamp in stamp order; outside the LRUs, so no flood evicts a revocation. */
+  readonly #logs = new Map<string, { members: Map<string, number>; expiresAt: number }>();
 
   constructor(options: MemoryStoreOptions) {
     this.#main = new LRUCache<string, string>({ max: options.maxEntries, ttlAutopurge: false });
@@ -70,6 +72,33 @@ export class MemoryStore implements Store {
     return count;
   }
 
+  async appendToLog(key: string, member: string, retentionMs: number): Promise<void> {
+    const retention = assertTtl(retentionMs);
+    const now = Date.now();
+    const members = this.#liveLog(key, now)?.members ?? new Map<string, number>();
+    // Re-inserted, so the map stays in stamp order and the oldest come first.
+    members.delete(member);
+    members.set(member, now);
+    for (const [old, at] of members) {
+      if (at >= now - retention) break;
+      members.delete(old);
+    }
+    this.#logs.set(key, { members, expiresAt: now + retention });
+  }
+
+  async readLog(key: string, sinceMs: number): Promise<LogEntry[]> {
+    const entries: LogEntry[] = [];
+    for (const [member, at] of this.#liveLog(key, Date.now())?.members ?? []) if (at > sinceMs) entries.push({ member, at });
+    return entries;
+  }
+
+  /** As Redis does with the log's key: gone `retention` after the last append. */
+  #liveLog(key: string, now: number) {
+    const log = this.#logs.get(key);
+    if (log && log.expiresAt <= now) this.#logs.delete(key);
+    return log && log.expiresAt > now ? log : undefined;
+  }
+
   async delete(key: string): Promise<void> {
     this.#cacheOf(key).delete(key);
   }
@@ -78,6 +107,7 @@ export class MemoryStore implements Store {
 
   async close(): Promise<void> {
     this.#main.clear();
+    this.#logs.clear();
     for (const cache of this.#byClass.values()) cache.clear();
   }
 

@@ -5,7 +5,7 @@
 // reconnects on its own. Every operation touches one key, so Cluster needs no
 // hash tags.
 import { Cluster } from 'ioredis';
-import { StoreUnavailableError, type Store } from './store.js';
+import { StoreUnavailableError, type LogEntry, type Store } from './store.js';
 import { assertTtl } from './ttl.js';
 import { createRedisClient, type RedisClient } from './redis-client.js';
 import { parseRedisUrl, type RedisTopology } from './redis-url.js';
@@ -26,6 +26,17 @@ const TAKE_SCRIPT = "local v = redis.call('GET', KEYS[1]); if v then redis.call(
 
 // INCR keeps an existing key's expiry; the first increment sets it. One script, so no window is left without a TTL.
 const INCREMENT_SCRIPT = "local n = redis.call('INCR', KEYS[1]); if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end; return n";
+
+// A log is a sorted set scored by the server's TIME (ms): one clock for every replica. Old members and,
+// when nothing is appended, the whole key expire after the retention. One key, so Cluster-safe.
+const APPEND_TO_LOG_SCRIPT = [
+  "local t = redis.call('TIME')",
+  'local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)',
+  "redis.call('ZADD', KEYS[1], now, ARGV[1])",
+  "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. (now - tonumber(ARGV[2])))",
+  "redis.call('PEXPIRE', KEYS[1], ARGV[2])",
+  'return now',
+].join('\n');
 
 /** Beyond commandTimeout: a command queued while a Cluster (re)discovers its nodes has no per-node timer yet. */
 const DEADLINE_SLACK_MS = 100;
@@ -81,6 +92,22 @@ export class RedisStore implements Store {
   async increment(key: string, ttlMs: number): Promise<number> {
     const ttl = assertTtl(ttlMs);
     return this.#run('INCR', async (c) => Number(await c.eval(INCREMENT_SCRIPT, 1, key, ttl)));
+  }
+
+  async appendToLog(key: string, member: string, retentionMs: number): Promise<void> {
+    const retention = assertTtl(retentionMs);
+    return this.#run('ZADD', async (c) => {
+      await c.eval(APPEND_TO_LOG_SCRIPT, 1, key, member, retention);
+    });
+  }
+
+  async readLog(key: string, sinceMs: number): Promise<LogEntry[]> {
+    return this.#run('ZRANGEBYSCORE', async (c) => {
+      const flat = await c.zrangebyscore(key, `(${Math.floor(sinceMs)}`, '+inf', 'WITHSCORES');
+      const entries: LogEntry[] = [];
+      for (let i = 0; i + 1 < flat.length; i += 2) entries.push({ member: flat[i] as string, at: Number(flat[i + 1]) });
+      return entries;
+    });
   }
 
   async delete(key: string): Promise<void> {

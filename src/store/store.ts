@@ -16,10 +16,26 @@ export interface Store {
    * increment creates it with `ttlMs`, later ones keep that expiry (a fixed window).
    */
   increment(key: string, ttlMs: number): Promise<number>;
+  /**
+   * Adds `member` to the time-ordered log at `key`, stamped (ms) by the
+   * backend's one clock, so every replica reads the same order. Members
+   * stamped over `retentionMs` before an append are dropped by it, and the
+   * whole log expires `retentionMs` after its last append.
+   */
+  appendToLog(key: string, member: string, retentionMs: number): Promise<void>;
+  /** The log's members stamped after `sinceMs` (0: all), with their stamps, oldest first. */
+  readLog(key: string, sinceMs: number): Promise<LogEntry[]>;
   delete(key: string): Promise<void>;
   /** Resolves when the backend answers; rejects (StoreUnavailableError) otherwise. */
   ping(): Promise<void>;
   close(): Promise<void>;
+}
+
+/** One member of a time-ordered log (`Store.appendToLog`). */
+export interface LogEntry {
+  member: string;
+  /** ms since the epoch, by the backend's clock. */
+  at: number;
 }
 
 /** The backend did not answer within its bounded time, or is down. */

@@ -44,6 +44,13 @@ export class RecordingStore implements Store {
   delete(key: string) {
     return this.inner.delete(key);
   }
+  async appendToLog(key: string, member: string, retentionMs: number) {
+    this.writes.push({ key, ttlMs: retentionMs, value: member });
+    await this.inner.appendToLog(key, member, retentionMs);
+  }
+  readLog(key: string, sinceMs: number) {
+    return this.inner.readLog(key, sinceMs);
+  }
   ping() {
     return this.inner.ping();
   }

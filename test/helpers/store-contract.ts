@@ -97,6 +97,33 @@ export function describeStoreContract(backend: ContractBackend): void {
       await expect(store.increment(k(), 0)).rejects.toThrow(RangeError);
     });
 
+    it('a log returns its members oldest first, after a stamp, once per member; old members go', async () => {
+      const key = k();
+      expect(await store.readLog(key, 0)).toEqual([]);
+      await store.appendToLog(key, 'a', 10_000);
+      await sleep(5);
+      await store.appendToLog(key, 'b', 10_000);
+      const all = await store.readLog(key, 0);
+      expect(all.map((e) => e.member)).toEqual(['a', 'b']);
+      expect(all[0]!.at).toBeLessThan(all[1]!.at);
+      expect(Math.abs(all[1]!.at - Date.now())).toBeLessThan(5_000);
+      expect((await store.readLog(key, all[0]!.at)).map((e) => e.member)).toEqual(['b']);
+      expect(await store.readLog(key, all[1]!.at)).toEqual([]);
+      // Appended again: one member, restamped.
+      await sleep(5);
+      await store.appendToLog(key, 'a', 10_000);
+      expect((await store.readLog(key, 0)).map((e) => e.member)).toEqual(['b', 'a']);
+      // A short retention drops what is older than it at the next append.
+      const short = k();
+      await store.appendToLog(short, 'old', 100);
+      await sleep(150);
+      await store.appendToLog(short, 'new', 100);
+      expect((await store.readLog(short, 0)).map((e) => e.member)).toEqual(['new']);
+      await sleep(150);
+      expect(await store.readLog(short, 0)).toEqual([]);
+      await expect(store.appendToLog(k(), 'x', 0)).rejects.toThrow(RangeError);
+    });
+
     it('delete removes a key, and is quiet about a missing one', async () => {
       const key = k();
       await store.set(key, 'v', 10_000);

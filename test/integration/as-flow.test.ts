@@ -108,10 +108,8 @@ describe('built-in AS with the SDK client (2025-06-18 and later)', () => {
       const current = await refresh(second.refresh_token!);
       expect(current.status).toBe(400);
       expect(await current.json()).toMatchObject({ error: 'invalid_grant' });
-      // The access token already issued still works until it expires (documented).
-      const client = await connectWithToken(mcpUrl, second.access_token);
-      await expect(client.listTools()).resolves.toBeTruthy();
-      await client.close();
+      // And its access token with it (J52: revocation is real).
+      await expect(connectWithToken(mcpUrl, second.access_token)).rejects.toThrow(/invalid_token/);
     } finally {
       await conn.close();
     }

@@ -26,6 +26,8 @@ const down: Store = {
   take: () => Promise.reject(new StoreUnavailableError('down')),
   increment: () => Promise.reject(new StoreUnavailableError('down')),
   delete: () => Promise.reject(new StoreUnavailableError('down')),
+  appendToLog: () => Promise.reject(new StoreUnavailableError('down')),
+  readLog: () => Promise.reject(new StoreUnavailableError('down')),
   ping: () => Promise.reject(new StoreUnavailableError('down')),
   close: () => Promise.resolve(),
 };
