@@ -5,7 +5,8 @@
 import { formatIssue, type ConfigIssue } from './config-error.js';
 import { parseDuration } from './duration.js';
 import { readSecret } from './secrets.js';
-import { canonicalUrl, isPlainHttpRemote, resourceMetadataUrl } from './urls.js';
+import { canonicalUrl, isPlainHttpRemote, redactUrl, resourceMetadataUrl } from './urls.js';
+import { parseRedisUrl, RedisUrlError } from '../store/redis-url.js';
 import { refuseDevLogin } from './dev-login-placement.js';
 import type { ConfigPath, Locate } from './yaml-file.js';
 import type { GatewayFile, RouteFile, SecretRefValue } from './schema.js';
@@ -73,8 +74,11 @@ class Resolver {
     const defaultResource = g.authorization_server?.default_resource;
     if (authorizationServer && defaultResource) {
       authorizationServer.defaultResource = canonicalUrl(defaultResource);
-      if (!byResource.has(authorizationServer.defaultResource)) this.issue(at, ['authorization_server', 'default_resource'], `${defaultResource} is not the resource of any route`);
+      if (!byResource.has(authorizationServer.defaultResource)) this.issue(at, ['authorization_server', 'default_resource'], `${redactUrl(defaultResource)} is not the resource of any route`);
     }
+
+    // `check` reads the URL as `serve` will, so a malformed one fails here too (the message names no part of it).
+    if (g.store.kind === 'redis') this.checkRedisUrl(at, g.store.url);
 
     const config: GatewayConfig = {
       source: this.input.source,
@@ -259,8 +263,17 @@ class Resolver {
     }
   }
 
+  private checkRedisUrl(at: Locate, url: string): void {
+    try {
+      parseRedisUrl(url);
+    } catch (err) {
+      if (!(err instanceof RedisUrlError)) throw err;
+      this.issue(at, ['store', 'url'], err.message.replace(/^store\.url: /, ''));
+    }
+  }
+
   private warnHttp(at: Locate, path: ConfigPath, url: string): void {
-    if (isPlainHttpRemote(url)) this.warnings.push(formatIssue(at(path, `${url} is plain http to a non-loopback host`)));
+    if (isPlainHttpRemote(url)) this.warnings.push(formatIssue(at(path, `${redactUrl(url)} is plain http to a non-loopback host`)));
   }
 
   private issue(at: Locate, path: ConfigPath, message: string): void {

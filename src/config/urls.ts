@@ -37,3 +37,16 @@ export function isLoopbackUrl(url: string): boolean {
 export function isPlainHttpRemote(url: string): boolean {
   return new URL(url).protocol === 'http:' && !isLoopbackUrl(url);
 }
+
+/**
+ * A URL as messages and `check` may print it: credentials in its userinfo
+ * (`https://user:secret@host/…`) are replaced by `***` (SECURITY J62).
+ */
+export function redactUrl(url: string): string {
+  if (!URL.canParse(url)) return '(a malformed URL)';
+  const u = new URL(url);
+  if (u.username === '' && u.password === '') return url;
+  u.username = '***';
+  u.password = '';
+  return u.href;
+}

@@ -4,8 +4,9 @@
 //       [?sentinel_username=...&sentinel_password=...]                 a Sentinel-managed primary
 //   redis[s]+cluster://[[user]:password@]host[:port][,host[:port]...]  Redis Cluster seed nodes
 // Credentials in the authority are the data nodes' (primary, replicas, cluster
-// nodes); a Sentinel's own credentials go in the query. Errors never repeat the
-// URL: it usually holds a password.
+// nodes); a Sentinel's own credentials go in the query. Errors never repeat any
+// part of the URL, not even a host or a query name: a password with an
+// unencoded `@`, `/`, `?` or `#` moves its pieces into those (SECURITY J62).
 
 export interface RedisNodeAddress {
   host: string;
@@ -29,19 +30,32 @@ export class RedisUrlError extends Error {
 const DEFAULT_SENTINEL_PORT = 26379;
 const DEFAULT_REDIS_PORT = 6379;
 const SENTINEL_QUERY = new Set(['sentinel_username', 'sentinel_password']);
-// scheme, userinfo (optional), host list, path, query
-const MULTI_HOST_URL = /^(rediss?)\+(sentinel|cluster):\/\/(?:([^@/?#]*)@)?([^/?#]*)(\/[^?#]*)?(?:\?([^#]*))?$/i;
+// scheme, authority (userinfo up to its last `@`, then the host list), path, query
+const MULTI_HOST_URL = /^(rediss?)\+(sentinel|cluster):\/\/(?:([^/?#]*)@)?([^@/?#]*)(\/[^?#]*)?(?:\?([^#]*))?$/i;
+const MALFORMED = 'store.url: malformed URL (a `#`, or a `@`, `/` or `?` in a password that is not percent-encoded?)';
 
 export function parseRedisUrl(url: string): RedisTopology {
   const scheme = /^([a-z0-9+.-]+):\/\//i.exec(url)?.[1]?.toLowerCase();
-  if (scheme === 'redis' || scheme === 'rediss') return { kind: 'standalone', url };
+  if (scheme === 'redis' || scheme === 'rediss') return checkStandalone(url);
   if (scheme !== undefined && /^rediss?\+(sentinel|cluster)$/.test(scheme)) return parseMultiHost(url);
   throw new RedisUrlError('store.url: expected redis://, rediss://, redis+sentinel:// or redis+cluster://');
 }
 
+/** ioredis reads redis[s]:// itself: only what it would misread or echo in its own error is refused here. */
+function checkStandalone(url: string): RedisTopology {
+  if (url.includes('#') || !URL.canParse(url)) throw new RedisUrlError(MALFORMED);
+  const parsed = new URL(url);
+  if (parsed.hostname === '') throw new RedisUrlError('store.url: the URL names no host');
+  if (!/^(?:\/\d{0,5})?$/.test(parsed.pathname)) throw new RedisUrlError('store.url: the path of a redis:// URL is a database number (or a password holds an unencoded `/`)');
+  if (parsed.search !== '') throw new RedisUrlError('store.url: a redis:// URL takes no query (or a password holds an unencoded `?`)');
+  decode(parsed.username, 'user name');
+  decode(parsed.password, 'password');
+  return { kind: 'standalone', url };
+}
+
 function parseMultiHost(url: string): RedisTopology {
   const match = MULTI_HOST_URL.exec(url);
-  if (!match) throw new RedisUrlError('store.url: malformed Sentinel or Cluster URL (a `#` fragment, or `@` or `/` in a password that is not percent-encoded?)');
+  if (!match || url.includes('#')) throw new RedisUrlError(MALFORMED);
   const [, base = '', mode = '', userinfo, hostList = '', path = '', query = ''] = match;
   const tls = base.toLowerCase() === 'rediss';
   const credentials = parseUserinfo(userinfo);
@@ -58,7 +72,7 @@ function parseMultiHost(url: string): RedisTopology {
   if (!/^\d{1,5}$/.test(db)) throw new RedisUrlError('store.url: the database after the master name must be a number');
   const params = new URLSearchParams(query);
   for (const name of params.keys()) {
-    if (!SENTINEL_QUERY.has(name)) throw new RedisUrlError(`store.url: unknown query parameter ${name} (known: ${[...SENTINEL_QUERY].join(', ')})`);
+    if (!SENTINEL_QUERY.has(name)) throw new RedisUrlError(`store.url: an unknown query parameter (known: ${[...SENTINEL_QUERY].join(', ')})`);
   }
   return {
     kind: 'sentinel',
@@ -84,14 +98,11 @@ function parseUserinfo(userinfo: string | undefined): Credentials {
 function parseHosts(list: string, defaultPort: number): RedisNodeAddress[] {
   const entries = list.split(',');
   if (entries.some((e) => e.trim() === '')) throw new RedisUrlError('store.url: expected host[:port] entries separated by commas');
-  return entries.map((entry) => {
-    let parsed: URL;
-    try {
-      parsed = new URL(`redis://${entry.trim()}`);
-    } catch {
-      throw new RedisUrlError(`store.url: ${JSON.stringify(entry)} is not a host[:port]`);
-    }
-    if (parsed.pathname !== '' || parsed.username !== '' || parsed.hostname === '') throw new RedisUrlError(`store.url: ${JSON.stringify(entry)} is not a host[:port]`);
+  return entries.map((entry, i) => {
+    const notAHost = () => new RedisUrlError(`store.url: host ${i + 1} of ${entries.length} is not a host[:port]`);
+    if (!URL.canParse(`redis://${entry.trim()}`)) throw notAHost();
+    const parsed = new URL(`redis://${entry.trim()}`);
+    if (parsed.pathname !== '' || parsed.username !== '' || parsed.password !== '' || parsed.hostname === '') throw notAHost();
     // WHATWG keeps IPv6 brackets in hostname; sockets want the bare address.
     const host = parsed.hostname.replace(/^\[(.*)\]$/, '$1');
     return { host, port: parsed.port === '' ? defaultPort : Number(parsed.port) };

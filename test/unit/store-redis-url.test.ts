@@ -55,7 +55,7 @@ describe('parseRedisUrl', () => {
     ['redis+sentinel://:secret@s1:26379', /names the master group/],
     ['redis+sentinel://:secret@s1:26379/m/x', /database .* must be a number/],
     ['redis+sentinel://:secret@s1:26379/m/0/extra', /names the master group/],
-    ['redis+sentinel://:secret@s1:26379/m?sentinel_pasword=x', /unknown query parameter sentinel_pasword/],
+    ['redis+sentinel://:secret@s1:26379/m?sentinel_pasword=x', /an unknown query parameter \(known: sentinel_username, sentinel_password\)/],
     ['redis+sentinel://:secret@s1,,s2/m', /host\[:port\] entries/],
     ['redis+cluster://:secret@n1:7000/1', /has no path/],
     ['redis+cluster://:secret@n1:7000?x=1', /no query parameters/],
@@ -73,5 +73,59 @@ describe('parseRedisUrl', () => {
     expect((error as Error).message).toMatch(message);
     expect((error as Error).message).toMatch(/^store\.url: /);
     expect((error as Error).message).not.toContain('secret');
+  });
+});
+
+describe('[J62] no error repeats any part of a password, whatever the URL shape', () => {
+  // One canary per piece, so a password cut at any delimiter still leaves one to find.
+  const pieces = ['Cn1q', 'Cn2w', 'Cn3e', 'Cn4r', 'Cn5t', 'Cn6y'];
+  const passwords = [
+    `${pieces[0]}@${pieces[1]}`,
+    `${pieces[0]}:${pieces[1]}@${pieces[2]}`,
+    `${pieces[0]}/${pieces[1]}`,
+    `${pieces[0]}?${pieces[1]}=${pieces[2]}`,
+    `${pieces[0]}#${pieces[1]}`,
+    `${pieces[0]}@${pieces[1]}:${pieces[2]}/${pieces[3]}?${pieces[4]}#${pieces[5]}`,
+    `${pieces[0]}%zz${pieces[1]}`,
+    `${pieces[0]}%40${pieces[1]}%3A${pieces[2]}`,
+    `${pieces[0]},${pieces[1]}`,
+    `${pieces[0]}[${pieces[1]}]`,
+    `${pieces[0]} ${pieces[1]}`,
+  ];
+  const shapes = (password: string) => [
+    `redis://user:${password}@host:6379/0`,
+    `redis://:${password}@host`,
+    `redis://${password}@host:6379`,
+    `rediss://u:${password}@h:6380/1`,
+    `redis://:${password}@host:notaport/0`,
+    `redis://:${password}@[::1/0`,
+    `redis://:${password}@host:6379/x`,
+    `redis+sentinel://app:${password}@s1:26379,s2/mymaster/0`,
+    `rediss+sentinel://:${password}@s1/m?sentinel_password=${password}`,
+    `redis+sentinel://:s@s1/m?sentinel_password=${password}&${password}=1`,
+    `redis+cluster://:${password}@n1:7000,n2:7001`,
+    `rediss+cluster://u:${password}@n1:70000`,
+    `redis+cluster://${password}@n1,,n2`,
+    `http://:${password}@host`,
+  ];
+  const urls = passwords.flatMap(shapes);
+
+  it(`${urls.length} URLs: parsed, or refused with a store.url message holding no piece of the password`, () => {
+    let refused = 0;
+    for (const url of urls) {
+      let message: string | undefined;
+      try {
+        parseRedisUrl(url);
+      } catch (err) {
+        expect(err, url).toBeInstanceOf(RedisUrlError);
+        message = (err as Error).message;
+      }
+      if (message === undefined) continue;
+      refused++;
+      expect(message, url).toMatch(/^store\.url: /);
+      for (const piece of pieces) expect(message.includes(piece), `${url} → ${message}`).toBe(false);
+    }
+    // The corpus is mostly malformed: a parser that accepted everything would prove nothing.
+    expect(refused).toBeGreaterThan(urls.length / 2);
   });
 });
