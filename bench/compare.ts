@@ -3,14 +3,16 @@
 // is a gateway entry point (bin/mcp-auth-gateway.js of a checkout whose dist/
 // is built; the first is the baseline). Same upstream, token and
 // configuration as `npm run bench`; interleaved rounds of POST tools/list with
-// a cached token; prints req/s and CPU µs per request per entry, and each
-// entry's per-round ratios to the first. List an entry twice to see the noise.
+// a cached token, loaded by wrk when installed (else autocannon); prints req/s
+// and CPU µs per request per entry, and each entry's per-round ratios to the
+// first. List an entry twice to see the noise.
 //   COMPARE_ROUNDS (default 6), COMPARE_SECONDS (default 3)
 import { resolve } from 'node:path';
 import { audienceOf } from './lib/environment.js';
 import { GATEWAY_PATHS, REQUIRED_SCOPE, UPSTREAM_CREDENTIAL, startGatewayProcess, type GatewayProcess } from './lib/gateway.js';
 import { interleave, type MeasuredTarget } from './lib/interleave.js';
 import { MCP_HEADERS } from './lib/load.js';
+import { chooseLoader } from './lib/loader.js';
 import { readyPort, spawnReady } from './lib/processes.js';
 import { spread, type Spread } from './lib/stats.js';
 import { startIssuer } from './lib/tokens.js';
@@ -49,8 +51,9 @@ try {
     headers: { ...MCP_HEADERS, authorization: `Bearer ${token}` },
     pid: gateway.pid,
   }));
-  console.log(`${rounds} interleaved rounds of ${durationSec} s, 32 connections`);
-  const samples = await interleave(targets, { connections: 32, durationSec }, rounds, 2, () => undefined);
+  const loader = chooseLoader('auto', 2);
+  console.log(`${rounds} interleaved rounds of ${loader.seconds(durationSec)} s, 32 connections, ${loader.name} ${loader.version}`);
+  const samples = await interleave(targets, { connections: 32, durationSec }, rounds, 2, () => undefined, loader.run);
   const show = (s: Spread, digits: number) => `${s.median.toFixed(digits)} (${s.min.toFixed(digits)}–${s.max.toFixed(digits)})`;
   const baseline = samples.get(targets[0]!.name)!;
   for (const target of targets) {

@@ -1,7 +1,9 @@
 // npm run bench: the gateway against what users would otherwise deploy,
 // measured in one run on this machine. See docs/benchmark.md.
-//   throughput  interleaved rounds: direct, nginx, http-proxy, the gateway's proxy core alone,
-//               gateway (cached token), gateway (new token each request)
+//   throughput  interleaved rounds, in three traffic shapes (one client per connection; 16 and
+//               1,000 users per connection; a new token every request): nginx, http-proxy, the
+//               gateway's proxy core alone, the gateway with auth off and with auth (and direct);
+//               loaded by wrk when installed, else autocannon
 //   latency     p50/p99 at a fixed modest rate: direct vs gateway
 //   sse         first-event time and per-event delay: direct vs gateway
 //   memory      RSS per idle SSE stream through a fresh gateway
@@ -11,17 +13,19 @@ import { existsSync, readdirSync, statSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import { join, resolve } from 'node:path';
-import { startEnvironment, type BenchEnvironment } from './lib/environment.js';
+import { audienceOf, startEnvironment, type BenchEnvironment } from './lib/environment.js';
 import { GATEWAY_PATHS } from './lib/gateway.js';
 import { measureIdleStreams } from './lib/idle-memory.js';
 import { interleave, type MeasuredTarget } from './lib/interleave.js';
-import { MCP_HEADERS, TokenRotation } from './lib/load.js';
+import { MCP_HEADERS } from './lib/load.js';
+import { chooseLoader, type Loader } from './lib/loader.js';
 import { machineInfo } from './lib/machine.js';
 import { parseOptions, type BenchOptions } from './lib/options.js';
 import { REPO_ROOT } from './lib/processes.js';
 import { profileGateway } from './lib/profile-phase.js';
 import { chartSvg, checkGoals, markdownReport } from './lib/report.js';
-import { summariseTarget, throughputRatios, type BenchResults, type TargetName } from './lib/results.js';
+import { summariseShapes, summariseTarget, upgradeLegacyResults, type BenchResults, type TargetName } from './lib/results.js';
+import { SHAPES, targetsByShape, type ShapeTokens } from './lib/shapes.js';
 import { spread } from './lib/stats.js';
 import { compareStreams } from './lib/streaming.js';
 import { runPaced } from './lib/paced.js';
@@ -36,8 +40,9 @@ async function main(): Promise<number> {
   checkBuild(options, notes);
   notes.push('Shared or virtual machines make these numbers noisy: compare ratios measured in the same run, not absolute figures across runs.');
 
-  log(`starting upstream, gateway (${options.runtime}), http-proxy and nginx...`);
-  const needsColdTokens = options.phases.includes('throughput') || options.phases.includes('profile');
+  const loader = chooseLoader(options.loader, options.loaderThreads);
+  log(`starting upstream, gateway (${options.runtime}), http-proxy and nginx; load by ${loader.name} ${loader.version}...`);
+  const needsColdTokens = (options.phases.includes('throughput') && options.shapes.includes('c')) || options.phases.includes('profile');
   const env = await startEnvironment(options, needsColdTokens ? options.coldTokens : 0);
   notes.push(...env.notes);
   const machine = machineInfo(env.nginxVersion);
@@ -50,7 +55,7 @@ async function main(): Promise<number> {
     goals: [],
   };
   try {
-    await measure(env, options, results, date);
+    await measure(env, options, loader, results, date);
   } finally {
     await env.stop();
   }
@@ -70,17 +75,11 @@ async function main(): Promise<number> {
   return gatewayFailures?.met === false ? 1 : 0;
 }
 
-async function measure(env: BenchEnvironment, options: BenchOptions, results: BenchResults, date: Date): Promise<void> {
+async function measure(env: BenchEnvironment, options: BenchOptions, loader: Loader, results: BenchResults, date: Date): Promise<void> {
   const mcpToken = await env.tokenFor(GATEWAY_PATHS.mcp);
   const gatewayHeaders = { ...MCP_HEADERS, authorization: `Bearer ${mcpToken}` };
   const gatewayMcp = `${env.gateway.url}${GATEWAY_PATHS.mcp}`;
-  let coldTokens: TokenRotation | undefined;
-  if (env.coldTokens) {
-    const started = performance.now();
-    coldTokens = new TokenRotation(await env.coldTokens);
-    const waited = (performance.now() - started) / 1000;
-    if (waited > 0.1) log(`waited ${waited.toFixed(1)} s more for the ${options.coldTokens} ${options.alg} tokens of the cold-token run`);
-  }
+  const tokens = await shapeTokens(env, options);
   const direct: MeasuredTarget = { name: 'direct', url: `${env.upstream.url}${GATEWAY_PATHS.mcp}`, headers: { ...MCP_HEADERS }, pid: env.upstream.pid };
   const gateway: MeasuredTarget = { name: 'gateway', url: gatewayMcp, headers: gatewayHeaders, pid: env.gateway.pid };
   const proxies: MeasuredTarget[] = [
@@ -92,20 +91,22 @@ async function measure(env: BenchEnvironment, options: BenchOptions, results: Be
   const settings = { connections: options.connections, durationSec: options.durationSec };
 
   if (options.phases.includes('throughput')) {
-    log(`throughput: ${options.rounds} rounds × ${options.durationSec} s, ${options.connections} connections`);
+    const seconds = loader.seconds(options.durationSec);
+    log(
+      `throughput: shapes ${options.shapes.join(', ')}; ${options.rounds} rounds × ${seconds} s, ${options.connections} connections,` +
+        ` ${loader.name}${loader.name === 'wrk' ? ` with ${loader.threads} threads` : ''}`,
+    );
     const targets: MeasuredTarget[] = [
       direct,
       ...proxies,
-      // Sent the same token: the requests differ in nothing but whether the gateway looks at it.
+      // Sent the same tokens: the requests differ in nothing but whether the gateway looks at them.
       { ...gateway, name: 'gateway-auth-off', url: `${env.gatewayAuthOff.url}${GATEWAY_PATHS.mcp}`, pid: env.gatewayAuthOff.pid },
-      gateway,
-      { ...gateway, name: 'gateway-cold', tokens: coldTokens!, counters: () => tokenCacheCounters(env.gateway.url) },
+      { ...gateway, counters: () => tokenCacheCounters(env.gateway.url) },
     ];
-    const samples = await interleave(targets, settings, options.rounds, options.warmupSec, log);
-    results.throughput = {
-      targets: Object.fromEntries([...samples].map(([name, rounds]) => [name, summariseTarget(name as TargetName, rounds)])),
-      ratios: throughputRatios(samples),
-    };
+    const samples = await interleave(targetsByShape(options.shapes, targets, tokens), settings, options.rounds, options.warmupSec, log, loader.run);
+    const tokenCounts = Object.fromEntries(options.shapes.map((shape) => [shape, shape === 'c' ? tokens.pool.length : (tokens.users[shape]?.length ?? 1)]));
+    const { name, version, threads, note } = loader;
+    results.throughput = { loader: { name, version, threads, ...(note ? { note } : {}) }, runSeconds: seconds, ...summariseShapes(samples, tokenCounts) };
   }
 
   if (options.phases.includes('latency')) {
@@ -156,10 +157,11 @@ async function measure(env: BenchEnvironment, options: BenchOptions, results: Be
     const { results: profiles, markdown } = await profileGateway(
       env,
       { ...settings, durationSec: Math.max(options.durationSec * 2, 2) },
-      coldTokens!,
+      { users16: tokens.users.b16 ?? (await env.issuer.mintMany(audienceOf(GATEWAY_PATHS.mcp), 16, 'bench-b16')), pool: tokens.pool },
       outDir,
       stamp,
       log,
+      loader.run,
     );
     results.profiles = profiles.map(({ summary: _summary, ...rest }) => rest);
     const file = join(outDir, `profile-${stamp}.md`);
@@ -168,9 +170,27 @@ async function measure(env: BenchEnvironment, options: BenchOptions, results: Be
   }
 }
 
+/** The tokens of the shapes asked for: users' tokens of shape b, and the pool of shape c (minting it started with the environment). */
+async function shapeTokens(env: BenchEnvironment, options: BenchOptions): Promise<ShapeTokens> {
+  const users: ShapeTokens['users'] = {};
+  for (const shape of options.shapes) {
+    const count = SHAPES[shape].users;
+    // A subject prefix per shape: no token of one shape is a token of another.
+    if (count) users[shape] = await env.issuer.mintMany(audienceOf(GATEWAY_PATHS.mcp), count, `bench-${shape}`);
+  }
+  let pool: readonly string[] = [];
+  if (env.coldTokens) {
+    const started = performance.now();
+    pool = await env.coldTokens;
+    const waited = (performance.now() - started) / 1000;
+    if (waited > 0.1) log(`waited ${waited.toFixed(1)} s more for the ${options.coldTokens} ${options.alg} tokens of shape c`);
+  }
+  return { users, pool };
+}
+
 /** `--from`: the report and chart again from a results file (after a change to the report, say). */
 async function rerender(options: BenchOptions): Promise<number> {
-  const results = JSON.parse(await readFile(resolve(REPO_ROOT, options.from!), 'utf8')) as BenchResults;
+  const results = upgradeLegacyResults(JSON.parse(await readFile(resolve(REPO_ROOT, options.from!), 'utf8')) as BenchResults);
   results.goals = checkGoals(results);
   const outDir = resolve(REPO_ROOT, options.outDir);
   await mkdir(outDir, { recursive: true });

@@ -27,7 +27,7 @@ export interface BenchEnvironment {
   notes: string[];
   /** A valid token for a gateway route (audience = its resource). */
   tokenFor(path: string): Promise<string>;
-  /** The cold-token run's distinct tokens for the /mcp route; minting starts with the environment, when asked for. */
+  /** The pool of shape c (a new token every request) for the /mcp route; minting starts with the environment, when asked for. */
   coldTokens: Promise<string[]> | undefined;
   startGateway(name: string, cpuProfileDir?: string, authOff?: boolean): Promise<GatewayProcess>;
   stop(): Promise<void>;
@@ -50,7 +50,7 @@ export async function startEnvironment(options: BenchOptions, coldTokenCount = 0
     const issuer = await startIssuer(options.alg, `${REQUIRED_SCOPE} mcp:write`);
     started.push({ stop: () => issuer.close() });
     // Signed on libuv's thread pool while the other processes start, not while anything is measured.
-    const coldTokens = coldTokenCount > 0 ? issuer.mintMany(audienceOf(GATEWAY_PATHS.mcp), coldTokenCount) : undefined;
+    const coldTokens = coldTokenCount > 0 ? issuer.mintMany(audienceOf(GATEWAY_PATHS.mcp), coldTokenCount, 'bench-pool') : undefined;
     coldTokens?.catch(() => undefined);
     const startGateway = (name: string, cpuProfileDir?: string, authOff = false) =>
       startGatewayProcess(name, {

@@ -1,10 +1,13 @@
 // One load run with autocannon's programmatic API against one target, with
 // the target process's CPU time per request (less sensitive to a busy shared
 // machine than requests per second) and the load generator's own CPU use
-// (near 100 % means autocannon, not the target, was the limit).
+// (near 100 % means autocannon, not the target, was the limit). autocannon is
+// the fallback loader: it runs inside the harness, on the cores it measures;
+// bench/lib/wrk.ts is used when wrk is installed.
 import autocannon from 'autocannon';
 import { cpuSeconds } from './processes.js';
 import { latencySummary, type LatencySummary } from './stats.js';
+import type { TokenFeed } from './token-feed.js';
 
 export interface LoadTarget {
   name: string;
@@ -13,8 +16,8 @@ export interface LoadTarget {
   headers: Record<string, string>;
   /** The process whose CPU time is charged to this target (the proxy; the upstream for "direct"). */
   pid: number;
-  /** Cold-token runs: every request takes the next token of this rotation. */
-  tokens?: TokenRotation;
+  /** Every request takes the next token of this feed (shapes b and c); otherwise the headers' token throughout (shape a). */
+  tokens?: TokenFeed;
 }
 
 export interface LoadSettings {
@@ -34,19 +37,8 @@ export interface LoadSample {
   targetCpuUsPerRequest?: number;
   /** CPU use of the load generator over the run, in % of one core. */
   loadGeneratorCpuPct: number;
-}
-
-/** Hands out tokens in order, forever: with more tokens than the gateway's LRU cache holds, every request misses it. */
-export class TokenRotation {
-  private next = 0;
-  constructor(readonly tokens: readonly string[]) {
-    if (tokens.length === 0) throw new TypeError('no tokens to rotate');
-  }
-  take(): string {
-    const token = this.tokens[this.next]!;
-    this.next = (this.next + 1) % this.tokens.length;
-    return token;
-  }
+  /** Requests that carried a token already sent in an earlier request, when every request should have had a new one. */
+  tokensReused?: number;
 }
 
 export const TOOLS_LIST_BODY = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} });
@@ -61,7 +53,8 @@ export async function runLoad(target: LoadTarget, settings: LoadSettings): Promi
   const cpuBefore = cpuSeconds(target.pid);
   const loaderBefore = process.cpuUsage();
   const wallBefore = performance.now();
-  const rotation = target.tokens;
+  const feed = target.tokens;
+  const reusedBefore = feed?.reused ?? 0;
   const options: autocannon.Options = {
     url: target.url,
     connections: settings.connections,
@@ -71,13 +64,13 @@ export async function runLoad(target: LoadTarget, settings: LoadSettings): Promi
     method: 'POST',
     headers: target.headers,
     body: TOOLS_LIST_BODY,
-    ...(rotation
+    ...(feed
       ? {
           requests: [
             {
               method: 'POST',
               body: TOOLS_LIST_BODY,
-              setupRequest: (request) => ({ ...request, headers: { ...target.headers, authorization: `Bearer ${rotation.take()}` } }),
+              setupRequest: (request) => ({ ...request, headers: { ...target.headers, authorization: `Bearer ${feed.take()}` } }),
             },
           ],
         }
@@ -108,5 +101,6 @@ export async function runLoad(target: LoadTarget, settings: LoadSettings): Promi
     targetCpuUsPerRequest:
       cpuBefore !== undefined && cpuAfter !== undefined && requests > 0 ? ((cpuAfter - cpuBefore) * 1e6) / requests : undefined,
     loadGeneratorCpuPct: ((loader.user + loader.system) / 1e3 / (wallSec * 1000)) * 100,
+    ...(feed?.kind === 'once' ? { tokensReused: feed.reused - reusedBefore } : {}),
   };
 }

@@ -19,7 +19,7 @@ export interface MachineInfo {
 }
 
 /** Read from the files: some packages do not export their package.json. */
-function packageVersion(relativeToRepo: string): string {
+export function packageVersion(relativeToRepo: string): string {
   try {
     return (JSON.parse(readFileSync(new URL(`../../${relativeToRepo}package.json`, import.meta.url), 'utf8')) as { version: string }).version;
   } catch {

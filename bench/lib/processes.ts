@@ -131,7 +131,8 @@ export function readyPort(line: string): number | undefined {
 }
 
 let ticksPerSecond: number | undefined;
-function clockTicks(): number {
+/** Clock ticks per second, the unit of /proc/<pid>/stat CPU times. */
+export function clockTicks(): number {
   if (ticksPerSecond === undefined) {
     try {
       ticksPerSecond = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;

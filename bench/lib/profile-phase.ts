@@ -1,6 +1,7 @@
 // `--profile`: fresh processes run with --cpu-prof under the throughput load:
-// the gateway's proxy core alone (no auth), the gateway with a cached token,
-// and the gateway with a new token per request. Each profile is written when
+// the gateway's proxy core alone (no auth), and the gateway in the traffic
+// shapes of bench/lib/shapes.ts: one token per connection (a), 16 users'
+// tokens rotating on every connection (b16), a new token per request (c). Each profile is written when
 // its process exits and summarised over the load run only; the difference
 // between the gateway and its proxy core, per area, shows where the gateway's
 // own layers spend their time.
@@ -9,8 +10,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BenchEnvironment } from './environment.js';
 import { GATEWAY_PATHS } from './gateway.js';
-import type { Log } from './interleave.js';
-import { MCP_HEADERS, runLoad, type LoadSettings, type TokenRotation } from './load.js';
+import type { Log, Runner } from './interleave.js';
+import { MCP_HEADERS, type LoadSettings } from './load.js';
+import { TokenFeed } from './token-feed.js';
 import { profileMarkdown, summariseProfile, type ProfileSummary } from './cpu-profile.js';
 import { readyPort, spawnReady } from './processes.js';
 
@@ -34,16 +36,17 @@ interface Scenario {
   scenario: string;
   start(profileDir: string): Promise<Profiled>;
   headers: Record<string, string>;
-  tokens?: TokenRotation;
+  tokens?: TokenFeed;
 }
 
 export async function profileGateway(
   env: BenchEnvironment,
   settings: LoadSettings,
-  coldTokens: TokenRotation,
+  tokens: { users16: readonly string[]; pool: readonly string[] },
   outDir: string,
   stamp: string,
   log: Log,
+  runLoad: Runner<LoadSettings>,
 ): Promise<{ results: ProfileResult[]; markdown: string }> {
   const bearer = { ...MCP_HEADERS, authorization: `Bearer ${await env.tokenFor(GATEWAY_PATHS.mcp)}` };
   const startGateway = (name: string) => async (dir: string) => {
@@ -64,7 +67,8 @@ export async function profileGateway(
       headers: bearer,
     },
     { scenario: 'cached-token', start: startGateway('gateway (profile, cached token)'), headers: bearer },
-    { scenario: 'cold-token', start: startGateway('gateway (profile, cold tokens)'), headers: bearer, tokens: coldTokens },
+    { scenario: 'users-16', start: startGateway('gateway (profile, 16 users per connection)'), headers: bearer, tokens: new TokenFeed('rotate', tokens.users16) },
+    { scenario: 'cold-token', start: startGateway('gateway (profile, cold tokens)'), headers: bearer, tokens: new TokenFeed('once', tokens.pool) },
   ];
 
   const results: ProfileResult[] = [];
@@ -96,20 +100,26 @@ export async function profileGateway(
   }
 
   const core = results.find((r) => r.scenario === 'proxy-core');
-  const cached = results.find((r) => r.scenario === 'cached-token');
+  const compared = [
+    { scenario: 'cached-token', title: 'one token per connection' },
+    { scenario: 'users-16', title: '16 users per connection' },
+  ].flatMap(({ scenario, title }) => {
+    const gateway = results.find((r) => r.scenario === scenario);
+    return core && gateway ? [differenceMarkdown(gateway, core, title), ''] : [];
+  });
   const markdown = [
     '# CPU profiles: the gateway and its proxy core',
     '',
     'Open the .cpuprofile files in https://www.speedscope.app or Chrome DevTools (Performance → Load profile) for flame graphs.',
     '',
-    ...(core && cached ? [differenceMarkdown(cached, core), ''] : []),
+    ...compared,
     ...results.map((r) => profileMarkdown(r.summary, `${r.scenario} (${Math.round(r.requestsPerSec)} req/s while profiled)`, r.requests)),
   ].join('\n');
   return { results, markdown };
 }
 
 /** µs per request by area: the gateway minus its proxy core, largest differences first. */
-function differenceMarkdown(gateway: ProfileResult, core: ProfileResult): string {
+function differenceMarkdown(gateway: ProfileResult, core: ProfileResult, title: string): string {
   const perRequest = (r: ProfileResult) => new Map(Object.entries(r.summary.areaUs).map(([area, us]) => [area, us / r.requests]));
   const [g, c] = [perRequest(gateway), perRequest(core)];
   const busy = (r: ProfileResult) => (r.summary.busyMs * 1000) / r.requests;
@@ -120,7 +130,7 @@ function differenceMarkdown(gateway: ProfileResult, core: ProfileResult): string
     .sort((a, b) => b.diff - a.diff)
     .slice(0, 25);
   return [
-    '## Where the gateway spends more than its proxy core (cached token)',
+    `## Where the gateway spends more than its proxy core (${title})`,
     '',
     `Busy JavaScript-thread time per request: gateway ${busy(gateway).toFixed(1)} µs, proxy core ${busy(core).toFixed(1)} µs.`,
     '',

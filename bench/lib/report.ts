@@ -1,7 +1,9 @@
-// Turns results into what people read: the goals of issue 6 checked, a
+// Turns results into what people read: the goals of issue 13 checked, a
 // markdown summary for the README (bench/results/latest.md) and the chart.
-import type { BenchResults, Goal, TargetName, TargetSummary } from './results.js';
+import { LOADER_LIMIT_PCT } from './loader.js';
+import type { BenchResults, Goal, ShapeSummary, TargetName, TargetSummary } from './results.js';
 import { TARGET_LABELS } from './results.js';
+import type { ShapeName } from './shapes.js';
 import { ratioSpread, type Spread } from './stats.js';
 import { renderChart, type Panel } from './svg-chart.js';
 
@@ -12,21 +14,23 @@ const range = (s: Spread, digits = 0) => (digits === 0 ? `${fmtInt(s.min)}–${f
 
 export function checkGoals(results: BenchResults): Goal[] {
   const goals: Goal[] = [];
-  const ratios = results.throughput?.ratios ?? {};
-  const atLeast = (goal: string, key: string, min: number) => {
-    const r = ratios[key];
+  const shapes = results.throughput?.shapes ?? {};
+  const atLeast = (goal: string, shape: ShapeName, key: string, min: number) => {
+    const r = shapes[shape]?.ratios[key];
     goals.push({ goal, measured: r ? ratio(r) : 'not measured', met: r ? r.median >= min : null });
   };
   if (results.throughput) {
-    atLeast('gateway with full auth ≥ 1.2× http-proxy without auth', 'gateway / http-proxy', 1.2);
-    atLeast('gateway with full auth ≥ 0.5× nginx without auth', 'gateway / nginx', 0.5);
-    atLeast('auth on ≥ 0.95× auth off', 'gateway / gateway-auth-off', 0.95);
+    // The shape the gateway sees behind an ingress: many users' tokens on each kept-alive connection.
+    atLeast('(b) 16 users: gateway with full auth ≥ 1.2× http-proxy without auth', 'b16', 'gateway / http-proxy', 1.2);
+    atLeast('(b) 16 users: gateway with full auth ≥ 0.5× nginx (1 worker) without auth', 'b16', 'gateway / nginx', 0.5);
+    atLeast('(b) 16 users: auth on ≥ 0.9× auth off', 'b16', 'gateway / gateway-auth-off', 0.9);
+    atLeast(`(c) a new ${results.settings.alg} token every request: gateway ≥ 0.6× http-proxy`, 'c', 'gateway / http-proxy', 0.6);
   }
   const sse = results.sse?.targets;
   if (sse?.gateway && sse.direct) {
     const later = sse.gateway.firstEventMs.median - sse.direct.firstEventMs.median;
     const heldP99 = sse.gateway.eventDelayMs.p99 - sse.direct.eventDelayMs.p99;
-    goals.push({ goal: 'SSE first event ≤ 5 ms later than direct', measured: `${later.toFixed(2)} ms later`, met: later <= 5 });
+    goals.push({ goal: 'SSE first event ≤ 2 ms later than direct', measured: `${later.toFixed(2)} ms later`, met: later <= 2 });
     goals.push({
       goal: 'no SSE event held back',
       measured: `per-event delay p99 +${heldP99.toFixed(2)} ms vs direct, max ${sse.gateway.eventDelayMs.max.toFixed(1)} ms; ${sse.gateway.incomplete} incomplete streams; ${sse.gateway.readsPerEvent.toFixed(2)} reads/event (direct ${sse.direct.readsPerEvent.toFixed(2)})`,
@@ -36,15 +40,15 @@ export function checkGoals(results: BenchResults): Goal[] {
   const idle = results.idleStreams;
   if (idle) {
     goals.push({
-      goal: `≤ 30 KB of memory per idle SSE stream (${idle.requested.toLocaleString('en-US')} streams)`,
+      goal: `≤ 25 KiB of memory per idle SSE stream (${idle.requested.toLocaleString('en-US')} streams)`,
       measured: idle.stalled
         ? `not measurable: only ${idle.opened.toLocaleString('en-US')} of ${idle.attempted.toLocaleString('en-US')} streams opened, the others got no answer`
         : `${fmt(idle.gatewayKiBPerStream, 1)} KiB/stream with ${idle.opened.toLocaleString('en-US')} of ${idle.attempted.toLocaleString('en-US')} streams open` +
           (idle.attempted < idle.requested ? ` (open-files limit; ${idle.requested.toLocaleString('en-US')} extrapolated: ${fmt((idle.gatewayKiBPerStream * idle.requested) / 1024)} MiB)` : ''),
-      met: idle.opened === idle.attempted && idle.gatewayKiBPerStream <= 30,
+      met: idle.opened === idle.attempted && idle.gatewayKiBPerStream <= 25,
     });
   }
-  const loaded = [results.throughput?.targets.gateway, results.throughput?.targets['gateway-cold'], results.latency?.targets.gateway].filter(
+  const loaded = [...Object.values(shapes).map((shape) => shape.targets.gateway), results.latency?.targets.gateway].filter(
     (t): t is TargetSummary => t !== undefined,
   );
   if (loaded.length > 0) {
@@ -67,31 +71,28 @@ export function markdownReport(results: BenchResults): string {
   );
   const tp = results.throughput;
   if (tp) {
+    const { loader } = tp;
     push(
-      `**Throughput**: POST \`tools/list\`, ${settings.connections} connections, ${settings.rounds} interleaved rounds of ${settings.durationSec} s per target (autocannon).` +
-        ' Median (min–max over rounds); ratios are per round, then the median.',
+      `**Throughput**: POST \`tools/list\`, ${settings.connections} connections, ${settings.rounds} interleaved round${settings.rounds === 1 ? '' : 's'} of ${tp.runSeconds} s per target and shape.` +
+        ` Loaded by ${loader.name} ${loader.version}` +
+        (loader.name === 'wrk' ? ` (${loader.threads} threads, a process of its own)` : ' (in the harness process)') +
+        `; its CPU use, in % of one core, is in the loader column (⚠ at ${LOADER_LIMIT_PCT} % or more: the loader may have been the limit).` +
+        ' Median (min–max over rounds); ratios are per round, then the median. CPU µs/req is the target process\'s CPU time per request, whatever the loader.',
       '',
-      '| target | req/s | spread | vs http-proxy | vs nginx | p50 ms | p99 ms | CPU µs/req | non-2xx |',
-      '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
     );
-    const proxy = tp.targets['http-proxy']?.rounds.map((r) => r.requestsPerSec);
-    const nginx = tp.targets.nginx?.rounds.map((r) => r.requestsPerSec);
-    for (const [name, t] of Object.entries(tp.targets) as [TargetName, TargetSummary][]) {
-      const mine = t.rounds.map((r) => r.requestsPerSec);
-      const vs = (other: number[] | undefined) => (other ? ratio(ratioSpread(mine, other)) : '–');
-      push(
-        `| ${t.label} | ${fmtInt(t.requestsPerSec.median)} | ${range(t.requestsPerSec)} | ${name === 'http-proxy' ? '1' : vs(proxy)} | ${name === 'nginx' ? '1' : vs(nginx)} |` +
-          ` ${fmt(t.latencyP50Ms.median, 1)} | ${fmt(t.latencyP99Ms.median, 1)} | ${fmt(t.cpuUsPerRequest.median)} | ${t.failures} |`,
-      );
+    if (loader.note) push(`Note: ${loader.note}`, '');
+    for (const [shapeName, shape] of Object.entries(tp.shapes) as [ShapeName, ShapeSummary][]) {
+      push(...shapeTable(shapeName, shape, results), '');
     }
-    const cold = tp.targets['gateway-cold'];
-    push('');
-    if (cold?.tokenCacheMissRatio !== undefined) {
-      push(`The cold-token run rotated through ${settings.coldTokens.toLocaleString('en-US')} tokens (${settings.alg}); ${(cold.tokenCacheMissRatio * 100).toFixed(1)} % of its requests missed the verified-token cache.`, '');
+    const across = Object.entries(tp.ratios);
+    if (across.length > 0) {
+      push(`Across shapes, the gateway's requests/s: ${across.map(([key, r]) => `${key} ${ratio(r)}`).join('; ')}.`, '');
     }
-    const loader = Math.max(...Object.values(tp.targets).map((t) => t.loadGeneratorCpuPct.median));
-    if (loader > 85) {
-      push(`The load generator (autocannon, one core) ran at up to ${fmt(loader)} % CPU: the fastest targets may be limited by it, which understates their lead.`, '');
+    const limited = (Object.entries(tp.shapes) as [ShapeName, ShapeSummary][]).flatMap(([shapeName, shape]) =>
+      (Object.entries(shape.targets) as [TargetName, TargetSummary][]).filter(([, t]) => t.loaderLimitedRounds > 0).map(([name, t]) => `${name} in ${shapeName} (${t.loaderLimitedRounds} of ${t.rounds.length} rounds)`),
+    );
+    if (limited.length > 0) {
+      push(`The loader used ${LOADER_LIMIT_PCT} % of a core or more for ${limited.join(', ')}: those targets may have been held back by it, which understates them.`, '');
     }
   }
   const lat = results.latency;
@@ -141,7 +142,7 @@ export function markdownReport(results: BenchResults): string {
     );
   }
   if (results.goals.length > 0) {
-    push('**Goals (issue 6)**', '', '| goal | measured | met |', '|---|---|:---:|');
+    push('**Goals (issue 13)**', '', '| goal | measured | met |', '|---|---|:---:|');
     for (const g of results.goals) push(`| ${g.goal} | ${g.measured} | ${g.met === null ? 'n/a' : g.met ? 'yes' : '**no**'} |`);
     push('');
   }
@@ -153,27 +154,35 @@ export function chartSvg(results: BenchResults): string {
   const panels: Panel[] = [];
   const tp = results.throughput;
   if (tp) {
-    const proxy = tp.targets['http-proxy']?.rounds.map((r) => r.requestsPerSec);
-    const entries = Object.entries(tp.targets) as [TargetName, TargetSummary][];
-    panels.push({
-      title: `Throughput, POST tools/list, ${results.settings.connections} connections`,
-      unit: 'requests/s, median and min–max of rounds',
-      bars: entries.map(([name, t]) => ({
-        label: t.label,
-        value: t.requestsPerSec.median,
-        min: t.requestsPerSec.min,
-        max: t.requestsPerSec.max,
-        // The same per-round ratio as the table.
-        ...(proxy && name !== 'http-proxy'
-          ? { note: `${ratioSpread(t.rounds.map((r) => r.requestsPerSec), proxy).median.toFixed(2)}× http-proxy` }
-          : {}),
-        highlight: name.startsWith('gateway'),
-      })),
+    for (const shape of Object.values(tp.shapes)) {
+      const proxy = shape.targets['http-proxy']?.rounds.map((r) => r.requestsPerSec);
+      const entries = Object.entries(shape.targets) as [TargetName, TargetSummary][];
+      panels.push({
+        title: `Throughput, ${shape.label}${shape.tokens > 1 ? ` (${shape.tokens.toLocaleString('en-US')} tokens)` : ''}`,
+        unit: `requests/s, median and min–max of rounds; ${tp.loader.name}, ${results.settings.connections} connections`,
+        bars: entries.map(([name, t]) => ({
+          label: t.label,
+          value: t.requestsPerSec.median,
+          min: t.requestsPerSec.min,
+          max: t.requestsPerSec.max,
+          // The same per-round ratio as the table.
+          ...(proxy && name !== 'http-proxy' ? { note: `${ratioSpread(t.rounds.map((r) => r.requestsPerSec), proxy).median.toFixed(2)}× http-proxy` } : {}),
+          highlight: name.startsWith('gateway'),
+        })),
+      });
+    }
+    const gatewayCpu = Object.values(tp.shapes).flatMap((shape) => {
+      const t = shape.targets.gateway;
+      return t ? [{ label: `gateway, ${shape.label}`, value: t.cpuUsPerRequest.median, min: t.cpuUsPerRequest.min, max: t.cpuUsPerRequest.max, highlight: true }] : [];
     });
+    const reference = tp.shapes.b16 ?? tp.shapes.a;
+    const baselineCpu = (Object.entries(reference?.targets ?? {}) as [TargetName, TargetSummary][])
+      .filter(([name]) => name !== 'gateway')
+      .map(([, t]) => ({ label: t.label, value: t.cpuUsPerRequest.median, min: t.cpuUsPerRequest.min, max: t.cpuUsPerRequest.max }));
     panels.push({
       title: 'CPU time of the proxy process per request',
-      unit: 'µs, lower is better; "direct" is the upstream alone',
-      bars: entries.map(([name, t]) => ({ label: t.label, value: t.cpuUsPerRequest.median, min: t.cpuUsPerRequest.min, max: t.cpuUsPerRequest.max, highlight: name.startsWith('gateway') })),
+      unit: `µs, lower is better; the gateway in every shape, the others in ${reference?.label ?? '–'}; "direct" is the upstream alone`,
+      bars: [...gatewayCpu, ...baselineCpu],
     });
   }
   const lat = results.latency;
@@ -193,4 +202,36 @@ export function chartSvg(results: BenchResults): string {
     `${results.date.slice(0, 10)} · ${m.cpuModel}, ${m.cpus} cores · Node ${m.node}${m.nginx ? ` · nginx ${m.nginx}` : ''} · load avg ${m.loadAverage.start.toFixed(1)}`,
     panels,
   );
+}
+
+/** One shape's table and what to know about its tokens. */
+function shapeTable(shapeName: ShapeName, shape: ShapeSummary, results: BenchResults): string[] {
+  const lines = [
+    `*${shape.label}*${shape.tokens > 1 ? `: ${shape.tokens.toLocaleString('en-US')} distinct tokens` : ''}`,
+    '',
+    '| target | req/s | spread | vs http-proxy | vs nginx | p50 ms | p99 ms | CPU µs/req | loader CPU | non-2xx |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+  ];
+  const proxy = shape.targets['http-proxy']?.rounds.map((r) => r.requestsPerSec);
+  const nginx = shape.targets.nginx?.rounds.map((r) => r.requestsPerSec);
+  for (const [name, t] of Object.entries(shape.targets) as [TargetName, TargetSummary][]) {
+    const mine = t.rounds.map((r) => r.requestsPerSec);
+    const vs = (other: number[] | undefined) => (other ? ratio(ratioSpread(mine, other)) : '–');
+    const loader = `${fmt(t.loadGeneratorCpuPct.median)} %${t.loaderLimitedRounds > 0 ? ' ⚠' : ''}`;
+    lines.push(
+      `| ${t.label} | ${fmtInt(t.requestsPerSec.median)} | ${range(t.requestsPerSec)} | ${name === 'http-proxy' ? '1' : vs(proxy)} | ${name === 'nginx' ? '1' : vs(nginx)} |` +
+        ` ${fmt(t.latencyP50Ms.median, 1)} | ${fmt(t.latencyP99Ms.median, 1)} | ${fmt(t.cpuUsPerRequest.median)} | ${loader} | ${t.failures} |`,
+    );
+  }
+  const gateway = shape.targets.gateway;
+  const facts: string[] = [];
+  if (gateway?.tokenCacheMissRatio !== undefined) {
+    facts.push(`${(gateway.tokenCacheMissRatio * 100).toFixed(1)} % of the gateway's token lookups missed its verified-token cache`);
+  }
+  if (shapeName === 'c') {
+    facts.push(`tokens signed with ${results.settings.alg}, a pool of ${results.settings.coldTokens.toLocaleString('en-US')} walked once per target`);
+    if (gateway?.tokensReused) facts.push(`**${gateway.tokensReused.toLocaleString('en-US')} of the gateway's requests reused a token** (the pool was too small: --cold-tokens)`);
+  }
+  if (facts.length > 0) lines.push('', `In this shape ${facts.join('; ')}.`);
+  return lines;
 }

@@ -6,18 +6,19 @@ import type { BenchOptions } from './options.js';
 import type { IdleStreamsResult } from './idle-memory.js';
 import type { StreamSummary } from './streaming.js';
 import type { ProfileResult } from './profile-phase.js';
+import { LOADER_LIMIT_PCT, type LoaderInfo } from './loader.js';
+import { SHAPES, splitShapeKey, type ShapeName } from './shapes.js';
 import { ratioSpread, spread, type Spread } from './stats.js';
 
-export type TargetName = 'direct' | 'nginx' | 'http-proxy' | 'proxy-core' | 'gateway-auth-off' | 'gateway' | 'gateway-cold';
+export type TargetName = 'direct' | 'nginx' | 'http-proxy' | 'proxy-core' | 'gateway-auth-off' | 'gateway';
 
 export const TARGET_LABELS: Record<TargetName, string> = {
   direct: 'direct to upstream',
-  nginx: 'nginx, no auth',
+  nginx: 'nginx (1 worker), no auth',
   'http-proxy': 'http-proxy, no auth',
   'proxy-core': 'gateway proxy core, no auth',
   'gateway-auth-off': 'gateway, auth off',
-  gateway: 'gateway, JWT (cached)',
-  'gateway-cold': 'gateway, JWT (new token each request)',
+  gateway: 'gateway, JWT',
 };
 
 export interface TargetSummary {
@@ -29,10 +30,24 @@ export interface TargetSummary {
   cpuUsPerRequest: Spread;
   /** non-2xx answers + errors + timeouts over all rounds. */
   failures: number;
-  /** Cold-token runs: share of requests that missed the gateway's verified-token cache. */
+  /** The gateway: share of its token lookups that missed the verified-token cache (and so verified a signature). */
   tokenCacheMissRatio?: number;
+  /** CPU of the loader, in % of one core. */
   loadGeneratorCpuPct: Spread;
+  /** Rounds in which the loader used ≥ LOADER_LIMIT_PCT of a core: it may have been the limit. */
+  loaderLimitedRounds: number;
+  /** Shape c: requests that carried a token sent before (the pool was too small). */
+  tokensReused?: number;
   rounds: RoundSample[];
+}
+
+export interface ShapeSummary {
+  label: string;
+  /** Distinct tokens the shape's requests carried (to each target). */
+  tokens: number;
+  targets: Partial<Record<TargetName, TargetSummary>>;
+  /** Per-round ratios of requests/s within the shape, e.g. "gateway / http-proxy". */
+  ratios: Record<string, Spread>;
 }
 
 export interface Goal {
@@ -48,8 +63,11 @@ export interface BenchResults {
   machine: MachineInfo;
   notes: string[];
   throughput?: {
-    targets: Partial<Record<TargetName, TargetSummary>>;
-    /** Per-round ratios of requests/s, e.g. "gateway / http-proxy". */
+    loader: LoaderInfo;
+    /** Seconds each run lasted (wrk runs whole seconds, whatever --duration asked). */
+    runSeconds: number;
+    shapes: Partial<Record<ShapeName, ShapeSummary>>;
+    /** Per-round ratios across shapes, e.g. "gateway b16 / gateway a". */
     ratios: Record<string, Spread>;
   };
   latency?: {
@@ -77,11 +95,44 @@ export function summariseTarget(name: TargetName, rounds: RoundSample[]): Target
     failures: rounds.reduce((n, r) => n + r.non2xx + r.errors + r.timeouts, 0),
     ...(lookups > 0 ? { tokenCacheMissRatio: misses / lookups } : {}),
     loadGeneratorCpuPct: spread(rounds.map((r) => r.loadGeneratorCpuPct)),
+    loaderLimitedRounds: rounds.filter((r) => r.loadGeneratorCpuPct >= LOADER_LIMIT_PCT).length,
+    ...(rounds.some((r) => r.tokensReused !== undefined) ? { tokensReused: rounds.reduce((n, r) => n + (r.tokensReused ?? 0), 0) } : {}),
     rounds,
   };
 }
 
-/** Requests/s ratios of every pair that matters, per round (targets measured side by side). */
+/** The interleaved samples (keyed shape/target) summarised by shape, with the ratios within and across shapes. */
+export function summariseShapes(
+  samples: Map<string, RoundSample[]>,
+  tokenCounts: Partial<Record<ShapeName, number>>,
+): { shapes: Partial<Record<ShapeName, ShapeSummary>>; ratios: Record<string, Spread> } {
+  const byShape = new Map<ShapeName, Map<string, RoundSample[]>>();
+  for (const [key, rounds] of samples) {
+    const [shape, target] = splitShapeKey(key);
+    if (!byShape.has(shape)) byShape.set(shape, new Map());
+    byShape.get(shape)!.set(target, rounds);
+  }
+  const shapes: Partial<Record<ShapeName, ShapeSummary>> = {};
+  for (const [shape, targets] of byShape) {
+    shapes[shape] = {
+      label: SHAPES[shape].label,
+      tokens: tokenCounts[shape] ?? 1,
+      targets: Object.fromEntries([...targets].map(([name, rounds]) => [name, summariseTarget(name as TargetName, rounds)])),
+      ratios: throughputRatios(targets),
+    };
+  }
+  // What many users per connection, and a new token each time, cost the gateway against one client per connection.
+  const ratios: Record<string, Spread> = {};
+  const gatewayIn = (shape: ShapeName) => byShape.get(shape)?.get('gateway')?.map((r) => r.requestsPerSec);
+  const oneClient = gatewayIn('a');
+  for (const shape of ['b16', 'b1000', 'c'] as const) {
+    const other = gatewayIn(shape);
+    if (other && oneClient) ratios[`gateway ${shape} / gateway a`] = ratioSpread(other, oneClient);
+  }
+  return { shapes, ratios };
+}
+
+/** Requests/s ratios of every pair that matters, per round (targets of one shape measured side by side). */
 export function throughputRatios(samples: Map<string, RoundSample[]>): Record<string, Spread> {
   const rps = (name: TargetName) => samples.get(name)?.map((r) => r.requestsPerSec);
   const pairs: [TargetName, TargetName][] = [
@@ -93,8 +144,6 @@ export function throughputRatios(samples: Map<string, RoundSample[]>): Record<st
     ['gateway-auth-off', 'proxy-core'],
     ['proxy-core', 'http-proxy'],
     ['http-proxy', 'nginx'],
-    ['gateway-cold', 'gateway'],
-    ['gateway-cold', 'http-proxy'],
   ];
   const ratios: Record<string, Spread> = {};
   for (const [a, b] of pairs) {
@@ -102,4 +151,30 @@ export function throughputRatios(samples: Map<string, RoundSample[]>): Record<st
     if (x && y) ratios[`${a} / ${b}`] = ratioSpread(x, y);
   }
   return ratios;
+}
+
+/**
+ * Results written before the shapes (one token per connection, autocannon, a `gateway-cold`
+ * target for new tokens), in today's form, so `--from` can render them again.
+ */
+export function upgradeLegacyResults(results: BenchResults): BenchResults {
+  const legacy = results.throughput as unknown as { targets?: Record<string, TargetSummary>; ratios?: Record<string, Spread>; shapes?: unknown } | undefined;
+  if (!legacy?.targets || legacy.shapes) return results;
+  const { 'gateway-cold': cold, ...oneToken } = legacy.targets;
+  const withLimits = (t: TargetSummary): TargetSummary => ({ ...t, loaderLimitedRounds: t.rounds.filter((r) => r.loadGeneratorCpuPct >= LOADER_LIMIT_PCT).length });
+  const shapes: Partial<Record<ShapeName, ShapeSummary>> = {
+    a: {
+      label: SHAPES.a.label,
+      tokens: 1,
+      targets: Object.fromEntries(Object.entries(oneToken).map(([name, t]) => [name, withLimits(t)])),
+      ratios: Object.fromEntries(Object.entries(legacy.ratios ?? {}).filter(([key]) => !key.includes('gateway-cold'))),
+    },
+  };
+  if (cold) {
+    const coldRatio = legacy.ratios?.['gateway-cold / http-proxy'];
+    shapes.c = { label: SHAPES.c.label, tokens: results.settings.coldTokens, targets: { gateway: withLimits(cold) }, ratios: coldRatio ? { 'gateway / http-proxy': coldRatio } : {} };
+  }
+  const version = (results.machine.versions as Record<string, string | undefined>).autocannon ?? 'unknown';
+  const runSeconds = results.settings.durationSec;
+  return { ...results, throughput: { loader: { name: 'autocannon', version, threads: 1 }, runSeconds, shapes, ratios: {} } };
 }

@@ -10,8 +10,8 @@ export interface Issuer {
   jwksUri: string;
   alg: string;
   mint(audience: string, subject: string): Promise<string>;
-  /** `count` distinct tokens (distinct subjects), signed in parallel. */
-  mintMany(audience: string, count: number): Promise<string[]>;
+  /** `count` distinct tokens (subjects `<subjectPrefix>-0`, `-1`, …), signed in parallel; distinct prefixes keep sets apart. */
+  mintMany(audience: string, count: number, subjectPrefix?: string): Promise<string[]>;
   close(): Promise<void>;
 }
 
@@ -33,11 +33,11 @@ export async function startIssuer(alg: string, scope: string): Promise<Issuer> {
     jwksUri: `${issuer}/jwks`,
     alg,
     mint,
-    async mintMany(audience, count) {
+    async mintMany(audience, count, subjectPrefix = 'bench-user') {
       const tokens: string[] = [];
       // Batches keep the number of pending crypto jobs bounded.
       for (let start = 0; start < count; start += 1000) {
-        const batch = Array.from({ length: Math.min(1000, count - start) }, (_, i) => mint(audience, `bench-user-${start + i}`));
+        const batch = Array.from({ length: Math.min(1000, count - start) }, (_, i) => mint(audience, `${subjectPrefix}-${start + i}`));
         tokens.push(...(await Promise.all(batch)));
       }
       return tokens;
