@@ -2,6 +2,8 @@
 // message asks for (method, and the tool, resource or prompt it names). The
 // body itself is forwarded byte for byte; this only looks at it.
 import { GatewayError } from '../errors/gateway-error.js';
+import { AmbiguousMemberError, checkMemberNames, foldName, readNames } from './member-names.js';
+import { JsonReadingError, parseStrictJson } from './strict-json.js';
 
 export type JsonRpcId = string | number | null;
 
@@ -41,28 +43,119 @@ export const NAME_KIND: Readonly<Record<string, 'tool' | 'uri' | 'prompt'>> = {
   'prompts/get': 'prompt',
 };
 
+/** A batch longer than this is refused before any rule is evaluated (MCP clients send a handful). */
+export const MAX_BATCH_MESSAGES = 100;
+
+/**
+ * Longest method, tool name, prompt name or resource URI the policy reads, in
+ * UTF-16 code units. Tool names are short (the MCP spec suggests at most 128
+ * characters) and URLs beyond a few KiB are refused by most HTTP servers; each
+ * rule's glob runs over the name, so an unbounded one is unbounded work.
+ */
+export const MAX_NAME_LENGTH = 4096;
+
+/** Deepest nesting read: far beyond what MCP messages use, far below the stack of any reader. */
+const MAX_JSON_DEPTH = 128;
+
 // Invalid UTF-8 is refused rather than decoded to U+FFFD: the upstream might
-// decode the same bytes to another name than the one the policy judged.
-const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
+// decode the same bytes to another name than the one the policy judged. A BOM
+// is refused too (ignoreBOM keeps it for the parser to see): Python skips it,
+// Go and JSON.parse do not.
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/** Members the gateway reads in a message, and in its params (`_meta` and `arguments` for the upstream's sake). */
+const MESSAGE_MEMBERS = readNames('jsonrpc', 'id', 'method', 'params', 'result', 'error');
+const PARAMS_MEMBERS = readNames('name', 'uri', '_meta', 'arguments');
+
+/** Controls (a C upstream stops at NUL) and anything outside visible ASCII have no place in a method. */
+const METHOD_CHARACTERS = /^[\x21-\x7e]+$/;
+// eslint-disable-next-line no-control-regex -- controls are what it looks for
+const CONTROL = /[\u0000-\u001f\u007f]/;
+
+/** The MCP methods by folded spelling: another spelling of one of them is refused, not passed as "some other method". */
+const KNOWN_METHODS = readNames(
+  'initialize', 'ping', 'tools/list', 'tools/call', 'resources/list', 'resources/templates/list', 'resources/read',
+  'resources/subscribe', 'resources/unsubscribe', 'prompts/list', 'prompts/get', 'completion/complete', 'logging/setLevel',
+  'sampling/createMessage', 'elicitation/create', 'roots/list', 'tasks/get', 'tasks/result', 'tasks/list', 'tasks/cancel',
+  'notifications/initialized', 'notifications/cancelled', 'notifications/progress', 'notifications/message',
+  'notifications/resources/updated', 'notifications/resources/list_changed', 'notifications/tools/list_changed',
+  'notifications/prompts/list_changed', 'notifications/roots/list_changed', 'notifications/elicitation/complete',
+  'notifications/tasks/status',
+);
 
 const notJsonRpc = (why: string) => new GatewayError(400, 'invalid_request', `The body is not JSON-RPC: ${why}`);
+const ambiguous = (why: string) => new GatewayError(400, 'invalid_request', `The body could be read in more than one way: ${why}`);
+const overLimit = (why: string) => new GatewayError(400, 'invalid_request', `The body is over a limit of the gateway: ${why}`);
 
-/** Parses a POST body; a body that is not one JSON-RPC message or a non-empty array of them is a 400. */
+/**
+ * Parses a POST body; a body that is not one JSON-RPC message or a non-empty
+ * array of them, that other JSON readers could read differently, or that is
+ * over a bound (batch length, name length, nesting) is a 400.
+ */
 export function parseJsonRpcBody(body: Buffer): ParsedRequest {
+  if (body.length === 0) throw notJsonRpc('the body is empty');
   let value: unknown;
   try {
-    value = JSON.parse(utf8.decode(body));
-  } catch {
-    throw notJsonRpc(body.length === 0 ? 'the body is empty' : 'not JSON (UTF-8)');
+    value = parseStrictJson(utf8.decode(body), { maxDepth: MAX_JSON_DEPTH, maxRootItems: MAX_BATCH_MESSAGES });
+  } catch (err) {
+    if (!(err instanceof JsonReadingError)) throw notJsonRpc('not JSON (UTF-8)');
+    if (err.fault === 'ambiguous') throw ambiguous(err.message);
+    if (err.fault === 'limit') throw overLimit(err.message === `more than ${MAX_BATCH_MESSAGES} items` ? `a batch of more than ${MAX_BATCH_MESSAGES} messages` : err.message);
+    throw notJsonRpc(`not JSON (${err.message})`);
   }
   const batch = Array.isArray(value);
   const messages: unknown[] = batch ? (value as unknown[]) : [value];
   if (messages.length === 0) throw notJsonRpc('an empty batch');
   for (const message of messages) {
     if (typeof message !== 'object' || message === null || Array.isArray(message)) throw notJsonRpc('a message is not an object');
+    checkMessageMembers(message as JsonRpcMessage);
     operationOf(message as JsonRpcMessage);
   }
+  if (batch) checkBatchIds(messages as JsonRpcMessage[]);
   return { batch, messages: messages as JsonRpcMessage[] };
+}
+
+function checkMessageMembers(message: JsonRpcMessage): void {
+  try {
+    checkMemberNames(message, MESSAGE_MEMBERS, 'a message');
+    const { params } = message;
+    if (typeof params === 'object' && params !== null && !Array.isArray(params)) checkMemberNames(params, PARAMS_MEMBERS, 'params');
+  } catch (err) {
+    if (err instanceof AmbiguousMemberError) throw ambiguous(err.message);
+    throw err;
+  }
+  if ('id' in message && idOf(message) === undefined) throw notJsonRpc('id is not a string, a number or null');
+  const { id } = message;
+  // 2^53 + 1 is 2^53 here and not in Python; -0 is 0 here and -0.0 elsewhere.
+  if (typeof id === 'number' && (Object.is(id, -0) || (Number.isInteger(id) && !Number.isSafeInteger(id)))) {
+    throw ambiguous('a numeric id that readers round or sign differently');
+  }
+}
+
+/**
+ * A batch may not repeat an id (by type and value, as idKey compares them):
+ * the answers could not be told apart. Requests and the client's responses to
+ * server requests are numbered apart, so each is checked on its own.
+ */
+function checkBatchIds(messages: readonly JsonRpcMessage[]): void {
+  const requests = new Set<string>();
+  const responses = new Set<string>();
+  for (const message of messages) {
+    const id = idOf(message);
+    if (id === undefined) continue;
+    const seen = 'method' in message ? requests : responses;
+    const key = idKey(id);
+    if (seen.has(key)) throw ambiguous('a batch repeats an id');
+    seen.add(key);
+  }
+}
+
+/** A method that is not an MCP method as spelled: bounded, visible ASCII, and no other spelling of an MCP method. */
+function checkOtherMethod(method: string): void {
+  if (method.length > MAX_NAME_LENGTH) throw overLimit(`method is longer than ${MAX_NAME_LENGTH} characters`);
+  if (!METHOD_CHARACTERS.test(method)) throw notJsonRpc('method is empty or holds characters other than visible ASCII');
+  const meant = KNOWN_METHODS.byFold.get(foldName(method));
+  if (meant !== undefined) throw ambiguous(`a method that differs from "${meant}" only by case`);
 }
 
 /**
@@ -75,11 +168,14 @@ export function operationOf(message: JsonRpcMessage): Operation | undefined {
   if (!('method' in message)) return undefined;
   const { method } = message;
   if (typeof method !== 'string') throw notJsonRpc('method is not a string');
+  if (!KNOWN_METHODS.exact.has(method)) checkOtherMethod(method);
   const member = NAME_MEMBER[method];
   if (member === undefined) return { method };
   const params = message.params;
   const name = typeof params === 'object' && params !== null ? (params as Record<string, unknown>)[member] : undefined;
   if (typeof name !== 'string') throw notJsonRpc(`${method} without a string params.${member}`);
+  if (name.length > MAX_NAME_LENGTH) throw overLimit(`params.${member} is longer than ${MAX_NAME_LENGTH} characters`);
+  if (CONTROL.test(name)) throw ambiguous(`params.${member} holds a control character`);
   return { method, name };
 }
 

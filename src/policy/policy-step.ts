@@ -9,13 +9,19 @@ import { deniedByPolicy, GatewayError, insufficientScope } from '../errors/gatew
 import type { Audit } from '../observability/audit.js';
 import type { ResponseTransform } from '../proxy/forward.js';
 import { evaluate, evaluateOperation, type Decision, type MessageDecision } from './evaluate.js';
-import { idKey, idOf, parseJsonRpcBody, type ParsedRequest } from './json-rpc.js';
+import { parseJsonRpcBody, type ParsedRequest } from './json-rpc.js';
 import { HeaderMismatchError, checkMcpHeaders } from './mcp-headers.js';
 import { compilePolicy, type RoutePolicy } from './route-policy.js';
-import { toolsListFilter, type ToolsListAnswers } from './tools-list-filter.js';
+import { toolsListFilter } from './tools-list-filter.js';
 
 /** Upper bound of a tools/list answer (JSON body, or one event) held in memory to filter it. */
 const MAX_FILTERED_BYTES = 16 * 1024 * 1024;
+
+/**
+ * Audit lines written for one request: a batch beyond this many messages gets
+ * one summary line for the rest, so a body's size never sets how much is logged.
+ */
+export const MAX_AUDITED_MESSAGES = 10;
 
 export const DENIED_BY_POLICY = 'denied by policy: no scope allows this operation';
 
@@ -54,9 +60,9 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
 
   function record(auth: AuthContext, messages: MessageDecision[], batchDenied: boolean): void {
     if (!audit.enabled) return;
-    for (const m of messages) {
-      // The client's answers to server requests ask nothing of the server: no decision to record.
-      if (m.reason === 'response') continue;
+    // The client's answers to server requests ask nothing of the server: no decision to record.
+    const decided = messages.filter((m) => m.reason !== 'response');
+    for (const m of decided.slice(0, MAX_AUDITED_MESSAGES)) {
       // In a refused batch nothing is forwarded: a message allowed on its own is refused with it.
       const allow = m.allow && !batchDenied;
       audit.record({
@@ -68,11 +74,28 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
         ...(m.operation?.name !== undefined && { name: m.operation.name }),
         decision: allow ? 'allow' : 'deny',
         reason: m.allow && batchDenied ? 'batch' : m.reason,
-        rule: m.rule ? (m.rule.source ?? `${route.file}: rules[${m.rule.index}]`) : 'route',
+        rule: ruleOf(m),
         ...(!allow && { status: 403 }),
       });
     }
+    const rest = decided.slice(MAX_AUDITED_MESSAGES);
+    if (rest.length === 0) return;
+    const refused = rest.filter((m) => !m.allow);
+    audit.record({
+      event: 'decision',
+      route: route.path,
+      sub: auth.subject,
+      client_id: auth.clientId,
+      decision: batchDenied ? 'deny' : 'allow',
+      reason: 'batch_rest',
+      messages: rest.length,
+      refused: refused.length,
+      ...(refused[0] && { rule: ruleOf(refused[0]) }),
+      ...(batchDenied && { status: 403 }),
+    });
   }
+
+  const ruleOf = (m: MessageDecision) => (m.rule ? (m.rule.source ?? `${route.file}: rules[${m.rule.index}]`) : 'route');
 
   function recordRejected(auth: AuthContext, reason: string, status: number): void {
     if (!audit.enabled) return;
@@ -81,8 +104,8 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
 
   const mayCall = (auth: AuthContext) => (tool: string) => evaluateOperation(policy, { method: 'tools/call', name: tool }, auth).allow;
 
-  function filterFor(answers: ToolsListAnswers, auth: AuthContext): ResponseTransform {
-    return toolsListFilter({ answers, mayCall: mayCall(auth), maxBytes: MAX_FILTERED_BYTES });
+  function filterFor(jsonAnswers: boolean, auth: AuthContext): ResponseTransform {
+    return toolsListFilter({ jsonAnswers, mayCall: mayCall(auth), maxBytes: MAX_FILTERED_BYTES });
   }
 
   return {
@@ -91,7 +114,7 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
       if (req.method !== 'POST') {
         // A GET stream carries no request of the client's, but a resumed POST
         // stream may deliver a tools/list answer on it.
-        return req.method === 'GET' && route.filterToolsList ? { transform: filterFor({ any: true }, auth) } : NOTHING_TO_DO;
+        return req.method === 'GET' && route.filterToolsList ? { transform: filterFor(true, auth) } : NOTHING_TO_DO;
       }
       let request: ParsedRequest;
       try {
@@ -106,8 +129,10 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
       record(auth, decision.messages, !decision.allow);
       if (!decision.allow) throw refusal(decision);
       if (!route.filterToolsList) return NOTHING_TO_DO;
-      const ids = toolsListIds(request);
-      return ids.size > 0 ? { transform: filterFor({ ids }, auth) } : NOTHING_TO_DO;
+      // Every event stream is read (a server may answer on any stream it holds);
+      // a JSON answer belongs to this body, so it is held only when the body asks
+      // for a tool list, with or without an id.
+      return { transform: filterFor(request.messages.some((m) => m.method === 'tools/list'), auth) };
     },
   };
 }
@@ -118,13 +143,4 @@ function refusal(decision: Decision): GatewayError {
     return insufficientScope('The token does not grant the scopes this operation requires', decision.requiredScopes);
   }
   return deniedByPolicy(DENIED_BY_POLICY);
-}
-
-function toolsListIds(request: ParsedRequest): Set<string> {
-  const ids = new Set<string>();
-  for (const message of request.messages) {
-    const id = idOf(message);
-    if (message.method === 'tools/list' && id !== undefined) ids.add(idKey(id));
-  }
-  return ids;
 }

@@ -1,38 +1,52 @@
 // `filter_tools_list`: removes from `tools/list` results the tools the caller
-// may not call (by the same rules that judge `tools/call`). A JSON answer is
-// one bounded body, rewritten whole; in an event stream only the event that
-// answers the `tools/list` request is rewritten, every other event passes as
-// soon as it is complete, and once every awaited answer has gone by the rest
-// of the stream passes untouched. An answer that cannot be read is cut, never
-// passed unfiltered.
+// may not call (by the same rules that judge `tools/call`). It never switches
+// off: every response in the answer that carries a tool list is filtered,
+// whatever its id (a client's ids, repeated or not, and a sloppy server's
+// answer to a notification decide nothing). A JSON answer is one bounded body,
+// rewritten whole; in an event stream every event passes as soon as it is
+// complete, rewritten when it holds a tool list. An answer that cannot be read,
+// or that another reader could read differently (a duplicate member, `Tools`
+// beside `tools`), is cut, never passed unfiltered.
 import type { BodyTransform, ResponseTransform } from '../proxy/forward.js';
-import { idKey, idOf, type JsonRpcMessage } from './json-rpc.js';
+import { AmbiguousMemberError, checkMemberNames, readNames } from './member-names.js';
 import { SseEventSplitter, formatSseEvent, parseSseEvent } from './sse-events.js';
-
-/** Which responses carry the tool lists to filter. */
-export type ToolsListAnswers =
-  /** The ids (idKey) of the `tools/list` requests in the POST body. */
-  | { ids: ReadonlySet<string> }
-  /** Any response with a tool list: a GET stream (a resumed POST stream may deliver answers there). */
-  | { any: true };
+import { parseStrictJson } from './strict-json.js';
 
 export interface ToolsListFilterOptions {
-  answers: ToolsListAnswers;
   /** May the caller call the tool with this name? */
   mayCall(toolName: string): boolean;
   /** Upper bound of a JSON body or one event held in memory. */
   maxBytes: number;
+  /**
+   * Hold and filter a JSON answer (the request asked for a tool list, or the
+   * answer is a GET stream's); event streams are always read.
+   */
+  jsonAnswers: boolean;
 }
 
 const EMPTY = Buffer.alloc(0);
+/** Nesting bound for answers: as deep as a tool's input schema may reasonably go. */
+const MAX_ANSWER_DEPTH = 256;
+/**
+ * An event whose data has none of these cannot hold a member that any reader
+ * takes for `tools`: escapes (`\u0074ools`) and non-ASCII (`toolſ`, fullwidth) can.
+ */
+// eslint-disable-next-line no-control-regex -- the class is everything outside ASCII
+const MIGHT_LIST_TOOLS = /tools|\\u|[^\x00-\x7f]/i;
+
+const RESPONSE_MEMBERS = readNames('jsonrpc', 'id', 'method', 'result', 'error', 'params');
+const RESULT_MEMBERS = readNames('tools');
+const TOOL_MEMBERS = readNames('name');
 
 export function toolsListFilter(options: ToolsListFilterOptions): ResponseTransform {
   return (headers) => {
     const encoding = single(headers['content-encoding']);
     const type = (single(headers['content-type']) ?? '').trimStart().toLowerCase();
-    const isSse = type.startsWith('text/event-stream');
-    const isJson = type.startsWith('application/json');
-    if (!isSse && !isJson) return undefined;
+    // As clients look (the MCP SDKs test `includes`, event stream first): a
+    // `text/plain, application/json` answer is JSON to them, so to the filter.
+    const isSse = type.includes('text/event-stream');
+    const isJson = !isSse && type.includes('json');
+    if (!isSse && !(isJson && options.jsonAnswers)) return undefined;
     if (encoding !== undefined && encoding.toLowerCase() !== 'identity') return refuse(`a ${encoding}-encoded body cannot be filtered`);
     return isSse ? new SseFilter(options) : new JsonFilter(options);
   };
@@ -47,27 +61,28 @@ function refuse(why: string): BodyTransform {
   return { push: fail, end: fail };
 }
 
-/** Rewrites the matching responses in a parsed JSON-RPC payload; returns the ids it answered. */
-function filterPayload(payload: unknown, options: ToolsListFilterOptions): { changed: boolean; answered: string[] } {
+/** Reads an answer as strictly as a request; anything ambiguous throws (the answer is cut). */
+function readAnswer(text: string): unknown {
+  try {
+    return parseStrictJson(text, { maxDepth: MAX_ANSWER_DEPTH });
+  } catch (err) {
+    throw new Error(`the answer cannot be read one way only: ${(err as Error).message}`);
+  }
+}
+
+/** Removes the tools the caller may not call from every tool list in a JSON-RPC payload; true when it changed. */
+function filterPayload(payload: unknown, options: ToolsListFilterOptions): boolean {
   const messages = Array.isArray(payload) ? payload : [payload];
   let changed = false;
-  const answered: string[] = [];
   for (const message of messages) {
-    if (typeof message !== 'object' || message === null || 'method' in message) continue;
-    const id = idOf(message as JsonRpcMessage);
-    if (id === undefined) continue;
-    const key = idKey(id);
-    if ('ids' in options.answers) {
-      if (!options.answers.ids.has(key)) continue;
-      answered.push(key);
-    }
-    const result = (message as { result?: unknown }).result;
+    if (typeof message !== 'object' || message === null) continue;
+    const result = checked(message, RESPONSE_MEMBERS, 'a message').result;
     if (typeof result !== 'object' || result === null) continue;
-    const tools = (result as { tools?: unknown }).tools;
+    const tools = checked(result, RESULT_MEMBERS, 'a result').tools;
     if (!Array.isArray(tools)) continue;
     // A tool without a string name cannot be judged: it is not shown.
     const kept = tools.filter((tool: unknown) => {
-      const name = typeof tool === 'object' && tool !== null ? (tool as { name?: unknown }).name : undefined;
+      const name = typeof tool === 'object' && tool !== null ? checked(tool, TOOL_MEMBERS, 'a tool').name : undefined;
       return typeof name === 'string' && options.mayCall(name);
     });
     if (kept.length !== tools.length) {
@@ -75,7 +90,17 @@ function filterPayload(payload: unknown, options: ToolsListFilterOptions): { cha
       changed = true;
     }
   }
-  return { changed, answered };
+  return changed;
+}
+
+function checked(object: object, names: Parameters<typeof checkMemberNames>[1], where: string): Record<string, unknown> {
+  try {
+    checkMemberNames(object, names, where);
+  } catch (err) {
+    if (err instanceof AmbiguousMemberError) throw new Error(`the answer cannot be read one way only: ${err.message}`);
+    throw err;
+  }
+  return object as Record<string, unknown>;
 }
 
 /** application/json: one JSON-RPC response (or batch of them), held whole, bounded. */
@@ -95,37 +120,25 @@ class JsonFilter implements BodyTransform {
   end(): Buffer {
     const body = Buffer.concat(this.chunks, this.size);
     if (body.length === 0) return body;
-    let payload: unknown;
-    try {
-      payload = JSON.parse(body.toString('utf8'));
-    } catch {
-      throw new Error('the JSON answer does not parse');
-    }
-    const { changed } = filterPayload(payload, this.options);
-    return changed ? Buffer.from(JSON.stringify(payload), 'utf8') : body;
+    const payload = readAnswer(body.toString('utf8'));
+    return filterPayload(payload, this.options) ? Buffer.from(JSON.stringify(payload), 'utf8') : body;
   }
 }
 
-/** text/event-stream: whole events in, the awaited answers rewritten, the rest passed on. */
+/** text/event-stream: whole events in, those holding a tool list rewritten, every other one passed on as is. */
 class SseFilter implements BodyTransform {
   private readonly splitter: SseEventSplitter;
-  private readonly awaiting: Set<string> | undefined;
-  /** Every awaited answer has gone by: bytes pass untouched from now on. */
-  private done = false;
+  /** No event has gone by yet: a BOM here is skipped by clients (the EventSource rules). */
+  private first = true;
 
   constructor(private readonly options: ToolsListFilterOptions) {
     this.splitter = new SseEventSplitter(options.maxBytes);
-    this.awaiting = 'ids' in options.answers ? new Set(options.answers.ids) : undefined;
   }
 
   push(chunk: Buffer): Buffer {
-    if (this.done) return chunk;
-    const out: Buffer[] = [];
-    for (const raw of this.splitter.push(chunk)) {
-      out.push(this.done ? raw : this.rewrite(raw));
-      if (this.awaiting?.size === 0) this.done = true;
-    }
-    if (this.done) out.push(this.splitter.rest());
+    const events = this.splitter.push(chunk);
+    if (events.length === 0) return EMPTY;
+    const out = events.map((raw) => this.rewrite(raw));
     return out.length === 1 ? out[0]! : Buffer.concat(out);
   }
 
@@ -135,17 +148,15 @@ class SseFilter implements BodyTransform {
   }
 
   private rewrite(raw: Buffer): Buffer {
-    const event = parseSseEvent(raw);
+    const first = this.first;
+    this.first = false;
+    const bom = first && raw[0] === 0xef && raw[1] === 0xbb && raw[2] === 0xbf;
+    const event = parseSseEvent(bom ? raw.subarray(3) : raw);
+    // Clients dispatch only `message` events (no `event:` field, or that one) to JSON-RPC.
     if ((event.type !== '' && event.type !== 'message') || event.data === undefined) return raw;
-    let payload: unknown;
-    try {
-      payload = JSON.parse(event.data);
-    } catch {
-      return raw;
-    }
-    const { changed, answered } = filterPayload(payload, this.options);
-    for (const key of answered) this.awaiting?.delete(key);
-    if (!changed) return raw;
+    if (!MIGHT_LIST_TOOLS.test(event.data)) return raw;
+    const payload = readAnswer(event.data);
+    if (!filterPayload(payload, this.options)) return raw;
     event.data = JSON.stringify(payload);
     return formatSseEvent(event);
   }

@@ -1,8 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { SseEventSplitter, parseSseEvent } from '../../src/policy/sse-events.js';
-import { toolsListFilter, type ToolsListAnswers } from '../../src/policy/tools-list-filter.js';
-import { idKey } from '../../src/policy/json-rpc.js';
+import { toolsListFilter } from '../../src/policy/tools-list-filter.js';
 import type { BodyTransform } from '../../src/proxy/forward.js';
 
 const TOOLS = [{ name: 'echo' }, { name: 'delete_repo' }, { name: 'shell' }, { description: 'no name' }, { name: 42 }];
@@ -10,8 +9,8 @@ const toolsList = (id: unknown, tools: unknown[] = TOOLS) => ({ jsonrpc: '2.0', 
 const allowed = new Set(['echo', 'delete_repo']);
 const mayCall = (name: string) => allowed.has(name);
 
-function transformFor(contentType: string, answers: ToolsListAnswers = { ids: new Set([idKey(1)]) }, maxBytes = 1 << 20, encoding?: string): BodyTransform {
-  const t = toolsListFilter({ answers, mayCall, maxBytes })({ 'content-type': contentType, ...(encoding && { 'content-encoding': encoding }) });
+function transformFor(contentType: string, maxBytes = 1 << 20, encoding?: string): BodyTransform {
+  const t = toolsListFilter({ jsonAnswers: true, mayCall, maxBytes })({ 'content-type': contentType, ...(encoding && { 'content-encoding': encoding }) });
   if (!t) throw new Error('no transform');
   return t;
 }
@@ -73,14 +72,13 @@ describe('tools/list filter: JSON', () => {
     expect(t.push(Buffer.from('{"jsonrpc":"2.0",')).length).toBe(0);
   });
 
-  it('leaves other ids and unchanged answers byte for byte', () => {
-    const other = Buffer.from(` ${JSON.stringify(toolsList(2))} `);
-    expect(Buffer.concat(feed(transformFor('application/json'), other)).equals(other)).toBe(true);
-    const fine = Buffer.from(JSON.stringify(toolsList(1, [{ name: 'echo' }])));
+  it('[J48] filters a tool list whatever its id; leaves unchanged answers byte for byte', () => {
+    for (const id of [2, '1', null, 'x'.repeat(50), undefined]) {
+      const out = JSON.parse(Buffer.concat(feed(transformFor('application/json'), Buffer.from(JSON.stringify(toolsList(id))))).toString());
+      expect(out.result.tools.map((t: { name: string }) => t.name)).toEqual(['echo', 'delete_repo']);
+    }
+    const fine = Buffer.from(` ${JSON.stringify(toolsList(1, [{ name: 'echo' }]))} `);
     expect(Buffer.concat(feed(transformFor('application/json'), fine)).equals(fine)).toBe(true);
-    // "1" is not 1.
-    const stringId = Buffer.from(JSON.stringify(toolsList('1')));
-    expect(Buffer.concat(feed(transformFor('application/json'), stringId)).equals(stringId)).toBe(true);
   });
 
   it('filters the tools/list answer inside a batch answer', () => {
@@ -90,13 +88,16 @@ describe('tools/list filter: JSON', () => {
   });
 
   it('fails closed: unreadable, oversized or encoded answers throw', () => {
-    expect(() => feed(transformFor('application/json'), Buffer.from('{"jsonrpc":'))).toThrow(/does not parse/);
-    expect(() => feed(transformFor('application/json', undefined, 10), Buffer.from(JSON.stringify(toolsList(1))))).toThrow(/exceeds/);
-    expect(() => feed(transformFor('application/json', undefined, 1 << 20, 'gzip'), Buffer.from('x'))).toThrow(/gzip/);
+    expect(() => feed(transformFor('application/json'), Buffer.from('{"jsonrpc":'))).toThrow(/cannot be read/);
+    expect(() => feed(transformFor('application/json', 10), Buffer.from(JSON.stringify(toolsList(1))))).toThrow(/exceeds/);
+    expect(() => feed(transformFor('application/json', 1 << 20, 'gzip'), Buffer.from('x'))).toThrow(/gzip/);
   });
 
   it('does not touch other content types', () => {
-    expect(toolsListFilter({ answers: { any: true }, mayCall, maxBytes: 10 })({ 'content-type': 'text/plain' })).toBeUndefined();
+    expect(toolsListFilter({ jsonAnswers: true, mayCall, maxBytes: 10 })({ 'content-type': 'text/plain' })).toBeUndefined();
+    // Without a tool list asked for, a JSON answer streams through; an event stream is always read.
+    expect(toolsListFilter({ jsonAnswers: false, mayCall, maxBytes: 10 })({ 'content-type': 'application/json' })).toBeUndefined();
+    expect(toolsListFilter({ jsonAnswers: false, mayCall, maxBytes: 10 })({ 'content-type': 'text/event-stream' })).toBeDefined();
   });
 });
 
@@ -105,19 +106,19 @@ describe('tools/list filter: event stream', () => {
   const answer = msg(toolsList(1), 'id: ev-9\n');
   const later = msg({ jsonrpc: '2.0', id: 1, result: { tools: [{ name: 'shell' }] } });
 
-  it('rewrites only the awaited answer, passes other events at once, then passes everything untouched', () => {
+  it('[J48] rewrites every event holding a tool list, passes other events at once, never switches off', () => {
     const t = transformFor('text/event-stream');
     // An event passes as soon as it is complete.
     expect(t.push(Buffer.from(progress)).toString()).toBe(progress);
     // Half an answer is held back.
     expect(t.push(Buffer.from(answer.slice(0, 40))).length).toBe(0);
     const rewritten = t.push(Buffer.from(answer.slice(40) + later.slice(0, 10))).toString();
-    const event = parseSseEvent(Buffer.from(rewritten.slice(0, rewritten.indexOf('\n\n') + 2)));
+    const event = parseSseEvent(Buffer.from(rewritten));
     expect(event.otherLines).toEqual(['event: message', 'id: ev-9']);
     expect(JSON.parse(event.data!).result.tools).toEqual([{ name: 'echo' }, { name: 'delete_repo' }]);
-    // Answered: the rest of the stream (even a second "answer") passes as is.
-    expect(rewritten.endsWith(later.slice(0, 10))).toBe(true);
-    expect(t.push(Buffer.from(later.slice(10))).toString()).toBe(later.slice(10));
+    // A second answer for the same id (or any other) is filtered too.
+    const second = t.push(Buffer.from(later.slice(10))).toString();
+    expect(JSON.parse(parseSseEvent(Buffer.from(second)).data!).result.tools).toEqual([]);
   });
 
   it('gives the same bytes whatever the chunking', () => {
@@ -134,20 +135,45 @@ describe('tools/list filter: event stream', () => {
     );
   });
 
-  it('passes events of other types, unparseable data and other ids untouched', () => {
-    const stream = sse(`event: other\ndata: ${JSON.stringify(toolsList(1))}\n\n`, 'data: not json\n\n', msg(toolsList(2)));
-    expect(Buffer.concat(feed(transformFor('text/event-stream'), stream)).equals(stream)).toBe(true);
+  it('[J48] passes events of other types and plain events untouched; filters every id, GET streams included', () => {
+    const plain = sse(`event: other\ndata: ${JSON.stringify(toolsList(1))}\n\n`, 'data: not json\n\n', ': comment\n\n');
+    expect(Buffer.concat(feed(transformFor('text/event-stream'), plain)).equals(plain)).toBe(true);
+    const out = Buffer.concat(feed(transformFor('text/event-stream'), sse(msg(toolsList(2)), msg(toolsList('resumed')), msg(toolsList(null))))).toString();
+    expect(out).not.toContain('shell');
+    expect(out.match(/delete_repo/g)).toHaveLength(3);
   });
 
-  it('on a GET stream filters any tool list (a resumed answer)', () => {
-    const stream = sse(msg(toolsList('resumed')), msg(toolsList(5)));
-    const out = Buffer.concat(feed(transformFor('text/event-stream', { any: true }), stream)).toString();
-    expect(out).not.toContain('shell');
-    expect(out.match(/delete_repo/g)).toHaveLength(2);
+  it('[J48] cuts an answer another reader could read differently, rather than pass it unfiltered', () => {
+    const variants = [
+      'data: {"jsonrpc":"2.0","id":1,"result":{"tools":[],"tools":[{"name":"shell"}]}}\n\n',
+      'data: {"jsonrpc":"2.0","id":1,"result":{"Tools":[{"name":"shell"}]}}\n\n',
+      'data: {"jsonrpc":"2.0","id":1,"result":{"tool\u017f":[{"name":"shell"}]}}\n\n',
+      'data: {"jsonrpc":"2.0","id":1,"Result":{"tools":[{"name":"shell"}]}}\n\n',
+      'data: {"jsonrpc":"2.0","id":1,"result":{"tools":[{"Name":"shell"}]}}\n\n',
+      'data: {"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"shell"}]},"x":NaN}\n\n',
+      'data: {"jsonrpc":"2.0","id":1,"result":{"\\u0074ools":[{"name":"shell"}]},"x":"\\ud800"}\n\n',
+    ];
+    for (const event of variants) expect(() => feed(transformFor('text/event-stream'), Buffer.from(event)), event).toThrow(/cannot be read/);
+    // Escaped member names are read as every reader decodes them.
+    const escaped = Buffer.from('data: {"jsonrpc":"2.0","id":1,"result":{"\\u0074ools":[{"name":"shell"},{"name":"echo"}]}}\n\n');
+    expect(Buffer.concat(feed(transformFor('text/event-stream'), escaped)).toString()).not.toContain('shell');
+  });
+
+  it('[J48] reads the first event past a BOM, as EventSource clients do', () => {
+    const stream = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(msg(toolsList(1)))]);
+    expect(Buffer.concat(feed(transformFor('text/event-stream'), stream)).toString()).not.toContain('shell');
+  });
+
+  it('[J48] reads content types as clients do: JSON or an event stream anywhere in the value', () => {
+    const body = Buffer.from(JSON.stringify(toolsList(1)));
+    for (const type of ['text/plain, application/json', 'application/problem+json', 'APPLICATION/JSON']) {
+      expect(Buffer.concat(feed(transformFor(type), body)).toString(), type).not.toContain('shell');
+    }
+    expect(Buffer.concat(feed(transformFor('application/json, text/event-stream'), Buffer.from(msg(toolsList(1))))).toString()).not.toContain('shell');
   });
 
   it('fails closed on an event that grows past the bound', () => {
-    const t = transformFor('text/event-stream', undefined, 64);
+    const t = transformFor('text/event-stream', 64);
     expect(() => t.push(Buffer.from(answer.slice(0, -2)))).toThrow(/exceeds/);
   });
 });
