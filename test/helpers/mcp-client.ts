@@ -79,6 +79,8 @@ export interface HeadlessOAuthOptions {
   clientMetadata?: Partial<OAuthClientMetadata>;
   /** Handles non-redirect pages (consent forms) during authorization. */
   onPage?: PageHandler;
+  /** A client registered beforehand: the SDK then skips its own registration. */
+  registeredClient?: OAuthClientInformationMixed;
 }
 
 /** An OAuthClientProvider whose `redirectToAuthorization` runs the whole user-agent leg headlessly. */
@@ -94,7 +96,9 @@ export class HeadlessOAuthProvider implements OAuthClientProvider {
   constructor(
     readonly redirectUrl: string,
     private readonly opts: HeadlessOAuthOptions = {},
-  ) {}
+  ) {
+    this.client = opts.registeredClient;
+  }
 
   get clientMetadata(): OAuthClientMetadata {
     return {

@@ -9,13 +9,14 @@
  * access_denied, and an IdP that cannot be reached.
  */
 import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
+import type { OAuthClientInformationMixed } from '@modelcontextprotocol/sdk/shared/auth.js';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateSigningKey } from '../../src/keys.js';
 import { DEFAULT_ROUTE, headlessUser, startAsGateway, type AsGateway, type HeadlessUserLog } from '../helpers/authorization-server.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { accessTokens, chooseIdpLogin, newIdpClient, onIdpTokens, startGatewayIdp } from '../helpers/gateway-idp.js';
-import { connectWithOAuth, connectWithToken, followAuthorization, type OAuthConnection } from '../helpers/mcp-client.js';
+import { connectWithOAuth, connectWithToken, followAuthorization, type HeadlessOAuthOptions, type OAuthConnection } from '../helpers/mcp-client.js';
 import { freePort } from '../helpers/net.js';
 import type { OidcProviderHandle } from '../helpers/oidc-provider.js';
 import { startEverythingServer, startRecordingHop, type RecordingHop, type UpstreamHandle } from '../helpers/upstream.js';
@@ -131,9 +132,9 @@ async function echo(conn: OAuthConnection, marker: string): Promise<string> {
   return upstreamBearerFor(marker);
 }
 
-async function signIn(account: string, log?: HeadlessUserLog, clientMetadata?: Record<string, unknown>): Promise<OAuthConnection> {
+async function signIn(account: string, log?: HeadlessUserLog, clientMetadata?: Record<string, unknown>, more: HeadlessOAuthOptions = {}): Promise<OAuthConnection> {
   idpUser.account = account;
-  return connectWithOAuth(mcpUrl, { onPage: headlessUser(account, log && { log }), ...(clientMetadata && { clientMetadata }) });
+  return connectWithOAuth(mcpUrl, { onPage: headlessUser(account, log && { log }), ...(clientMetadata && { clientMetadata }), ...more });
 }
 
 describe('login through a third-party OpenID Connect IdP', () => {
@@ -225,11 +226,18 @@ describe('step-up with the built-in AS and a third-party login', () => {
   it('re-authorizes with the union of scopes: a new consent for the added scope, the IdP again, then the call succeeds', async () => {
     const log: HeadlessUserLog = { consentPages: [], loginPages: [] };
     // SDK 1.32 refreshes instead of re-authorizing when it holds a refresh token (which cannot widen
-    // the scope), so this client registers without the refresh_token grant.
-    const conn = await signIn('carol', log, { grant_types: ['authorization_code'] });
+    // the scope), so this client registers without the refresh_token grant. It registers for both
+    // scopes, itself: a registered scope bounds what a client may later ask for (DESIGN §7.1), and the
+    // SDK would register with the first challenge's scope only (SEP-835).
+    const redirectUrl = `http://127.0.0.1:${await freePort()}/callback`;
+    const registration = await fetch(`${origin}/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ client_name: 'step-up client', redirect_uris: [redirectUrl], grant_types: ['authorization_code'], token_endpoint_auth_method: 'none', scope: 'mcp:read mcp:write' }),
+    });
+    expect(registration.status).toBe(201);
+    const conn = await signIn('carol', log, undefined, { redirectUrl, registeredClient: (await registration.json()) as OAuthClientInformationMixed });
     try {
-      // Registered with the first 401's scope only (mcp:read): registration does not cap what it may ask later.
-      expect(conn.provider.clientInformation()).toMatchObject({ scope: 'mcp:read' });
       await expect(conn.client.callTool({ name: WRITE_TOOL, arguments: {} })).rejects.toThrow(UnauthorizedError);
       const stepUpRequest = conn.provider.authorizationUrls.at(-1)!;
       expect(stepUpRequest.searchParams.get('scope')?.split(' ').sort()).toEqual(['mcp:read', 'mcp:write']);
@@ -241,6 +249,27 @@ describe('step-up with the built-in AS and a third-party login', () => {
       expect(toggled.isError).toBeFalsy();
       const claims = decodeJwt(conn.tokens()!.access_token);
       expect(claims).toMatchObject({ sub: 'carol', scope: 'mcp:read mcp:write' });
+    } finally {
+      await conn.close();
+    }
+  });
+
+  it('a client registered with the first challenge’s scope cannot step up past it: an error page, no consent page, no IdP', async () => {
+    const log: HeadlessUserLog = { consentPages: [], loginPages: [] };
+    const conn = await signIn('dave', log, { grant_types: ['authorization_code'] });
+    try {
+      // The SDK registers with the scope of the first 401 (mcp:read); the registration bounds it.
+      expect(conn.provider.clientInformation()).toMatchObject({ scope: 'mcp:read' });
+      const interactionsBefore = idp.interactions.length;
+      await expect(conn.client.callTool({ name: WRITE_TOOL, arguments: {} })).rejects.toThrow();
+      const stepUpRequest = conn.provider.authorizationUrls.at(-1)!;
+      expect(stepUpRequest.searchParams.get('scope')?.split(' ').sort()).toEqual(['mcp:read', 'mcp:write']);
+      const page = await fetch(stepUpRequest, { redirect: 'manual' });
+      expect(page.status).toBe(400);
+      expect(page.headers.get('location')).toBeNull();
+      expect(await page.text()).toContain('invalid_scope');
+      expect(log.consentPages).toHaveLength(1);
+      expect(idp.interactions.length).toBe(interactionsBefore);
     } finally {
       await conn.close();
     }
