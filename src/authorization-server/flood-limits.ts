@@ -4,7 +4,7 @@
 // per client address (client-ip.ts: trust_proxy hops only); /authorize is
 // also counted across all addresses, since each request may leave a pending
 // authorization in the store. Over a limit: 429 with Retry-After, before the
-// handler reads the body or writes anything. The store not answering lets
+// handler reads the body or writes anything. The store failing, or late, lets
 // the request through (a login is never blocked by the limiter), counted.
 import type { MiddlewareHandler } from 'hono';
 import type { AuthorizationServerRateLimits } from '../config/types.js';
@@ -13,6 +13,13 @@ import { StoreUnavailableError, type Store } from '../store/store.js';
 import { clientIp } from './client-ip.js';
 import type { AsContext } from './context.js';
 import { RateLimiter } from './rate-limit.js';
+
+/**
+ * How long a request waits for its count. A healthy store answers within a
+ * millisecond or two; one that takes longer is failing, and the handler
+ * after this must still answer 503 within the store timeout, not twice it.
+ */
+const COUNT_WAIT_MS = 200;
 
 type PerAddressLimit = 'authorize' | 'token' | 'register' | 'interaction';
 
@@ -37,24 +44,37 @@ export function floodLimits(ctx: AsContext, store: Store, limits: AuthorizationS
   };
   const pendingAuthorizations = new RateLimiter(store, 'pending-authorizations', limits.pendingAuthorizations);
 
-  async function count(limit: string, use: () => Promise<void>): Promise<void> {
+  /** Counts one use; false when the store failed or was late, and the request goes on unlimited. */
+  async function count(limit: string, use: () => Promise<void>): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'late'>((resolve) => {
+      timer = setTimeout(() => resolve('late'), COUNT_WAIT_MS);
+    });
+    const counted = use().then(() => 'counted' as const);
+    counted.catch(() => undefined); // a late failure has no one left to answer
     try {
-      await use();
+      if ((await Promise.race([counted, late])) === 'counted') return true;
     } catch (err) {
-      if (err instanceof StoreUnavailableError) {
-        ctx.metrics.rateLimitFailOpen.labels(limit).inc();
-        return;
+      if (!(err instanceof StoreUnavailableError)) {
+        if (err instanceof GatewayError && err.status === 429) ctx.metrics.rateLimited.labels(limit).inc();
+        throw err;
       }
-      if (err instanceof GatewayError && err.status === 429) ctx.metrics.rateLimited.labels(limit).inc();
-      throw err;
+    } finally {
+      clearTimeout(timer);
     }
+    ctx.metrics.rateLimitFailOpen.labels(limit).inc();
+    return false;
   }
 
   return async (c, next) => {
     const limit = c.req.method === 'OPTIONS' ? undefined : floodLimitOf(c.req.path);
     if (limit) {
-      await count(limit, () => perAddress[limit].record(clientIp(c, ctx.trustProxy)));
-      if (limit === 'authorize') await count('pending_authorizations', () => pendingAuthorizations.record('all'));
+      const answered = await count(limit, () => perAddress[limit].record(clientIp(c, ctx.trustProxy)));
+      // A store that did not answer the first count would not answer the second in time either.
+      if (limit === 'authorize') {
+        if (answered) await count('pending_authorizations', () => pendingAuthorizations.record('all'));
+        else ctx.metrics.rateLimitFailOpen.labels('pending_authorizations').inc();
+      }
     }
     await next();
   };

@@ -187,52 +187,83 @@ describe('[J54] pending authorizations have a budget across all addresses', () =
   });
 });
 
-/** A memory store whose counters fail as an unreachable Redis would. */
+/** A memory store whose counters fail as an unreachable Redis would: at once, or only after `delayMs`. */
 class CounterlessStore extends MemoryStore {
-  override increment(): Promise<number> {
-    return Promise.reject(new StoreUnavailableError('redis INCR failed: no answer'));
+  constructor(private readonly delayMs = 0) {
+    super({ maxEntries: 1000 });
+  }
+  override async increment(): Promise<number> {
+    if (this.delayMs) await new Promise((r) => setTimeout(r, this.delayMs));
+    throw new StoreUnavailableError('redis INCR failed: no answer');
   }
 }
 
-describe('[J54] the store failing lets requests through (fail open), counted', () => {
-  let gateway: TestGateway;
-  let issuer: string;
-  let keyDir: string;
-  beforeAll(async () => {
-    keyDir = await mkdtemp(join(tmpdir(), 'mag-keys-'));
-    const port = await freePort();
-    issuer = `http://127.0.0.1:${port}`;
-    gateway = await startTestGateway(
-      {
-        'gateway.yaml': {
-          listen: { host: '127.0.0.1', port },
-          public_url: issuer,
-          audit: { sink: 'none' },
-          log_level: 'silent',
-          authorization_server: { enabled: true, login: { kind: 'dev' }, rate_limits: SMALL_LIMITS },
-        },
-        'everything.yaml': { path: '/everything/mcp', upstream: 'http://127.0.0.1:9/mcp', scopes_supported: ['mcp:read'] },
+async function startOnStore(store: Store): Promise<{ issuer: string; stop(): Promise<void> }> {
+  const keyDir = await mkdtemp(join(tmpdir(), 'mag-keys-'));
+  const port = await freePort();
+  const issuer = `http://127.0.0.1:${port}`;
+  const gateway = await startTestGateway(
+    {
+      'gateway.yaml': {
+        listen: { host: '127.0.0.1', port },
+        public_url: issuer,
+        audit: { sink: 'none' },
+        log_level: 'silent',
+        authorization_server: { enabled: true, login: { kind: 'dev' }, rate_limits: SMALL_LIMITS },
       },
-      {},
-      { store: new CounterlessStore({ maxEntries: 1000 }), authorizationServer: { devKeyDirectory: keyDir } },
-    );
+      'everything.yaml': { path: '/everything/mcp', upstream: 'http://127.0.0.1:9/mcp', scopes_supported: ['mcp:read'] },
+    },
+    {},
+    { store, authorizationServer: { devKeyDirectory: keyDir } },
+  );
+  return {
+    issuer,
+    async stop() {
+      await gateway.stop();
+      await rm(keyDir, { recursive: true, force: true });
+    },
+  };
+}
+
+const failOpenCount = async (issuer: string, limit: string) => {
+  const metrics = await (await fetch(`${issuer}/metrics`)).text();
+  return Number(new RegExp(`^mag_rate_limit_fail_open_total\\{limit="${limit}"\\} (\\d+)`, 'm').exec(metrics)?.[1] ?? 0);
+};
+
+describe('[J54] the store failing lets requests through (fail open), counted', () => {
+  let failing: Awaited<ReturnType<typeof startOnStore>>;
+  let slow: Awaited<ReturnType<typeof startOnStore>>;
+  beforeAll(async () => {
+    failing = await startOnStore(new CounterlessStore());
+    slow = await startOnStore(new CounterlessStore(5_000));
   });
   afterAll(async () => {
-    await gateway?.stop();
-    await rm(keyDir, { recursive: true, force: true });
+    await failing?.stop();
+    await slow?.stop();
   });
 
   it('[J54] over the limit with the counter unreachable: no 429, and mag_rate_limit_fail_open_total counts it', async () => {
+    const { issuer } = failing;
     for (const endpoint of ENDPOINTS) {
       for (let i = 0; i < SMALL.requests + 3; i++) expect((await send(issuer, endpoint)).status, endpoint.name).not.toBe(429);
     }
-    const metrics = await (await fetch(`${issuer}/metrics`)).text();
-    const failOpen = (limit: string) => Number(new RegExp(`^mag_rate_limit_fail_open_total\\{limit="${limit}"\\} (\\d+)`, 'm').exec(metrics)?.[1] ?? 0);
-    expect(failOpen('authorize')).toBe(2 * (SMALL.requests + 3));
-    expect(failOpen('pending_authorizations')).toBe(2 * (SMALL.requests + 3));
-    expect(failOpen('token')).toBe(2 * (SMALL.requests + 3));
-    expect(failOpen('interaction')).toBe(2 * (SMALL.requests + 3));
-    expect(failOpen('register')).toBe(SMALL.requests + 3);
+    const n = SMALL.requests + 3;
+    expect(await failOpenCount(issuer, 'authorize')).toBe(2 * n);
+    expect(await failOpenCount(issuer, 'pending_authorizations')).toBe(2 * n);
+    expect(await failOpenCount(issuer, 'token')).toBe(2 * n);
+    expect(await failOpenCount(issuer, 'interaction')).toBe(2 * n);
+    expect(await failOpenCount(issuer, 'register')).toBe(n);
+  });
+
+  it('[J54] a counter that does not answer holds no request for long: the handler keeps its own store timeout', async () => {
+    const { issuer } = slow;
+    for (const endpoint of ENDPOINTS) {
+      const started = performance.now();
+      expect((await send(issuer, endpoint)).status, endpoint.name).not.toBe(429);
+      expect(performance.now() - started, endpoint.name).toBeLessThan(1_000);
+    }
+    expect(await failOpenCount(issuer, 'authorize')).toBe(2);
+    expect(await failOpenCount(issuer, 'pending_authorizations')).toBe(2);
   });
 });
 
