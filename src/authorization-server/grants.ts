@@ -34,8 +34,12 @@ export type RevocationReason = 'refresh_token_reuse' | 'code_replay' | 'revoked_
 /** Told about every revocation, e.g. to delete what a third-party login bound to the grant. */
 export type RevocationListener = (grantId: string, reason: RevocationReason) => Promise<void> | void;
 
+/** Asked before a refresh token rotates; throws (a GatewayError) to refuse, e.g. when the grant's IdP session ended. */
+export type RefreshCheck = (grant: GrantInfo) => Promise<void>;
+
 export class Grants {
   readonly #listeners: RevocationListener[] = [];
+  readonly #refreshChecks: RefreshCheck[] = [];
 
   constructor(
     private readonly store: Store,
@@ -59,6 +63,9 @@ export class Grants {
     const family = await this.store.get(refreshFamilyKey(grant.grantId));
     const current = family === undefined ? undefined : (JSON.parse(family) as FamilyState).current;
     const isCurrent = current === hashSecret(refreshToken);
+    // Before the claim, and only for the current member (reuse needs no check): a refusal for a
+    // transient reason (the IdP unreachable) leaves the token usable.
+    if (isCurrent) for (const check of this.#refreshChecks) await check(grant);
     // SET NX: of concurrent rotations of one token, one wins; the others are reuse.
     const claimed = isCurrent && (await this.store.setIfAbsent(usedRefreshTokenKey(refreshToken), '1', this.refreshTtlMs));
     if (!claimed) {
@@ -83,6 +90,10 @@ export class Grants {
 
   onRevoke(listener: RevocationListener): void {
     this.#listeners.push(listener);
+  }
+
+  beforeRefresh(check: RefreshCheck): void {
+    this.#refreshChecks.push(check);
   }
 
   async isRevoked(grantId: string): Promise<boolean> {

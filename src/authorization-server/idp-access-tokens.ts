@@ -6,18 +6,20 @@
 // IdP token. An expired IdP access token is refreshed: once per grant in this
 // process, and across replicas under a short store lock. When the IdP refuses
 // the refresh, the grant is revoked and the client gets a 401 challenge (it
-// signs in again).
-import type { AuthContext } from '../auth/principal.js';
+// signs in again). The gateway's own refresh (/token) asks the same question
+// first (confirmSession): a grant never outlives its IdP session by more
+// than one IdP access token's lifetime.
 import { GatewayError, invalidToken, temporarilyUnavailable } from '../errors/gateway-error.js';
 import type { Audit } from '../observability/audit.js';
 import type { Logger } from '../observability/logger.js';
 import { idpRefreshLockKey } from '../store/keys.js';
-import type { Store } from '../store/store.js';
+import { StoreUnavailableError, type Store } from '../store/store.js';
 import type { IdpTokenSource } from '../upstream-auth/upstream-credential.js';
 import { GRANT_ID_CLAIM } from './access-token.js';
-import type { Grants } from './grants.js';
+import type { GrantInfo, Grants } from './grants.js';
 import type { IdpTokenRecord, IdpTokenStore } from './idp-token-store.js';
 import { IdpSessionEndedError, type OidcClient } from './login/oidc-client.js';
+import type { AuthContext } from '../auth/principal.js';
 import { randomToken } from './secrets.js';
 
 /** Longer than one refresh request may take (the IdP request deadline is 10 s). */
@@ -35,6 +37,9 @@ export interface IdpAccessTokensDeps {
   audit: Audit;
 }
 
+/** Whose grant it is: what a gateway token, or the grant itself at /token, names. */
+type Owner = Pick<AuthContext, 'subject' | 'clientId'>;
+
 export class IdpAccessTokens implements IdpTokenSource {
   readonly #inFlight = new Map<string, Promise<string>>();
 
@@ -45,18 +50,41 @@ export class IdpAccessTokens implements IdpTokenSource {
     if (auth.issuer !== this.deps.issuer || typeof grantId !== 'string' || grantId === '') {
       throw invalidToken('This token is not bound to a sign-in at the identity provider');
     }
-    const record = await this.#recordFor(grantId, auth);
+    return this.#freshAccessToken(grantId, auth);
+  }
+
+  /**
+   * At the gateway's refresh of `grant`, before its refresh token rotates:
+   * its IdP session must still be alive, i.e. its IdP access token fresh or
+   * refreshable now. A session that ended revokes the grant (invalid_grant);
+   * an unreachable IdP is 503, and the refresh token stays usable.
+   */
+  async confirmSession(grant: GrantInfo): Promise<void> {
+    try {
+      await this.#freshAccessToken(grant.grantId, grant);
+    } catch (err) {
+      if (err instanceof GatewayError && err.code === 'invalid_token') {
+        if (!(await this.deps.grants.isRevoked(grant.grantId))) await this.#endGrant(grant.grantId, grant, 'no identity provider session is bound to the grant');
+        throw new GatewayError(400, 'invalid_grant', 'The sign-in at the identity provider has ended; sign in again');
+      }
+      if (err instanceof GatewayError || err instanceof StoreUnavailableError) throw err;
+      throw temporarilyUnavailable('The identity provider cannot be reached; try again', err);
+    }
+  }
+
+  async #freshAccessToken(grantId: string, owner: Owner): Promise<string> {
+    const record = await this.#recordFor(grantId, owner);
     if (isFresh(record)) return record.accessToken;
     let refreshing = this.#inFlight.get(grantId);
     if (!refreshing) {
-      refreshing = this.#refresh(grantId, auth).finally(() => this.#inFlight.delete(grantId));
+      refreshing = this.#refresh(grantId, owner).finally(() => this.#inFlight.delete(grantId));
       this.#inFlight.set(grantId, refreshing);
     }
     return refreshing;
   }
 
   /** The grant's record, if it belongs to the token's user and client and to the configured IdP. */
-  async #recordFor(grantId: string, auth: AuthContext): Promise<IdpTokenRecord> {
+  async #recordFor(grantId: string, auth: Owner): Promise<IdpTokenRecord> {
     const record = await this.deps.tokens.load(grantId);
     if (!record) throw signInAgain();
     if (record.subject !== auth.subject || record.clientId !== auth.clientId || record.idpIssuer !== this.deps.client.issuer) {
@@ -66,7 +94,7 @@ export class IdpAccessTokens implements IdpTokenSource {
     return record;
   }
 
-  async #refresh(grantId: string, auth: AuthContext): Promise<string> {
+  async #refresh(grantId: string, auth: Owner): Promise<string> {
     const lock = idpRefreshLockKey(grantId);
     const owner = randomToken(16);
     if (!(await this.deps.store.setIfAbsent(lock, owner, REFRESH_LOCK_TTL_MS))) return this.#awaitOtherReplica(grantId, auth);
@@ -101,7 +129,7 @@ export class IdpAccessTokens implements IdpTokenSource {
   }
 
   /** Another replica holds the refresh lock: wait for the record it writes. */
-  async #awaitOtherReplica(grantId: string, auth: AuthContext): Promise<string> {
+  async #awaitOtherReplica(grantId: string, auth: Owner): Promise<string> {
     const deadline = Date.now() + REFRESH_LOCK_TTL_MS;
     while (Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, LOCK_POLL_MS));
@@ -113,13 +141,14 @@ export class IdpAccessTokens implements IdpTokenSource {
   }
 
   /** The IdP session behind a grant is over: its tokens go, and so does the grant (the client must sign in again). */
-  async #endGrant(grantId: string, auth: AuthContext, detail: string): Promise<void> {
+  async #endGrant(grantId: string, auth: Owner, detail: string): Promise<void> {
     this.deps.logger.info({ detail }, 'idp_token: revoking a grant whose identity provider session ended');
     await this.deps.grants.revoke(grantId, 'idp_session_ended');
     this.deps.audit.record({ event: 'grant_revoked', reason: 'idp_session_ended', sub: auth.subject, client_id: auth.clientId });
   }
 }
 
-const isFresh = (record: IdpTokenRecord) => record.refreshAt === undefined || Date.now() < record.refreshAt;
+// A record without refreshAt (written before every IdP token had one) is due: never fresh forever.
+const isFresh = (record: IdpTokenRecord) => record.refreshAt !== undefined && Date.now() < record.refreshAt;
 
 const signInAgain = (): GatewayError => invalidToken('The sign-in at the identity provider has ended; sign in again');

@@ -32,7 +32,7 @@ export interface Interaction {
   /** sha256 of the browser binding cookie: only that browser can continue. */
   browser: string;
   createdAt: number;
-  /** Scratch space for a login method (e.g. the IdP's state, nonce and PKCE verifier). */
+  /** Scratch space for a login method; stored as it is, so never a secret (the oidc login derives its verifier and nonce from the id). */
   login?: Record<string, string>;
 }
 
@@ -44,7 +44,9 @@ export class Interactions {
 
   async create(stage: InteractionStage, request: AuthorizationRequest, browserId: string, login?: Record<string, string>): Promise<Interaction> {
     const interaction: Interaction = { id: randomToken(32), stage, request, browser: hashSecret(browserId), createdAt: Date.now(), ...(login && { login }) };
-    await this.store.set(pendingAuthorizationKey(interaction.id), JSON.stringify(interaction), this.ttlMs);
+    // The id (the IdP `state` of a login) only as the key's hash: a store dump cannot continue an interaction.
+    const { id, ...stored } = interaction;
+    await this.store.set(pendingAuthorizationKey(id), JSON.stringify(stored), this.ttlMs);
     return interaction;
   }
 
@@ -52,14 +54,14 @@ export class Interactions {
   async peek(id: string): Promise<Interaction | undefined> {
     if (!id) return undefined;
     const value = await this.store.get(pendingAuthorizationKey(id));
-    return value === undefined ? undefined : (JSON.parse(value) as Interaction);
+    return value === undefined ? undefined : { ...(JSON.parse(value) as Omit<Interaction, 'id'>), id };
   }
 
   /** Consumes: of concurrent callers exactly one gets it. */
   async take(id: string): Promise<Interaction | undefined> {
     if (!id) return undefined;
     const value = await this.store.take(pendingAuthorizationKey(id));
-    return value === undefined ? undefined : (JSON.parse(value) as Interaction);
+    return value === undefined ? undefined : { ...(JSON.parse(value) as Omit<Interaction, 'id'>), id };
   }
 }
 

@@ -70,3 +70,12 @@ export const idpRefreshLockKey = (grantId: string) => key('idp-refresh', grantId
 
 /** The log (sorted set) of grant ids revoked at an issuer: every replica polls it to refuse their access tokens. */
 export const revokedGrantsKey = (issuer: string) => key('revoked-grants', issuer);
+
+/** The grants bound to one IdP session (`sid`): ended together by a back-channel logout. */
+export const idpSessionGrantsKey = (idpIssuer: string, sid: string) => key('idp-session', idpIssuer, sid);
+
+/** The grants bound to one IdP user (`sub`): ended together by a back-channel logout naming only `sub`. */
+export const idpSubjectGrantsKey = (idpIssuer: string, sub: string) => key('idp-subject', idpIssuer, sub);
+
+/** A back-channel logout token's `jti`, claimed (SET NX) once: a replayed logout token is refused. */
+export const logoutTokenKey = (idpIssuer: string, jti: string) => key('idp-logout-jti', idpIssuer, jti);

@@ -6,6 +6,7 @@
 // advertises, ID token validation (signature against the IdP's JWKS, iss,
 // aud, exp, nonce), and refresh. Every request has a deadline and follows no
 // redirect.
+import { createRemoteJWKSet, jwtVerify, type JWTVerifyGetKey } from 'jose';
 import * as oauth from 'oauth4webapi';
 import { refreshAt } from '../../upstream-auth/token-endpoint.js';
 
@@ -24,7 +25,7 @@ export interface OidcClientOptions {
 /** What the gateway keeps of an IdP token response. */
 export interface IdpTokenSet {
   accessToken: string;
-  /** ms since the epoch when to stop using the access token; undefined: the IdP gave no lifetime. */
+  /** ms since the epoch when to stop using the access token (from `expires_in`, else UNKNOWN_IDP_TOKEN_LIFETIME_SECONDS); undefined only in records written before that rule, which count as due. */
   refreshAt?: number;
   refreshToken?: string;
   scope?: string;
@@ -40,7 +41,7 @@ export interface IdpSignIn {
   tokens: IdpTokenSet;
 }
 
-/** Kept server-side between the redirect to the IdP and its callback. */
+/** Of one authorization request to the IdP: derived from its state (IdpRequestSecretsDeriver), never stored. */
 export interface IdpRequestSecrets {
   codeVerifier: string;
   nonce: string;
@@ -80,6 +81,29 @@ export class IdpRequestError extends Error {
   }
 }
 
+/** OpenID Connect Back-Channel Logout 1.0 §2.4: the one member `events` must hold. */
+export const BACKCHANNEL_LOGOUT_EVENT = 'http://schemas.openid.net/event/backchannel-logout';
+/** A logout token is acted on this soon after its `iat`, and its `jti` remembered this long. */
+export const LOGOUT_TOKEN_MAX_AGE_SECONDS = 300;
+const LOGOUT_TOKEN_CLOCK_SKEW_SECONDS = 30;
+/** Asymmetric signatures only: the IdP's JWKS is public, so an HMAC "signature" would prove nothing. */
+const LOGOUT_TOKEN_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'];
+/** Without `expires_in` the IdP's access token is assumed to live this long (then refreshed), never forever. */
+export const UNKNOWN_IDP_TOKEN_LIFETIME_SECONDS = 60;
+
+/** What a valid logout token says: which IdP session (`sid`) or user (`sub`) ended. At least one is present. */
+export interface LogoutClaims {
+  issuer: string;
+  sid?: string;
+  sub?: string;
+  jti: string;
+}
+
+/** The logout token is not one the gateway may act on (OIDC Back-Channel Logout §2.6). Safe to log and to answer with. */
+export class InvalidLogoutTokenError extends Error {
+  override readonly name = 'InvalidLogoutTokenError';
+}
+
 const DEFAULT_TIMEOUT_MS = 10_000;
 /** The IdP's metadata is fetched again after this long (key and endpoint changes). */
 const DISCOVERY_TTL_MS = 3600_000;
@@ -95,6 +119,8 @@ export class OidcClient {
   readonly #insecure: boolean;
   /** oauth4webapi keeps the IdP's JWKS here between ID token validations. */
   readonly #jwksCache: oauth.JWKSCacheInput = {};
+  /** The IdP's keys for logout tokens (jose keeps them, refetching on an unknown kid with a cooldown). */
+  #logoutKeys?: { uri: string; keys: JWTVerifyGetKey };
   #discovered?: { metadata: oauth.AuthorizationServer; auth: oauth.ClientAuth; at: number };
   #discovering?: Promise<{ metadata: oauth.AuthorizationServer; auth: oauth.ClientAuth }>;
 
@@ -113,11 +139,6 @@ export class OidcClient {
     this.#timeoutMs = timeoutMs;
     // Operators may choose an http IdP (warned about at config load); oauth4webapi refuses it otherwise.
     this.#insecure = this.#issuerUrl.protocol === 'http:';
-  }
-
-  /** Fresh PKCE verifier and nonce for one authorization request. */
-  newRequestSecrets(): IdpRequestSecrets {
-    return { codeVerifier: oauth.generateRandomCodeVerifier(), nonce: oauth.generateRandomNonce() };
   }
 
   /** The authorization request to send the browser to (fetches the IdP's metadata first if needed). */
@@ -189,6 +210,49 @@ export class OidcClient {
     return { refreshToken, ...tokenSet(result, claims) };
   }
 
+  /**
+   * Validates a back-channel logout token as OIDC Back-Channel Logout 1.0
+   * §2.6 says: signature by the IdP's JWKS (asymmetric algorithms only),
+   * `iss` = the IdP, `aud` = our client id, `iat` present and recent, `exp`
+   * if present, `jti` present, `events` holding the back-channel-logout member
+   * as an object, `sid` and/or `sub`, and no `nonce` (so an ID token can never
+   * pass as one). Replay of the `jti` is the caller's to refuse. Throws
+   * InvalidLogoutTokenError, or IdpRequestError when the IdP's metadata or
+   * keys cannot be fetched.
+   */
+  async verifyLogoutToken(token: string): Promise<LogoutClaims> {
+    const { metadata } = await sanitized(this.#metadata());
+    if (!metadata.jwks_uri) throw new InvalidLogoutTokenError('the identity provider publishes no jwks_uri');
+    if (this.#logoutKeys?.uri !== metadata.jwks_uri) {
+      this.#logoutKeys = { uri: metadata.jwks_uri, keys: createRemoteJWKSet(new URL(metadata.jwks_uri), { timeoutDuration: this.#timeoutMs }) };
+    }
+    let payload;
+    try {
+      ({ payload } = await jwtVerify(token, this.#logoutKeys.keys, {
+        issuer: metadata.issuer,
+        audience: this.#client.client_id,
+        algorithms: LOGOUT_TOKEN_ALGORITHMS,
+        maxTokenAge: LOGOUT_TOKEN_MAX_AGE_SECONDS,
+        clockTolerance: LOGOUT_TOKEN_CLOCK_SKEW_SECONDS,
+        requiredClaims: ['iat', 'jti', 'events'],
+      }));
+    } catch (err) {
+      const network = err instanceof Error && (err.name === 'JWKSTimeout' || (err as { code?: string }).code === 'ERR_JWKS_TIMEOUT' || err instanceof TypeError);
+      if (network) throw new IdpRequestError(`the identity provider's keys cannot be fetched: ${err.message}`, true);
+      throw new InvalidLogoutTokenError(`the logout token is invalid: ${err instanceof Error ? err.message : String(err)}`);
+    }
+    const events = payload.events;
+    const event = typeof events === 'object' && events !== null && !Array.isArray(events) ? (events as Record<string, unknown>)[BACKCHANNEL_LOGOUT_EVENT] : undefined;
+    if (typeof event !== 'object' || event === null || Array.isArray(event)) throw new InvalidLogoutTokenError('the logout token has no back-channel logout event');
+    if ('nonce' in payload) throw new InvalidLogoutTokenError('a logout token must not have a nonce');
+    const sid = nonEmpty(payload.sid);
+    const sub = nonEmpty(payload.sub);
+    if (!sid && !sub) throw new InvalidLogoutTokenError('the logout token names neither sid nor sub');
+    const jti = nonEmpty(payload.jti);
+    if (!jti) throw new InvalidLogoutTokenError('the logout token has no jti');
+    return { issuer: metadata.issuer, jti, ...(sid && { sid }), ...(sub && { sub }) };
+  }
+
   /** The IdP's metadata (issuer checked), fetched once per hour; a failed fetch is retried on the next call. */
   async #metadata(): Promise<{ metadata: oauth.AuthorizationServer; auth: oauth.ClientAuth }> {
     if (this.#discovered && Date.now() - this.#discovered.at < DISCOVERY_TTL_MS) return this.#discovered;
@@ -229,7 +293,7 @@ function tokenSet(result: oauth.TokenEndpointResponse, claims: oauth.IDToken | u
   if (result.token_type !== 'bearer') throw new Error(`the identity provider issued an unsupported token_type ${result.token_type}`);
   return {
     accessToken: result.access_token,
-    ...(result.expires_in !== undefined && { refreshAt: refreshAt(Date.now(), result.expires_in) }),
+    refreshAt: refreshAt(Date.now(), result.expires_in ?? UNKNOWN_IDP_TOKEN_LIFETIME_SECONDS),
     ...(result.refresh_token !== undefined && { refreshToken: result.refresh_token }),
     ...(result.scope !== undefined && { scope: result.scope }),
     ...(typeof claims?.sid === 'string' && { sid: claims.sid }),
@@ -249,3 +313,5 @@ async function sanitized<T>(promise: Promise<T>): Promise<T> {
     throw new IdpRequestError(`${err instanceof Error ? err.message : String(err)}${oauthError}${typeof code === 'string' ? ` [${code}]` : ''}`, network);
   }
 }
+
+const nonEmpty = (value: unknown): string | undefined => (typeof value === 'string' && value !== '' ? value : undefined);

@@ -4,7 +4,8 @@
 // gateway's own per-client consent comes first (authorize.ts / consent.tsx),
 // and only then does `start` create the IdP request — a fresh interaction
 // whose id is the IdP `state` (256 random bits, bound to the browser cookie,
-// single use, ten minutes), holding the PKCE verifier and nonce. The callback
+// single use, ten minutes, in the store only as a hash); the PKCE verifier
+// and nonce are derived from it under a server key, never stored. The callback
 // refuses a missing, unknown, used, stale or foreign `state` with an error
 // page (nothing reaches the client, nothing is issued); an IdP error goes back
 // to the client as an authorization error with its `state` and `iss`.
@@ -21,6 +22,9 @@ import { IdpTokenCipher } from '../idp-token-cipher.js';
 import { IdpTokenStore } from '../idp-token-store.js';
 import { belongsTo, INTERACTION_TTL_MS, type Interaction } from '../interactions.js';
 import { guarded } from '../pages/respond-page.js';
+import { backchannelLogoutRoutes } from './backchannel-logout.js';
+import { IdpRequestSecretsDeriver } from './idp-request-secrets.js';
+import { IdpSessions } from './idp-sessions.js';
 import type { LoginFailure, LoginMethod, LoginMethodFactory } from './login-method.js';
 import { IdpAuthorizationError, IdpRequestError, OidcClient, type IdpRequestSecrets } from './oidc-client.js';
 
@@ -39,17 +43,23 @@ export const oidcLogin: LoginMethodFactory = (ctx, services): LoginMethod => {
     scopes: config.scopes,
     redirectUri: endpointUrl(ctx.issuer, callbackPath),
   });
+  const requestSecrets = new IdpRequestSecretsDeriver(ctx.keys.cookieSecret);
   const tokens = new IdpTokenStore(ctx.store, new IdpTokenCipher(ctx.keys.cookieSecret), ctx.config.refreshTokenTtlMs);
   // Refresh-token reuse, code replay, /revoke: the grant's IdP tokens go with it.
   services.grants.onRevoke((grantId) => tokens.delete(grantId));
   const idpTokens = new IdpAccessTokens({ issuer: ctx.issuer, store: ctx.store, tokens, client, grants: services.grants, logger: ctx.logger, audit: ctx.audit });
+  // The gateway's refresh asks the IdP too: a grant ends with its IdP session (DESIGN §7.1).
+  services.grants.beforeRefresh((grant) => idpTokens.confirmSession(grant));
+  const sessions = new IdpSessions(ctx.store, ctx.config.refreshTokenTtlMs);
+  const logoutPath = `${services.basePath}/backchannel-logout` as `/${string}`;
+  ctx.logger.info({ backchannel_logout_uri: endpointUrl(ctx.issuer, logoutPath) }, 'oidc login: register this back-channel logout URI at the identity provider');
 
   async function start(c: Context, interaction: Interaction, browserId: string): Promise<Response> {
-    // The consented interaction becomes the IdP request: a new id (the IdP `state`) with the verifier and nonce.
+    // The consented interaction becomes the IdP request: a new id (the IdP `state`), its verifier and nonce derived from it.
     const consented = await services.interactions.take(interaction.id);
     if (!consented) return services.errorPage(c, 400, 'Request expired', 'This authorization request was already answered. Start again from your application.');
-    const secrets = client.newRequestSecrets();
-    const pending = await services.interactions.create('login', consented.request, browserId, { method: LOGIN_METHOD, ...secrets });
+    const pending = await services.interactions.create('login', consented.request, browserId, { method: LOGIN_METHOD });
+    const secrets = requestSecrets.for(pending.id);
     let url: URL;
     try {
       url = await client.authorizationUrl(pending.id, secrets);
@@ -76,7 +86,7 @@ export const oidcLogin: LoginMethodFactory = (ctx, services): LoginMethod => {
     }
     const interaction = await services.interactions.take(state);
     if (!interaction?.login) return services.errorPage(c, 400, 'Sign-in expired', 'This sign-in was already completed. Start again from your application.');
-    const secrets: IdpRequestSecrets = { codeVerifier: interaction.login.codeVerifier ?? '', nonce: interaction.login.nonce ?? '' };
+    const secrets: IdpRequestSecrets = requestSecrets.for(state);
 
     let validated: URLSearchParams;
     try {
@@ -108,8 +118,10 @@ export const oidcLogin: LoginMethodFactory = (ctx, services): LoginMethod => {
     const { request } = interaction;
     return services.complete(c, interaction, {
       subject: signIn.subject,
-      bindToGrant: (grantId) =>
-        tokens.save(grantId, { idpIssuer: signIn.issuer, idpSubject: signIn.subject, subject: signIn.subject, clientId: request.clientId, ...signIn.tokens }),
+      bindToGrant: async (grantId) => {
+        await tokens.save(grantId, { idpIssuer: signIn.issuer, idpSubject: signIn.subject, subject: signIn.subject, clientId: request.clientId, ...signIn.tokens });
+        await sessions.bind(grantId, signIn.issuer, signIn.subject, signIn.tokens.sid);
+      },
     });
   }
 
@@ -119,6 +131,7 @@ export const oidcLogin: LoginMethodFactory = (ctx, services): LoginMethod => {
     routes() {
       const app = new Hono();
       app.get(callbackPath, (c) => guarded(c, () => callback(c)));
+      app.route('/', backchannelLogoutRoutes(logoutPath, { client, sessions, grants: services.grants, store: ctx.store, audit: ctx.audit, logger: ctx.logger }));
       return app;
     },
     idpTokens,
