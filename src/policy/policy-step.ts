@@ -104,8 +104,8 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
 
   const mayCall = (auth: AuthContext) => (tool: string) => evaluateOperation(policy, { method: 'tools/call', name: tool }, auth).allow;
 
-  function filterFor(jsonAnswers: boolean, auth: AuthContext): ResponseTransform {
-    return toolsListFilter({ jsonAnswers, mayCall: mayCall(auth), maxBytes: MAX_FILTERED_BYTES });
+  function filterFor(auth: AuthContext): ResponseTransform {
+    return toolsListFilter({ mayCall: mayCall(auth), maxBytes: MAX_FILTERED_BYTES });
   }
 
   return {
@@ -114,7 +114,7 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
       if (req.method !== 'POST') {
         // A GET stream carries no request of the client's, but a resumed POST
         // stream may deliver a tools/list answer on it.
-        return req.method === 'GET' && route.filterToolsList ? { transform: filterFor(true, auth) } : NOTHING_TO_DO;
+        return req.method === 'GET' && route.filterToolsList ? { transform: filterFor(auth) } : NOTHING_TO_DO;
       }
       let request: ParsedRequest;
       try {
@@ -129,10 +129,9 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
       record(auth, decision.messages, !decision.allow);
       if (!decision.allow) throw refusal(decision);
       if (!route.filterToolsList) return NOTHING_TO_DO;
-      // Every event stream is read (a server may answer on any stream it holds);
-      // a JSON answer belongs to this body, so it is held only when the body asks
-      // for a tool list, with or without an id.
-      return { transform: filterFor(request.messages.some((m) => m.method === 'tools/list'), auth) };
+      // Every answer is read, whatever this body asks: a server (or a bridge
+      // routing answers by id) may deliver a tool list on any answer it holds.
+      return { transform: filterFor(auth) };
     },
   };
 }

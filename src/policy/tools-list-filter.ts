@@ -1,8 +1,10 @@
 // `filter_tools_list`: removes from `tools/list` results the tools the caller
 // may not call (by the same rules that judge `tools/call`). It never switches
-// off: every response in the answer that carries a tool list is filtered,
-// whatever its id (a client's ids, repeated or not, and a sloppy server's
-// answer to a notification decide nothing). A JSON answer is one bounded body,
+// off: every answer on a filtering route is read, and every response in it
+// that carries a tool list is filtered, whatever its id and whichever request
+// it came with (a client's ids, repeated across requests or not, a bridge that
+// routes answers by id, a sloppy server's answer to a notification decide
+// nothing). A JSON answer is one bounded body,
 // rewritten whole; in an event stream every event passes as soon as it is
 // complete, rewritten when it holds a tool list. An answer that cannot be read,
 // or that another reader could read differently (a duplicate member, `Tools`
@@ -17,19 +19,15 @@ export interface ToolsListFilterOptions {
   mayCall(toolName: string): boolean;
   /** Upper bound of a JSON body or one event held in memory. */
   maxBytes: number;
-  /**
-   * Hold and filter a JSON answer (the request asked for a tool list, or the
-   * answer is a GET stream's); event streams are always read.
-   */
-  jsonAnswers: boolean;
 }
 
 const EMPTY = Buffer.alloc(0);
 /** Nesting bound for answers: as deep as a tool's input schema may reasonably go. */
 const MAX_ANSWER_DEPTH = 256;
 /**
- * An event whose data has none of these cannot hold a member that any reader
- * takes for `tools`: escapes (`\u0074ools`) and non-ASCII (`toolſ`, fullwidth) can.
+ * An answer (or event data) with none of these cannot hold a member that any
+ * reader takes for `tools`: escapes (`\u0074ools`) and non-ASCII (`toolſ`,
+ * fullwidth) can. Everything else passes without being parsed.
  */
 // eslint-disable-next-line no-control-regex -- the class is everything outside ASCII
 const MIGHT_LIST_TOOLS = /tools|\\u|[^\x00-\x7f]/i;
@@ -46,7 +44,7 @@ export function toolsListFilter(options: ToolsListFilterOptions): ResponseTransf
     // `text/plain, application/json` answer is JSON to them, so to the filter.
     const isSse = type.includes('text/event-stream');
     const isJson = !isSse && type.includes('json');
-    if (!isSse && !(isJson && options.jsonAnswers)) return undefined;
+    if (!isSse && !isJson) return undefined;
     if (encoding !== undefined && encoding.toLowerCase() !== 'identity') return refuse(`a ${encoding}-encoded body cannot be filtered`);
     return isSse ? new SseFilter(options) : new JsonFilter(options);
   };
@@ -120,7 +118,9 @@ class JsonFilter implements BodyTransform {
   end(): Buffer {
     const body = Buffer.concat(this.chunks, this.size);
     if (body.length === 0) return body;
-    const payload = readAnswer(body.toString('utf8'));
+    const text = body.toString('utf8');
+    if (!MIGHT_LIST_TOOLS.test(text)) return body;
+    const payload = readAnswer(text);
     return filterPayload(payload, this.options) ? Buffer.from(JSON.stringify(payload), 'utf8') : body;
   }
 }

@@ -12,7 +12,7 @@ import type { AuthContext } from '../../src/auth/principal.js';
 import type { RouteConfig } from '../../src/config/types.js';
 
 const auth: AuthContext = { issuer: 'i', subject: 's', clientId: 'c', scopes: [], expiresAt: 0, claims: {}, token: 't', tokenHash: 'h' };
-const filter: ResponseTransform = toolsListFilter({ jsonAnswers: true, mayCall: (n) => n !== 'secret_tool', maxBytes: 1 << 20 });
+const filter: ResponseTransform = toolsListFilter({ mayCall: (n) => n !== 'secret_tool', maxBytes: 1 << 20 });
 const TOOLS = { jsonrpc: '2.0', id: 7, result: { tools: [{ name: 'ok_tool' }, { name: 'secret_tool' }] } };
 
 type Handler = (req: http.IncomingMessage, res: http.ServerResponse) => void;

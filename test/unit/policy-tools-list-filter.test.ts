@@ -10,7 +10,7 @@ const allowed = new Set(['echo', 'delete_repo']);
 const mayCall = (name: string) => allowed.has(name);
 
 function transformFor(contentType: string, maxBytes = 1 << 20, encoding?: string): BodyTransform {
-  const t = toolsListFilter({ jsonAnswers: true, mayCall, maxBytes })({ 'content-type': contentType, ...(encoding && { 'content-encoding': encoding }) });
+  const t = toolsListFilter({ mayCall, maxBytes })({ 'content-type': contentType, ...(encoding && { 'content-encoding': encoding }) });
   if (!t) throw new Error('no transform');
   return t;
 }
@@ -88,16 +88,16 @@ describe('tools/list filter: JSON', () => {
   });
 
   it('fails closed: unreadable, oversized or encoded answers throw', () => {
-    expect(() => feed(transformFor('application/json'), Buffer.from('{"jsonrpc":'))).toThrow(/cannot be read/);
+    expect(() => feed(transformFor('application/json'), Buffer.from('{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"shell"}'))).toThrow(/cannot be read/);
+    // What holds no tool list passes as it came, parsed or not: no reader finds a tool list in it.
+    const plain = Buffer.from('{"jsonrpc":');
+    expect(Buffer.concat(feed(transformFor('application/json'), plain)).equals(plain)).toBe(true);
     expect(() => feed(transformFor('application/json', 10), Buffer.from(JSON.stringify(toolsList(1))))).toThrow(/exceeds/);
     expect(() => feed(transformFor('application/json', 1 << 20, 'gzip'), Buffer.from('x'))).toThrow(/gzip/);
   });
 
   it('does not touch other content types', () => {
-    expect(toolsListFilter({ jsonAnswers: true, mayCall, maxBytes: 10 })({ 'content-type': 'text/plain' })).toBeUndefined();
-    // Without a tool list asked for, a JSON answer streams through; an event stream is always read.
-    expect(toolsListFilter({ jsonAnswers: false, mayCall, maxBytes: 10 })({ 'content-type': 'application/json' })).toBeUndefined();
-    expect(toolsListFilter({ jsonAnswers: false, mayCall, maxBytes: 10 })({ 'content-type': 'text/event-stream' })).toBeDefined();
+    expect(toolsListFilter({ mayCall, maxBytes: 10 })({ 'content-type': 'text/plain' })).toBeUndefined();
   });
 });
 
