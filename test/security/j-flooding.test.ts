@@ -19,6 +19,7 @@ import { StoreUnavailableError, type Store } from '../../src/store/store.js';
 import { headlessUser, startAsGateway, type AsGateway } from '../helpers/authorization-server.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { connectWithOAuth } from '../helpers/mcp-client.js';
+import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
 import { freePort } from '../helpers/net.js';
 import { startEverythingServer, type UpstreamHandle } from '../helpers/upstream.js';
 
@@ -198,7 +199,7 @@ class CounterlessStore extends MemoryStore {
   }
 }
 
-async function startOnStore(store: Store): Promise<{ issuer: string; stop(): Promise<void> }> {
+async function startOnStore(store: Store | { redisUrl: string }, gatewayYaml: Record<string, unknown> = {}): Promise<{ issuer: string; stop(): Promise<void> }> {
   const keyDir = await mkdtemp(join(tmpdir(), 'mag-keys-'));
   const port = await freePort();
   const issuer = `http://127.0.0.1:${port}`;
@@ -210,11 +211,13 @@ async function startOnStore(store: Store): Promise<{ issuer: string; stop(): Pro
         audit: { sink: 'none' },
         log_level: 'silent',
         authorization_server: { enabled: true, login: { kind: 'dev' }, rate_limits: SMALL_LIMITS },
+        ...('redisUrl' in store && { store: { kind: 'redis', url: store.redisUrl, key_prefix: 'jflood:' } }),
+        ...gatewayYaml,
       },
       'everything.yaml': { path: '/everything/mcp', upstream: 'http://127.0.0.1:9/mcp', scopes_supported: ['mcp:read'] },
     },
     {},
-    { store, authorizationServer: { devKeyDirectory: keyDir } },
+    { ...(!('redisUrl' in store) && { store }), authorizationServer: { devKeyDirectory: keyDir } },
   );
   return {
     issuer,
@@ -264,6 +267,27 @@ describe('[J54] the store failing lets requests through (fail open), counted', (
     }
     expect(await failOpenCount(issuer, 'authorize')).toBe(2);
     expect(await failOpenCount(issuer, 'pending_authorizations')).toBe(2);
+  });
+});
+
+describe('[J54] replicas on one Redis share every limit', () => {
+  let redis: RedisServer;
+  let replicas: Array<Awaited<ReturnType<typeof startOnStore>>> = [];
+  beforeAll(async () => {
+    redis = await startRedisServer();
+    replicas = await Promise.all([0, 1].map(() => startOnStore({ redisUrl: redis.url }, { trust_proxy: true })));
+  });
+  afterAll(async () => {
+    await Promise.all(replicas.map((r) => r.stop()));
+    await redis?.stop();
+  });
+
+  it.each(ENDPOINTS.map((e) => [e.name, e] as const))('[J54] %s: a concurrent burst from one address over two replicas passes exactly the limit', async (_name, endpoint) => {
+    const flooder = newAddress();
+    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => send(replicas[i % 2]!.issuer, endpoint, { 'x-forwarded-for': flooder })));
+    expect(results.filter((r) => r.status !== 429)).toHaveLength(SMALL.requests);
+    for (const res of results.filter((r) => r.status === 429)) expectTooMany(res, 3600);
+    expect((await send(replicas[0]!.issuer, endpoint, { 'x-forwarded-for': newAddress() })).status).not.toBe(429);
   });
 });
 
