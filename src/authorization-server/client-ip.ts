@@ -1,6 +1,7 @@
 // The client address that rate limits key by: the socket peer, or with
-// trust_proxy the address the trusted hop appended to X-Forwarded-For (the
-// last entry: every earlier one is whatever the client chose to send).
+// trust_proxy the address the outermost trusted hop appended to
+// X-Forwarded-For (the last entry for one proxy, the n-th from the right for
+// n: every earlier one is whatever the client chose to send).
 // Without trust_proxy the header is never read, so a client cannot pick its
 // own bucket. IPv6 clients are keyed by their /64: one host usually holds a
 // whole /64 and could otherwise take a fresh bucket per request.
@@ -8,10 +9,13 @@ import { isIP } from 'node:net';
 import type { Context } from 'hono';
 import type { HttpBindings } from '@hono/node-server';
 
-export function clientIp(c: Context, trustProxy: boolean): string {
+export function clientIp(c: Context, trustProxy: boolean | number): string {
   const peer = (c.env as Partial<HttpBindings> | undefined)?.incoming?.socket.remoteAddress;
-  if (trustProxy) {
-    const appended = parseAddress(c.req.header('x-forwarded-for')?.split(',').at(-1) ?? '');
+  const hops = trustProxy === true ? 1 : trustProxy === false ? 0 : trustProxy;
+  const entries = hops > 0 ? (c.req.header('x-forwarded-for')?.split(',') ?? []) : [];
+  if (entries.length > 0) {
+    // Fewer entries than hops: the request skipped outer proxies, and the first entry is a trusted hop's.
+    const appended = parseAddress(entries.at(-Math.min(hops, entries.length))!);
     if (appended) return rateLimitAddress(appended);
   }
   const socket = peer && parseAddress(peer);

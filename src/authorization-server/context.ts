@@ -12,8 +12,8 @@ export interface AsContext {
   readonly config: AuthorizationServerConfig;
   /** The routes whose tokens this AS issues (`token` left to the built-in AS), by canonical resource. */
   readonly resources: ReadonlyMap<string, RouteConfig>;
-  /** Honour X-Forwarded-For from the trusted hop when naming a client IP. */
-  readonly trustProxy: boolean;
+  /** Honour X-Forwarded-For from the trusted hops (true: one) when naming a client IP. */
+  readonly trustProxy: boolean | number;
   readonly keys: SigningKeys;
   readonly store: Store;
   readonly logger: Logger;

@@ -250,7 +250,10 @@ export const GatewaySchema = z.strictObject({
     const url = new URL(u);
     return url.search === '' && (url.pathname === '/' || !url.pathname.endsWith('/'));
   }, 'public_url has no query and no trailing slash'),
-  trust_proxy: z.boolean().default(false),
+  trust_proxy: z
+    .union([z.boolean(), z.number().int().min(1).max(16)])
+    .default(false)
+    .describe('the reverse proxies in front that append to X-Forwarded-For: true for one (an ingress), a number for a chain (CDN + ingress: 2); the client address is that many entries from the right. false: the header is ignored'),
   store: StoreSchema.default({ kind: 'memory', max_entries: 100_000 }),
   audit: z.strictObject({ sink: z.enum(['stdout', 'stderr', 'none']).default('stdout') }).default({ sink: 'stdout' }),
   log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

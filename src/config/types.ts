@@ -126,7 +126,8 @@ export interface GatewayConfig {
   port: number;
   /** No trailing slash. */
   publicUrl: string;
-  trustProxy: boolean;
+  /** Trusted reverse proxies in front (true: one); false: X-Forwarded-* ignored. */
+  trustProxy: boolean | number;
   store: StoreConfig;
   auditSink: 'stdout' | 'stderr' | 'none';
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';

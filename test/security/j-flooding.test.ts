@@ -168,6 +168,29 @@ describe('[J54] without trust_proxy, X-Forwarded-For is never believed', () => {
   });
 });
 
+describe('[J54] trust_proxy: 2 (CDN + ingress): the client is the second entry from the right', () => {
+  let gateway: AsGateway;
+  beforeAll(async () => {
+    gateway = await startAsGateway({ upstream: 'http://127.0.0.1:9/mcp', gateway: { trust_proxy: 2 }, authorizationServer: { rate_limits: SMALL_LIMITS } });
+  });
+  afterAll(async () => {
+    await gateway?.stop();
+  });
+
+  it('[J54] every user behind one CDN node gets a bucket of their own, and what the client wrote before is ignored', async () => {
+    const cdn = newAddress();
+    const client = newAddress();
+    for (let i = 0; i < SMALL.requests; i++) expect((await send(gateway.issuer, ENDPOINTS[0]!, { 'x-forwarded-for': `${newAddress()}, ${client}, ${cdn}` })).status).not.toBe(429);
+    expectTooMany(await send(gateway.issuer, ENDPOINTS[0]!, { 'x-forwarded-for': `${newAddress()}, ${client}, ${newAddress()}` }), 3600);
+    // Another user through the same CDN node: their own bucket.
+    expect((await send(gateway.issuer, ENDPOINTS[0]!, { 'x-forwarded-for': `${client}, ${newAddress()}, ${cdn}` })).status).not.toBe(429);
+    // One entry only (the ingress reached directly): the ingress's entry is the client.
+    const direct = newAddress();
+    for (let i = 0; i < SMALL.requests; i++) await send(gateway.issuer, ENDPOINTS[5]!, { 'x-forwarded-for': direct });
+    expectTooMany(await send(gateway.issuer, ENDPOINTS[5]!, { 'x-forwarded-for': direct }), 3600);
+  });
+});
+
 describe('[J54] pending authorizations have a budget across all addresses', () => {
   let gateway: AsGateway;
   beforeAll(async () => {
