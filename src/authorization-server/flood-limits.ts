@@ -26,6 +26,8 @@ type PerAddressLimit = 'authorize' | 'token' | 'register' | 'interaction';
 /** Which per-address limit a path counts against; undefined: none. */
 export function floodLimitOf(path: string): PerAddressLimit | undefined {
   if (path === '/authorize') return 'authorize';
+  // The IdP's signed server-to-server logout: a limit would drop logouts, and grants would outlive IdP sessions.
+  if (path.startsWith('/authorize/login/') && path.endsWith('/backchannel-logout')) return undefined;
   if (path.startsWith('/authorize/')) return 'interaction';
   if (path === '/token' || path === '/revoke') return 'token';
   if (path === '/register') return 'register';

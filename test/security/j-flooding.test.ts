@@ -13,6 +13,7 @@ import { auth } from '@modelcontextprotocol/sdk/client/auth.js';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAddress, rateLimitAddress } from '../../src/authorization-server/client-ip.js';
+import { floodLimitOf } from '../../src/authorization-server/flood-limits.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { pendingAuthorizationKey, sessionBindingKey, grantKey, clientKey, rateLimitKey } from '../../src/store/keys.js';
 import { StoreUnavailableError, type Store } from '../../src/store/store.js';
@@ -406,6 +407,26 @@ describe('[J54] memory store budgets per key class', () => {
       }),
       { numRuns: 25 },
     );
+  });
+});
+
+describe('[J54] which limit a path counts against', () => {
+  it.each([
+    ['/authorize', 'authorize'],
+    ['/authorize/', 'interaction'],
+    ['/authorize/consent', 'interaction'],
+    ['/authorize/login/dev', 'interaction'],
+    ['/authorize/login/oidc/callback', 'interaction'],
+    ['/authorize/anything/else', 'interaction'],
+    ['/token', 'token'],
+    ['/revoke', 'token'],
+    ['/register', 'register'],
+    // Signed by the IdP, server to server: never dropped by a limit.
+    ['/authorize/login/oidc/backchannel-logout', undefined],
+    ['/jwks.json', undefined],
+    ['/.well-known/oauth-authorization-server', undefined],
+  ])('[J54] %s → %s', (path, limit) => {
+    expect(floodLimitOf(path)).toBe(limit);
   });
 });
 
