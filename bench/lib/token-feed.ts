@@ -1,18 +1,21 @@
 // The tokens a load run puts in its requests, one per request:
-//   rotate  a fixed set of users' tokens, again and again (shape b: many users per connection);
-//   once    a pool walked from where the last run stopped, each token sent once (shape c: a
-//           new token every request). A pool that runs out starts again; every request after
-//           that counts as `reused`, and the report says so.
-// Both loaders use a feed: autocannon asks for one token per request (take), wrk gets the
-// tokens up front as files (upcoming) and says afterwards how many each thread sent (consumed).
+//   rotate  a fixed set of users' tokens, again and again (shape b: many users per connection),
+//           in a new shuffled order each cycle;
+//   once    a pool walked once (shape c: a new token every request), continued by the next run
+//           where the last one stopped. A pool that runs out starts again; every request that
+//           repeats a token counts as `reused`, and the report says so.
+// autocannon asks for one token per request (take). wrk's threads each own a stripe of the pool
+// (thread i of n: tokens i, i + n, …), written to files once (stripe); a run starts each thread
+// where it stopped (positions) and says afterwards how far each went (advance).
 
 export type FeedKind = 'rotate' | 'once';
 
 export class TokenFeed {
-  private cursor = 0;
+  /** 'once': per loader thread, how many tokens of its stripe have been taken. */
+  private walked: number[] | undefined;
+  /** 'rotate': the order of the current cycle, and where in it the next request is. */
   private readonly order: number[];
-  /** What the last `upcoming` handed out, for `consumed`. */
-  private pending: { exhausted: boolean; lengths: number[]; threads: number } | undefined;
+  private next = 0;
   /** Requests so far that carried a token this feed had handed out before ('once' only). */
   reused = 0;
 
@@ -24,56 +27,54 @@ export class TokenFeed {
     this.order = tokens.map((_, i) => i);
   }
 
-  /** The next request's token. */
+  /** The next request's token (autocannon: one thread). */
   take(): string {
     if (this.kind === 'rotate') {
-      // A new shuffled order each cycle, as wrk-load.lua does: a fixed order could line up with the connections.
-      if (this.cursor % this.tokens.length === 0) shuffle(this.order);
-      return this.tokens[this.order[this.cursor++ % this.tokens.length]!]!;
+      // A new order each cycle, as wrk-load.lua does: a fixed order could line up with the connections.
+      if (this.next === 0) shuffle(this.order);
+      const token = this.tokens[this.order[this.next]!]!;
+      this.next = (this.next + 1) % this.tokens.length;
+      return token;
     }
-    if (this.cursor >= this.tokens.length) this.reused += 1;
-    return this.tokens[this.cursor++ % this.tokens.length]!;
+    const position = this.positions(1)[0]!;
+    this.advance([1]);
+    return this.tokens[position % this.tokens.length]!;
   }
 
-  /**
-   * The tokens a run may use, one list per loader thread (thread i takes every `threads`-th
-   * token from i); for 'once', those not sent yet. `consumed` accounts for them afterwards.
-   */
-  upcoming(threads: number): string[][] {
-    const everyThread = () => Array.from({ length: threads }, () => [...this.tokens]);
-    if (this.kind === 'rotate') return everyThread();
-    // Too few left for every thread: the pool starts again, and everything sent from now on is reuse.
-    const exhausted = this.tokens.length - this.cursor < threads;
-    const remaining = exhausted ? this.tokens : this.tokens.slice(this.cursor);
-    const lists = remaining.length >= threads ? stripes(remaining, threads) : everyThread();
-    this.pending = { exhausted, lengths: lists.map((list) => list.length), threads };
-    return lists;
+  /** 'once': how far each of `threads` loader threads has gone into its stripe. A feed is walked with one thread count. */
+  positions(threads: number): readonly number[] {
+    if (this.walked === undefined) {
+      if (this.tokens.length < threads) throw new RangeError(`${this.tokens.length} tokens cannot be striped over ${threads} threads`);
+      this.walked = new Array<number>(threads).fill(0);
+    } else if (this.walked.length !== threads) {
+      throw new Error(`this feed is walked by ${this.walked.length} threads, not ${threads}`);
+    }
+    return this.walked;
   }
 
-  /** After a run on the `upcoming` lists: how many requests each thread sent. Returns how many reused a token. */
-  consumed(sentPerThread: readonly number[]): number {
-    const pending = this.pending;
-    this.pending = undefined;
-    if (this.kind === 'rotate' || !pending) return 0;
+  /** 'once': after a run from `positions`, the tokens each thread took. Returns how many repeated a token. */
+  advance(takenPerThread: readonly number[]): number {
+    const positions = this.positions(takenPerThread.length) as number[];
     let reused = 0;
-    let furthest = -1;
-    sentPerThread.forEach((sent, i) => {
-      const length = pending.lengths[i] ?? 0;
-      reused += pending.exhausted ? sent : Math.max(0, sent - length);
-      if (sent > 0) furthest = Math.max(furthest, i + (Math.min(sent, length) - 1) * pending.threads);
+    takenPerThread.forEach((taken, i) => {
+      const length = stripeLength(this.tokens.length, takenPerThread.length, i);
+      // Positions past the stripe's end wrap to its start: tokens sent before.
+      reused += Math.max(0, positions[i]! + taken - length) - Math.max(0, positions[i]! - length);
+      positions[i]! += taken;
     });
-    if (pending.exhausted || reused > 0) this.cursor = this.tokens.length;
-    else this.cursor += furthest + 1;
     this.reused += reused;
     return reused;
   }
 }
 
-function stripes(tokens: readonly string[], count: number): string[][] {
-  const lists = Array.from({ length: count }, (): string[] => []);
-  tokens.forEach((token, n) => lists[n % count]!.push(token));
-  return lists;
+/** Thread `index`'s stripe of a pool walked by `threads` threads: tokens index, index + threads, … */
+export function stripe(tokens: readonly string[], threads: number, index: number): string[] {
+  const lines: string[] = [];
+  for (let n = index; n < tokens.length; n += threads) lines.push(tokens[n]!);
+  return lines;
 }
+
+const stripeLength = (tokens: number, threads: number, index: number) => Math.ceil((tokens - index) / threads);
 
 function shuffle(list: number[]): void {
   for (let i = list.length - 1; i > 0; i--) {

@@ -1,11 +1,12 @@
 -- wrk script of the benchmark (bench/lib/wrk.ts runs it): POST the body file,
 -- and put a token in the Authorization header of every request as the mode says.
---   wrk ... -s bench/lib/wrk-load.lua <url> -- <body file> <mode> [<tokens file>]
+--   wrk ... -s bench/lib/wrk-load.lua <url> -- <body file> <mode> [<tokens file> [<starts>]]
 --   static  one request for the whole run: its headers, token included, come from -H (shape a)
 --   rotate  every thread takes the tokens of <tokens file> in a freshly shuffled order each
 --           cycle, so a connection carries the same token twice in a row only by chance (shape b)
---   once    thread i walks <tokens file>.<i> in order, a token per request; past its end it
---           starts again and counts each request as `reused` (shape c)
+--   once    thread i walks <tokens file>.<i> in order from line <starts>[i] + 1 (a comma-separated
+--           list: where the last run stopped), a token per request; past the file's end it starts
+--           again from its first line and counts each such request as `reused` (shape c)
 -- done() prints one line, {"wrk":…}, with the counts, the latency percentiles (µs) and the
 -- process's CPU ticks over the run, read from /proc/self/stat (the loader's own CPU use).
 
@@ -98,9 +99,13 @@ function init(args)
     local prefix, suffix = template()
     local tokens = read_lines(args[3] .. "." .. index)
     local count = #tokens
+    local starts = {}
+    for start in args[4]:gmatch("[0-9]+") do starts[#starts + 1] = tonumber(start) end
+    local position = starts[index + 1]
     request = function()
-      local token = tokens[used % count + 1]
-      if used >= count then reused = reused + 1 end
+      if position >= count then reused = reused + 1 end
+      local token = tokens[position % count + 1]
+      position = position + 1
       used = used + 1
       return prefix .. token .. suffix
     end

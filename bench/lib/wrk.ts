@@ -5,13 +5,14 @@
 // POST tools/list, and for shapes b and c a token per request from the feed,
 // handed to wrk as files. wrk runs whole seconds (its -d is an integer).
 import { execFile, spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { TOOLS_LIST_BODY, type LoadSample, type LoadSettings, type LoadTarget } from './load.js';
 import { clockTicks, cpuSeconds } from './processes.js';
+import { stripe, type TokenFeed } from './token-feed.js';
 
 export interface WrkBinary {
   path: string;
@@ -51,17 +52,14 @@ export async function runWrk(binary: WrkBinary, target: LoadTarget, settings: Lo
     const threadCount = Math.max(1, Math.min(threads, settings.connections));
     const bodyFile = join(dir, 'body.json');
     await writeFile(bodyFile, TOOLS_LIST_BODY);
-    const scriptArgs = [bodyFile, 'static'];
     const feed = target.tokens;
-    if (feed) {
-      const lists = feed.upcoming(threadCount);
+    let scriptArgs = [bodyFile, 'static'];
+    if (feed?.kind === 'rotate') {
       const tokensFile = join(dir, 'tokens');
-      if (feed.kind === 'rotate') {
-        await writeFile(tokensFile, lists[0]!.join('\n') + '\n');
-      } else {
-        await Promise.all(lists.map((list, i) => writeFile(`${tokensFile}.${i}`, list.join('\n') + '\n')));
-      }
-      scriptArgs.splice(1, 1, feed.kind, tokensFile);
+      await writeFile(tokensFile, feed.tokens.join('\n') + '\n');
+      scriptArgs = [bodyFile, 'rotate', tokensFile];
+    } else if (feed?.kind === 'once') {
+      scriptArgs = [bodyFile, 'once', await stripeFiles(feed, threadCount), feed.positions(threadCount).join(',')];
     }
     const args = [
       `-t${threadCount}`,
@@ -81,7 +79,7 @@ export async function runWrk(binary: WrkBinary, target: LoadTarget, settings: Lo
     const output = await run(binary.path, args);
     const cpuAfter = cpuSeconds(target.pid);
     const summary = parseSummary(output);
-    const tokensReused = feed ? feed.consumed(summary.threads.map((t) => t.used)) : 0;
+    const tokensReused = feed?.kind === 'once' ? feed.advance(summary.threads.map((t) => t.used)) : 0;
     const { errors, latencyUs: latency, requests } = summary;
     const seconds = summary.durationUs / 1e6;
     const ms = (us: number) => us / 1000;
@@ -101,6 +99,26 @@ export async function runWrk(binary: WrkBinary, target: LoadTarget, settings: Lo
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+/** Pools already written as stripes (`<prefix>.<thread>`), by pool and thread count: a pool of 200,000 tokens is 80 MB. */
+const stripesWritten = new Map<readonly string[], Map<number, string>>();
+let stripesDir: string | undefined;
+
+async function stripeFiles(feed: TokenFeed, threads: number): Promise<string> {
+  let byThreads = stripesWritten.get(feed.tokens);
+  if (!byThreads) stripesWritten.set(feed.tokens, (byThreads = new Map()));
+  const known = byThreads.get(threads);
+  if (known) return known;
+  if (!stripesDir) {
+    stripesDir = mkdtempSync(join(tmpdir(), 'mag-bench-stripes-'));
+    const dir = stripesDir;
+    process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  }
+  const prefix = join(stripesDir, `pool-${stripesWritten.size}-${threads}`);
+  await Promise.all(Array.from({ length: threads }, (_, i) => writeFile(`${prefix}.${i}`, stripe(feed.tokens, threads, i).join('\n') + '\n')));
+  byThreads.set(threads, prefix);
+  return prefix;
 }
 
 function run(command: string, args: string[]): Promise<string> {

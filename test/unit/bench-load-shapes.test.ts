@@ -8,45 +8,43 @@ import type { AddressInfo } from 'node:net';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runLoad, TOOLS_LIST_BODY, type LoadTarget } from '../../bench/lib/load.js';
-import { TokenFeed } from '../../bench/lib/token-feed.js';
+import { stripe, TokenFeed } from '../../bench/lib/token-feed.js';
 import { findWrk, runWrk } from '../../bench/lib/wrk.js';
 
 const tokens = (count: number, prefix = 't') => Array.from({ length: count }, (_, i) => `${prefix}${i}`);
 
 describe('TokenFeed once (shape c): consecutive wrk runs', () => {
-  it('hands out every token at most once until the pool runs out, and counts exactly what is reused', () => {
+  it('no token twice until a stripe runs out, and exactly the repeats counted as reused', () => {
     fc.assert(
       fc.property(
-        fc.integer({ min: 1, max: 300 }),
+        fc.integer({ min: 4, max: 300 }),
         fc.integer({ min: 1, max: 4 }),
         fc.array(fc.array(fc.nat({ max: 120 }), { minLength: 4, maxLength: 4 }), { minLength: 1, maxLength: 6 }),
         (poolSize, threads, runs) => {
           const pool = tokens(poolSize);
           const feed = new TokenFeed('once', pool);
+          const stripes = Array.from({ length: threads }, (_, i) => stripe(pool, threads, i));
+          // Every token in exactly one stripe.
+          expect(stripes.flat().sort()).toEqual([...pool].sort());
           const sent: string[] = [];
-          let reportedReuse = 0;
+          let reported = 0;
           for (const run of runs) {
-            const lists = feed.upcoming(threads);
-            expect(lists).toHaveLength(threads);
-            const perThread = run.slice(0, threads);
-            // What wrk-load.lua sends: thread i walks its list, starting again past its end.
-            perThread.forEach((count, i) => {
-              for (let n = 0; n < count; n++) sent.push(lists[i]![n % lists[i]!.length]!);
+            const taken = run.slice(0, threads);
+            const positions = [...feed.positions(threads)];
+            // What wrk-load.lua sends: thread i goes on from its position, past its stripe's end from its start.
+            taken.forEach((count, i) => {
+              for (let n = 0; n < count; n++) sent.push(stripes[i]![(positions[i]! + n) % stripes[i]!.length]!);
             });
-            reportedReuse += feed.consumed(perThread);
+            reported += feed.advance(taken);
           }
           const seen = new Set<string>();
-          let actualReuse = 0;
+          let repeats = 0;
           for (const token of sent) {
-            if (seen.has(token)) actualReuse += 1;
+            if (seen.has(token)) repeats += 1;
             seen.add(token);
           }
-          // Never under-reported (once the pool runs out, everything counts as reuse)...
-          expect(reportedReuse).toBeGreaterThanOrEqual(actualReuse);
-          expect(feed.reused).toBe(reportedReuse);
-          // ...and none at all while every thread's list outlasts what it sends.
-          const needed = runs.reduce((n, run) => n + threads * (Math.max(...run.slice(0, threads)) + 1), 0);
-          if (poolSize >= needed) expect(reportedReuse).toBe(0);
+          expect(reported).toBe(repeats);
+          expect(feed.reused).toBe(repeats);
         },
       ),
     );
@@ -56,9 +54,15 @@ describe('TokenFeed once (shape c): consecutive wrk runs', () => {
     const feed = new TokenFeed('once', tokens(5));
     expect(Array.from({ length: 5 }, () => feed.take())).toEqual(tokens(5));
     expect(feed.reused).toBe(0);
-    feed.take();
-    feed.take();
+    expect([feed.take(), feed.take()]).toEqual(['t0', 't1']);
     expect(feed.reused).toBe(2);
+  });
+
+  it('is walked with one thread count', () => {
+    const feed = new TokenFeed('once', tokens(10));
+    feed.positions(2);
+    expect(() => feed.positions(3)).toThrow();
+    expect(() => new TokenFeed('once', tokens(2)).positions(3)).toThrow();
   });
 });
 
