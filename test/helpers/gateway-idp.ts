@@ -29,12 +29,21 @@ export interface TokenEndpointContext {
 export const accessTokens = (handle: OidcProviderHandle) =>
   (handle.provider as unknown as { AccessToken: { find(value: string): Promise<{ accountId?: string } | undefined> } }).AccessToken;
 
-/** An IdP whose one client is the gateway at `gatewayOrigin`, issuing access tokens that live `accessTokenTtl` seconds. */
-export function startGatewayIdp(gatewayOrigin: string, client: IdpClient, accessTokenTtl: number): Promise<OidcProviderHandle> {
+/** Where the gateway receives the IdP's back-channel logout tokens. */
+export const IDP_BACKCHANNEL_LOGOUT_PATH = '/authorize/login/oidc/backchannel-logout';
+
+/**
+ * An IdP whose one client is the gateway at `gatewayOrigin`, issuing access tokens that live
+ * `accessTokenTtl` seconds; with `backchannelLogout`, the gateway's logout URI is registered
+ * (session required, so ID tokens carry `sid`).
+ */
+export function startGatewayIdp(gatewayOrigin: string, client: IdpClient, accessTokenTtl: number, opts: { backchannelLogout?: boolean } = {}): Promise<OidcProviderHandle> {
   return startOidcProvider({
     resources: [],
     scopes: [],
     accessTokenTtl,
+    // The gateway under test listens on loopback, which oidc-provider's SSRF guard refuses to POST to.
+    ...(opts.backchannelLogout && { features: { backchannelLogout: { enabled: true } }, fetch: (url, { dispatcher: _loopbackGuard, ...init }) => fetch(url, init) }),
     clients: [
       {
         ...client,
@@ -42,6 +51,7 @@ export function startGatewayIdp(gatewayOrigin: string, client: IdpClient, access
         grant_types: ['authorization_code', 'refresh_token'],
         response_types: ['code'],
         token_endpoint_auth_method: 'client_secret_basic',
+        ...(opts.backchannelLogout && { backchannel_logout_uri: `${gatewayOrigin}${IDP_BACKCHANNEL_LOGOUT_PATH}`, backchannel_logout_session_required: true }),
       },
     ],
   });

@@ -33,6 +33,10 @@ export interface OidcProviderOptions {
   clients?: Record<string, unknown>[];
   /** Port to listen on (default: any free port). */
   port?: number;
+  /** Extra oidc-provider features (e.g. `backchannelLogout`), merged over the defaults. */
+  features?: Record<string, unknown>;
+  /** Replaces oidc-provider's outgoing `fetch` (back-channel logout POSTs), e.g. to reach a loopback gateway. */
+  fetch?: (url: string, options: RequestInit & { dispatcher?: unknown }) => Promise<Response>;
 }
 
 export interface OidcProviderHandle {
@@ -42,6 +46,8 @@ export interface OidcProviderHandle {
   tokenEndpoint: string;
   /** The public signing keys (what `jwksUri` serves). */
   jwks: JSONWebKeySet;
+  /** The private signing key (kid and alg set), for tests that forge what only the IdP could sign. */
+  signingJwk: JWK;
   /** The pre-registered confidential client used for client_credentials. */
   confidentialClient: { client_id: string; client_secret: string };
   /** The live set of accepted resources: tests may add one whose port was not known at start. */
@@ -128,6 +134,7 @@ export async function startOidcProvider(opts: OidcProviderOptions): Promise<Oidc
           return { scope, audience: resource, accessTokenTTL: ttl, accessTokenFormat: 'jwt', jwt: { sign: { alg } } };
         },
       },
+      ...opts.features,
     },
     // refresh tokens for clients registered with the refresh_token grant, without offline_access
     issueRefreshToken: (_ctx: unknown, client: { grantTypeAllowed(t: string): boolean }) =>
@@ -139,6 +146,7 @@ export async function startOidcProvider(opts: OidcProviderOptions): Promise<Oidc
     }),
     claims: { openid: ['sub'], email: ['email'], profile: ['name'] },
     clientBasedCORS: () => true,
+    ...(opts.fetch && { fetch: opts.fetch }),
     ttl: {
       AccessToken: ttl,
       ClientCredentials: ttl,
@@ -178,9 +186,10 @@ export async function startOidcProvider(opts: OidcProviderOptions): Promise<Oidc
     await provider.interactionFinished(req, res, { consent: { grantId } }, { mergeWithLastSubmission: true });
   };
 
-  const callback = provider.callback();
+  // Composed at the first request, so middleware a test adds with provider.use() after start-up applies.
+  let callback: ReturnType<Provider['callback']> | undefined;
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-    if (!req.url?.startsWith('/interaction/')) return callback(req, res);
+    if (!req.url?.startsWith('/interaction/')) return (callback ??= provider.callback())(req, res);
     interact(req, res).catch((err: unknown) => {
       errs.push(err);
       res.writeHead(500, { 'content-type': 'text/plain' }).end(`interaction failed: ${String(err)}`);
@@ -192,6 +201,7 @@ export async function startOidcProvider(opts: OidcProviderOptions): Promise<Oidc
     jwksUri: provider.urlFor('jwks'),
     tokenEndpoint: provider.urlFor('token'),
     jwks: { keys: [publicJwk] },
+    signingJwk: privateJwk,
     confidentialClient,
     resources,
     provider,
