@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
+import type { OAuthClientInformationMixed } from '@modelcontextprotocol/sdk/shared/auth.js';
 import { connectWithOAuth } from '../helpers/mcp-client.js';
 import { freePort } from '../helpers/net.js';
 import { headlessUser, type HeadlessUserLog } from '../helpers/authorization-server.js';
@@ -61,8 +62,18 @@ describe('mcp-auth-gateway demo', () => {
     expect(mcpUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/demo\/mcp$/);
     const log: HeadlessUserLog = { consentPages: [], loginPages: [] };
     // Without a refresh token the SDK's step-up starts a new authorization for the wider scope (with
-    // one, SDK 1.32 refreshes instead, which cannot widen the scope, and gives up).
-    const conn = await connectWithOAuth(mcpUrl, { onPage: headlessUser('newcomer', { log }), clientMetadata: { grant_types: ['authorization_code'] } });
+    // one, SDK 1.32 refreshes instead, which cannot widen the scope, and gives up). The client
+    // registers for both scopes itself: a registered scope bounds what it may later obtain
+    // (DESIGN §7.1), and the SDK would register with the first challenge's scope only (SEP-835).
+    const redirectUrl = `http://127.0.0.1:${await freePort()}/callback`;
+    const registration = await fetch(new URL('/register', mcpUrl), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ client_name: 'demo app', redirect_uris: [redirectUrl], grant_types: ['authorization_code'], token_endpoint_auth_method: 'none', scope: 'mcp:read mcp:write' }),
+    });
+    expect(registration.status).toBe(201);
+    const registeredClient = (await registration.json()) as OAuthClientInformationMixed;
+    const conn = await connectWithOAuth(mcpUrl, { onPage: headlessUser('newcomer', { log }), redirectUrl, registeredClient });
     try {
       expect(log.consentPages).toHaveLength(1);
       expect(log.loginPages).toHaveLength(1);
