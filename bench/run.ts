@@ -93,7 +93,7 @@ async function measure(env: BenchEnvironment, options: BenchOptions, loader: Loa
   if (options.phases.includes('throughput')) {
     const seconds = loader.seconds(options.durationSec);
     log(
-      `throughput: shapes ${options.shapes.join(', ')}; ${options.rounds} rounds × ${seconds} s, ${options.connections} connections,` +
+      `throughput: shapes ${options.shapes.join(', ')}; ${options.rounds} round${options.rounds === 1 ? '' : 's'} × ${seconds} s, ${options.connections} connections,` +
         ` ${loader.name}${loader.name === 'wrk' ? ` with ${loader.threads} threads` : ''}`,
     );
     const targets: MeasuredTarget[] = [
@@ -150,7 +150,7 @@ async function measure(env: BenchEnvironment, options: BenchOptions, loader: Loa
   }
 
   if (options.phases.includes('profile')) {
-    log('profile: gateway with --cpu-prof under cached-token and cold-token load');
+    log('profile: the proxy core, and the gateway with --cpu-prof under one token per connection, 16 users per connection and a new token per request');
     const outDir = resolve(REPO_ROOT, options.outDir);
     await mkdir(outDir, { recursive: true });
     const stamp = date.toISOString().slice(0, 19).replace(/:/g, '-');
