@@ -108,7 +108,16 @@ export function comparable(answer: ReaderAnswer): ReaderMessage[] {
       method,
       name: member === 'name' ? m.name : null,
       uri: member === 'uri' ? m.uri : null,
-      id: m.id === null ? null : idKey(JSON.parse(m.id) as string | number | null),
+      id: m.id === null ? null : idText(m.id),
     };
   });
+}
+
+/** An id's JSON text by type and value; text no JSON reader here takes (Python's `Infinity`) stays apart. */
+function idText(text: string): string {
+  try {
+    return idKey(JSON.parse(text) as string | number | null);
+  } catch {
+    return `raw:${text}`;
+  }
 }
