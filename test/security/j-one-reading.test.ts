@@ -309,7 +309,7 @@ function answer(req: IncomingMessage, res: ServerResponse, text: string, state: 
   const answers = messages.filter((m) => m.method !== undefined).map((m) => listAnswer(m.id ?? null));
   state.answered++;
   const shape = String(req.headers['x-test-shape'] ?? 'json');
-  const json = (value: unknown, type = 'application/json') => res.writeHead(200, { 'content-type': type }).end(JSON.stringify(value));
+  const json = (value: unknown, type = 'application/json') => void res.writeHead(200, { 'content-type': type }).end(JSON.stringify(value));
   const sse = (...events: string[]) => {
     res.writeHead(200, { 'content-type': 'text/event-stream' });
     for (const e of events) res.write(e);
