@@ -154,11 +154,11 @@ export function chartSvg(results: BenchResults): string {
   const panels: Panel[] = [];
   const tp = results.throughput;
   if (tp) {
-    for (const shape of Object.values(tp.shapes)) {
+    for (const [shapeName, shape] of Object.entries(tp.shapes) as [ShapeName, ShapeSummary][]) {
       const proxy = shape.targets['http-proxy']?.rounds.map((r) => r.requestsPerSec);
       const entries = Object.entries(shape.targets) as [TargetName, TargetSummary][];
       panels.push({
-        title: `Throughput, ${shape.label}${shape.tokens > 1 ? ` (${shape.tokens.toLocaleString('en-US')} tokens)` : ''}`,
+        title: `Throughput, ${shape.label}${shapeName === 'c' ? ` (${results.settings.alg}, a pool of ${shape.tokens.toLocaleString('en-US')})` : ''}`,
         unit: `requests/s, median and min–max of rounds; ${tp.loader.name}, ${results.settings.connections} connections`,
         bars: entries.map(([name, t]) => ({
           label: t.label,
