@@ -46,6 +46,8 @@ export class RevokedGrants {
   #reading?: Promise<void>;
   #timer?: NodeJS.Timeout;
   #failing = false;
+  /** Revocations made here that the shared log has not taken yet: written again before each read. */
+  readonly #unpublished = new Set<string>();
 
   constructor(private readonly deps: RevokedGrantsDeps) {
     this.#key = revokedGrantsKey(deps.issuer);
@@ -68,10 +70,28 @@ export class RevokedGrants {
     return Date.now() - this.#lastReadStartedAt > STALE_AFTER_MS ? 'unknown' : 'usable';
   }
 
-  /** Refused here at once, and on the other replicas at their next poll. */
+  /**
+   * Refused here at once, and on the other replicas at their next poll. A
+   * failed write to the log is kept and written again at every poll until it
+   * lands: the caller has already revoked the grant in the store, so a blip
+   * must not leave the other replicas accepting its access tokens.
+   */
   async add(grantId: string): Promise<void> {
     this.#remember(grantId);
-    await this.deps.store.appendToLog(this.#key, grantId, this.#retentionMs);
+    this.#unpublished.add(grantId);
+    await this.#publish();
+  }
+
+  async #publish(): Promise<void> {
+    for (const grantId of this.#unpublished) {
+      try {
+        await this.deps.store.appendToLog(this.#key, grantId, this.#retentionMs);
+        this.#unpublished.delete(grantId);
+      } catch (err) {
+        this.deps.logger.warn({ err: err instanceof Error ? err.message : String(err) }, 'revoked grants: cannot write to the list; will retry');
+        return;
+      }
+    }
   }
 
   /** One read of the log; concurrent callers share it. Never rejects. */
@@ -82,6 +102,7 @@ export class RevokedGrants {
 
   async #read(): Promise<void> {
     const startedAt = Date.now();
+    if (this.#unpublished.size > 0) await this.#publish();
     try {
       const entries = await this.deps.store.readLog(this.#key, this.#cursor === 0 ? 0 : this.#cursor - REREAD_MS);
       for (const { member, at } of entries) {

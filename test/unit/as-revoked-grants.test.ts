@@ -69,6 +69,37 @@ describe('RevokedGrants across replicas sharing a store', () => {
     );
   });
 
+  it('a revocation whose write to the shared log failed is written again at the next poll, so other replicas still learn it', async () => {
+    const backend = new MemoryStore({ maxEntries: 100 });
+    let failWrites = true;
+    const flaky: Store = new Proxy(backend, {
+      get(target, prop) {
+        if (prop === 'appendToLog') {
+          return (...args: Parameters<Store['appendToLog']>) => (failWrites ? Promise.reject(new StoreUnavailableError('blip')) : target.appendToLog(...args));
+        }
+        const value: unknown = Reflect.get(target, prop, target);
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const revoker = replica(flaky);
+    const other = replica(backend);
+    await revoker.start();
+    await other.start();
+    try {
+      await revoker.add('blipped');
+      expect(revoker.state('blipped')).toBe('revoked');
+      await other.poll();
+      expect(other.state('blipped')).toBe('usable');
+      failWrites = false;
+      await revoker.poll();
+      await other.poll();
+      expect(other.state('blipped')).toBe('revoked');
+    } finally {
+      revoker.close();
+      other.close();
+    }
+  });
+
   it('a replica started after a revocation knows it from its first read', async () => {
     const store = new MemoryStore({ maxEntries: 100 });
     const first = replica(store);
