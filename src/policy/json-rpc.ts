@@ -3,6 +3,7 @@
 // body itself is forwarded byte for byte; this only looks at it.
 import { GatewayError } from '../errors/gateway-error.js';
 import { AmbiguousMemberError, checkMemberNames, foldName, readNames } from './member-names.js';
+import { nonCanonicalReason } from './resource-uri.js';
 import { JsonReadingError, parseStrictJson } from './strict-json.js';
 
 export type JsonRpcId = string | number | null;
@@ -71,6 +72,8 @@ const PARAMS_MEMBERS = readNames('name', 'uri', '_meta', 'arguments');
 const METHOD_CHARACTERS = /^[\x21-\x7e]+$/;
 // eslint-disable-next-line no-control-regex -- controls are what it looks for
 const CONTROL = /[\u0000-\u001f\u007f]/;
+/** White space around a tool or prompt name: an upstream that trims would call another tool than the one judged. */
+const OUTER_SPACE = /^\s|\s$/;
 
 /** The MCP methods by folded spelling: another spelling of one of them is refused, not passed as "some other method". */
 const KNOWN_METHODS = readNames(
@@ -176,6 +179,10 @@ export function operationOf(message: JsonRpcMessage): Operation | undefined {
   if (typeof name !== 'string') throw notJsonRpc(`${method} without a string params.${member}`);
   if (name.length > MAX_NAME_LENGTH) throw overLimit(`params.${member} is longer than ${MAX_NAME_LENGTH} characters`);
   if (CONTROL.test(name)) throw ambiguous(`params.${member} holds a control character`);
+  if (member === 'uri') {
+    const why = nonCanonicalReason(name);
+    if (why !== undefined) throw ambiguous(`params.uri is not a resource URI in canonical form: ${why}`);
+  } else if (OUTER_SPACE.test(name)) throw ambiguous(`params.${member} begins or ends with white space`);
   return { method, name };
 }
 

@@ -21,8 +21,8 @@ describe('checkMcpHeaders', () => {
     expect(() => checkMcpHeaders({}, toolCall('echo'))).not.toThrow();
     expect(() => checkMcpHeaders({ 'mcp-method': 'tools/call', 'mcp-name': 'echo' }, toolCall('echo'))).not.toThrow();
     expect(() => checkMcpHeaders({ 'mcp-method': 'tools/list' }, body({ jsonrpc: '2.0', id: 1, method: 'tools/list' }))).not.toThrow();
-    const read = body({ jsonrpc: '2.0', id: 1, method: 'resources/read', params: { uri: 'file:///a b' } });
-    expect(() => checkMcpHeaders({ 'mcp-method': 'resources/read', 'mcp-name': b64('file:///a b') }, read)).not.toThrow();
+    const read = body({ jsonrpc: '2.0', id: 1, method: 'resources/read', params: { uri: 'file:///a%20b' } });
+    expect(() => checkMcpHeaders({ 'mcp-method': 'resources/read', 'mcp-name': b64('file:///a%20b') }, read)).not.toThrow();
     expect(() => checkMcpHeaders({ 'mcp-name': b64('outil-été') }, toolCall('outil-été'))).not.toThrow();
   });
 
