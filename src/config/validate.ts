@@ -2,6 +2,7 @@
 // `file:line:col` issues.
 import type { z } from 'zod';
 import type { ConfigIssue } from './config-error.js';
+import { nearestKnownKey } from './did-you-mean.js';
 import type { Locate } from './yaml-file.js';
 
 export type Validated<T> = { value: T; issues: [] } | { value: undefined; issues: ConfigIssue[] };
@@ -16,7 +17,12 @@ export function validate<S extends z.ZodType>(schema: S, data: unknown, at: Loca
     value: undefined,
     issues: result.error.issues.flatMap((issue) =>
       // One issue per unknown key, each at its own line.
-      issue.code === 'unrecognized_keys' ? issue.keys.map((key) => at(issue.path, 'unknown key', key)) : [at(issue.path, issue.message)],
+      issue.code === 'unrecognized_keys' ? issue.keys.map((key) => at(issue.path, unknownKey(schema, data, issue.path, key), key)) : [at(issue.path, issue.message)],
     ),
   };
+}
+
+function unknownKey(schema: z.ZodType, data: unknown, path: readonly PropertyKey[], key: string): string {
+  const suggestion = nearestKnownKey(schema, data, path, key);
+  return suggestion === undefined ? 'unknown key' : `unknown key (did you mean ${suggestion}?)`;
 }

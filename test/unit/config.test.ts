@@ -74,7 +74,7 @@ describe('loadConfig', () => {
 
   it('reports an unknown key at its own line', async () => {
     await write({ 'gateway.yaml': GATEWAY, 'a.yaml': `${ROUTE}# comment\nrequired_scope: [mcp:read]\n` });
-    expect(await loadErrors()).toEqual(['a.yaml:4:1: required_scope: unknown key']);
+    expect(await loadErrors()).toEqual(['a.yaml:4:1: required_scope: unknown key (did you mean required_scopes?)']);
   });
 
   it('reports a bad value at the value, and collects issues from every file', async () => {
@@ -241,7 +241,7 @@ describe('loadConfig', () => {
     const err = await loadConfig(join(dir, 'one.yaml'), {}).catch((e: unknown) => e);
     expect((err as ConfigError).issues).toEqual([
       { file: join(dir, 'one.yaml'), line: 8, column: 5, message: 'routes[1].upstream: required, but missing' },
-      { file: join(dir, 'one.yaml'), line: 9, column: 5, message: 'routes[1].upstreem: unknown key' },
+      { file: join(dir, 'one.yaml'), line: 9, column: 5, message: 'routes[1].upstreem: unknown key (did you mean upstream?)' },
     ]);
   });
 
