@@ -2,6 +2,7 @@
 // key lookup or crypto, then jose with a pinned algorithm list, exact issuer
 // and exact audience (the route's canonical resource URI, RFC 8707).
 import { decodeProtectedHeader, errors, jwtVerify, type CryptoKey, type JWTPayload, type JWTVerifyGetKey, type JWTVerifyOptions } from 'jose';
+import { isAsymmetricJwsAlgorithm } from '../config/jws-algorithms.js';
 import type { JwtTokenConfig } from '../config/types.js';
 import { GatewayError, invalidToken, temporarilyUnavailable } from '../errors/gateway-error.js';
 import { clientIdFrom, scopesFrom } from './claims.js';
@@ -11,9 +12,6 @@ import type { AuthContext } from './principal.js';
 import type { TokenVerifier } from './verifier.js';
 
 export const MAX_TOKEN_LENGTH = 16 * 1024;
-
-/** Asymmetric signatures only: an HMAC "verified" with a public key is the classic confusion attack. */
-const ALLOWED_ALGORITHMS = new Set(['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519']);
 
 /** Headers that point at, or carry, key material: the key must come from our configuration only. */
 const REFUSED_HEADERS = ['jku', 'x5u', 'jwk', 'x5c', 'crit'] as const;
@@ -52,7 +50,7 @@ export function createLocalJwtVerifier(options: LocalJwtVerifierOptions): TokenV
 function validChecks(checks: JwtChecks): JwtChecks {
   if (checks.algorithms.length === 0) throw new TypeError('At least one JWT algorithm must be allowed');
   for (const alg of checks.algorithms) {
-    if (!ALLOWED_ALGORITHMS.has(alg)) throw new TypeError(`JWT algorithm ${alg} is not allowed: only asymmetric signatures are accepted`);
+    if (!isAsymmetricJwsAlgorithm(alg)) throw new TypeError(`JWT algorithm ${alg} is not allowed: only asymmetric signatures are accepted`);
   }
   return { ...checks, algorithms: [...checks.algorithms] };
 }

@@ -6,6 +6,7 @@ import { hkdfSync } from 'node:crypto';
 import { chmod, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { SignJWT, createLocalJWKSet, importJWK, type CryptoKey, type JSONWebKeySet, type JWK, type JWTVerifyGetKey } from 'jose';
+import { isAsymmetricJwsAlgorithm } from '../config/jws-algorithms.js';
 import { isLoopbackUrl } from '../config/urls.js';
 import { generateSigningKey } from '../keys.js';
 import type { JwtSigner } from '../upstream-auth/upstream-credential.js';
@@ -40,7 +41,6 @@ export class SigningKeyError extends Error {
 
 const DEV_KEY_FILE = 'signing.jwk.json';
 const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'];
-const ASYMMETRIC_ALGORITHMS = new Set(['ES256', 'ES384', 'ES512', 'RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'EdDSA']);
 const ALGORITHM_BY_CURVE: Record<string, string> = { 'P-256': 'ES256', 'P-384': 'ES384', 'P-521': 'ES512', Ed25519: 'EdDSA' };
 
 export async function loadSigningKeys(options: LoadSigningKeysOptions): Promise<SigningKeys> {
@@ -94,7 +94,7 @@ async function fromJwks(keys: JWK[]): Promise<SigningKeys> {
   if (!current || typeof current.d !== 'string') throw new SigningKeyError('the first signing key must be a private key (with "d")');
   for (const key of keys) {
     // Only asymmetric keys: a shared HMAC secret would have to be published to be verified.
-    if (!ASYMMETRIC_ALGORITHMS.has(algorithmOf(key))) throw new SigningKeyError(`signing key ${key.kid ?? ''}: only asymmetric keys (EC, RSA, OKP) are accepted`);
+    if (!isAsymmetricJwsAlgorithm(algorithmOf(key))) throw new SigningKeyError(`signing key ${key.kid ?? ''}: only asymmetric keys (EC, RSA, OKP) are accepted`);
   }
   const algorithm = algorithmOf(current);
   const kids = new Set<string>();

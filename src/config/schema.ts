@@ -1,6 +1,7 @@
 // The configuration file formats. Pure zod without transforms, so the same
 // schema validates files and generates schema/gateway.schema.json.
 import { z } from 'zod';
+import { ASYMMETRIC_JWS_ALGORITHMS } from './jws-algorithms.js';
 
 /** A duration such as `500ms`, `60s`, `10m`, `12h`, `30d`. */
 export const Duration = z
@@ -42,7 +43,7 @@ const RoutePath = z
   .refine((p) => !p.split('/').some((s) => s === '.' || s === '..'), 'a route path has no . or .. segments')
   .refine((p) => !p.includes('//'), 'a route path has no empty segments');
 
-const JwtAlgorithm = z.enum(['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA']);
+const JwtAlgorithm = z.enum(ASYMMETRIC_JWS_ALGORITHMS);
 
 export const TokenSchema = z
   .strictObject({

@@ -1,7 +1,6 @@
 // The runtime configuration: files validated, defaults applied, durations in
 // milliseconds, secrets resolved, canonical URIs computed. Built once per load.
-
-export type JwtAlgorithm = 'RS256' | 'RS384' | 'RS512' | 'PS256' | 'PS384' | 'PS512' | 'ES256' | 'ES384' | 'ES512' | 'EdDSA';
+import type { JwtAlgorithm } from './jws-algorithms.js';
 
 export interface JwtTokenConfig {
   kind: 'jwt';

@@ -5,7 +5,8 @@ import { base64url, CompactSign, EncryptJWT, exportJWK, exportSPKI, generateKeyP
 import { JwksRegistry, metadataUrls } from '../../src/auth/jwks.js';
 import { createJwtVerifier, createLocalJwtVerifier } from '../../src/auth/jwt-verifier.js';
 import { createTokenVerifier } from '../../src/auth/verifier.js';
-import type { JwtAlgorithm, JwtTokenConfig, RouteConfig } from '../../src/config/types.js';
+import type { JwtAlgorithm } from '../../src/config/jws-algorithms.js';
+import type { JwtTokenConfig, RouteConfig } from '../../src/config/types.js';
 import { GatewayError } from '../../src/errors/gateway-error.js';
 import { rejection } from '../helpers/rejection.js';
 

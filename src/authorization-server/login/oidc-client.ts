@@ -8,6 +8,7 @@
 // redirect.
 import { createRemoteJWKSet, jwtVerify, type JWTVerifyGetKey } from 'jose';
 import * as oauth from 'oauth4webapi';
+import { ASYMMETRIC_JWS_ALGORITHMS } from '../../config/jws-algorithms.js';
 import { refreshAt } from '../../upstream-auth/token-endpoint.js';
 
 export interface OidcClientOptions {
@@ -86,8 +87,6 @@ export const BACKCHANNEL_LOGOUT_EVENT = 'http://schemas.openid.net/event/backcha
 /** A logout token is acted on this soon after its `iat`, and its `jti` remembered this long. */
 export const LOGOUT_TOKEN_MAX_AGE_SECONDS = 300;
 const LOGOUT_TOKEN_CLOCK_SKEW_SECONDS = 30;
-/** Asymmetric signatures only: the IdP's JWKS is public, so an HMAC "signature" would prove nothing. */
-const LOGOUT_TOKEN_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'];
 /** Without `expires_in` the IdP's access token is assumed to live this long (then refreshed), never forever. */
 export const UNKNOWN_IDP_TOKEN_LIFETIME_SECONDS = 60;
 
@@ -231,7 +230,8 @@ export class OidcClient {
       ({ payload } = await jwtVerify(token, this.#logoutKeys.keys, {
         issuer: metadata.issuer,
         audience: this.#client.client_id,
-        algorithms: LOGOUT_TOKEN_ALGORITHMS,
+        // Asymmetric only: the IdP's JWKS is public.
+        algorithms: [...ASYMMETRIC_JWS_ALGORITHMS],
         maxTokenAge: LOGOUT_TOKEN_MAX_AGE_SECONDS,
         clockTolerance: LOGOUT_TOKEN_CLOCK_SKEW_SECONDS,
         requiredClaims: ['iat', 'jti', 'events'],
