@@ -98,7 +98,8 @@ describe('signing keys', () => {
 
     it('accepts a token signed with the previous key, and refuses one signed with a key it does not publish', async () => {
       const now = Math.floor(Date.now() / 1000);
-      const claims = { iss: gateway.issuer, sub: 'svc', aud: `${gateway.issuer}/r/mcp`, client_id: 'svc', scope: '', iat: now, exp: now + 60, jti: 'j' };
+      // Every access token of this AS names its grant (gid): revocation is checked by grant.
+      const claims = { iss: gateway.issuer, sub: 'svc', aud: `${gateway.issuer}/r/mcp`, client_id: 'svc', scope: '', iat: now, exp: now + 60, jti: 'j', gid: 'rotation-grant' };
       const sign = async (key: JWK) => new SignJWT(claims).setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid: key.kid! }).sign(await importJWK(key, 'ES256'));
       expect((await call(await sign(previous))).status).toBe(200);
       const stranger = await generateSigningKey();
