@@ -15,11 +15,13 @@ import { Metrics } from './observability/metrics.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { operationsRoutes, type Lifecycle } from './routes/operations.js';
 import { createProtectedRoute, type ProtectedRouteHandler } from './routes/protected-route.js';
-import { createTokenVerifier } from './auth/verifier.js';
+import { createTokenVerifier } from './auth/create-token-verifier.js';
 import type { AuthContext } from './auth/principal.js';
 import { JwksRegistry } from './auth/jwks.js';
-import { createForwarder, type Forwarder } from './proxy/forward.js';
+import type { Forwarder } from './proxy/forwarder.js';
+import { createHttpForwarder } from './proxy/http-forwarder.js';
 import { createSessionBinding } from './proxy/session-binding.js';
+import { sessionHook } from './proxy/session-hook.js';
 import { createUpstreamCredential } from './upstream-auth/create-upstream-credential.js';
 import { createAudit, type Audit } from './observability/audit.js';
 import { createPolicyStep } from './policy/policy-step.js';
@@ -101,8 +103,8 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     const protectedRoutes = new Map<string, ProtectedRouteHandler>();
     const forwarders: Forwarder[] = [];
     for (const route of cfg.routes) {
-      const forwarder = createForwarder(route, {
-        sessions,
+      const forwarder = createHttpForwarder(route, {
+        session: sessionHook(route.path, sessions, logger),
         logger,
         metrics: {
           upstreamError: (kind) => metrics.upstreamErrors.labels(route.path, kind).inc(),

@@ -7,7 +7,7 @@ import type { AuthContext } from '../auth/principal.js';
 import type { RouteConfig } from '../config/types.js';
 import { deniedByPolicy, GatewayError, insufficientScope } from '../errors/gateway-error.js';
 import type { Audit } from '../observability/audit.js';
-import type { ResponseTransform } from '../proxy/forward.js';
+import type { ResponseTransform } from '../proxy/response-transform.js';
 import { evaluate, evaluateOperation, type Decision, type MessageDecision } from './evaluate.js';
 import { parseJsonRpcBody, type ParsedRequest } from './json-rpc.js';
 import { HeaderMismatchError, checkMcpHeaders } from './mcp-headers.js';

@@ -9,7 +9,7 @@
 // complete, rewritten when it holds a tool list. An answer that cannot be read,
 // or that another reader could read differently (a duplicate member, `Tools`
 // beside `tools`), is cut, never passed unfiltered.
-import type { BodyTransform, ResponseTransform } from '../proxy/forward.js';
+import type { BodyTransform, ResponseTransform } from '../proxy/response-transform.js';
 import { AmbiguousMemberError, checkMemberNames, readNames } from './member-names.js';
 import { SseEventSplitter, formatSseEvent, parseSseEvent } from './sse-events.js';
 import { parseStrictJson } from './strict-json.js';

@@ -4,8 +4,11 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createForwarder, type Forwarder, type ResponseTransform } from '../../src/proxy/forward.js';
+import type { Forwarder } from '../../src/proxy/forwarder.js';
+import { createHttpForwarder } from '../../src/proxy/http-forwarder.js';
+import type { ResponseTransform } from '../../src/proxy/response-transform.js';
 import { createSessionBinding } from '../../src/proxy/session-binding.js';
+import { sessionHook } from '../../src/proxy/session-hook.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { toolsListFilter } from '../../src/policy/tools-list-filter.js';
 import type { AuthContext } from '../../src/auth/principal.js';
@@ -34,7 +37,7 @@ const listen = async (server: http.Server) => {
 beforeAll(async () => {
   const upstreamPort = await listen(upstream);
   const route = { path: '/mcp', upstream: `http://127.0.0.1:${upstreamPort}/mcp`, upstreamTimeoutMs: 5_000 } as RouteConfig;
-  forwarder = createForwarder(route, { sessions: createSessionBinding(new MemoryStore({ maxEntries: 10 })) });
+  forwarder = createHttpForwarder(route, { session: sessionHook(route.path, createSessionBinding(new MemoryStore({ maxEntries: 10 }))) });
   gateway = http.createServer((req, res) => {
     req.resume().on('end', () => void forwarder.forward(req, res, { auth, body: Buffer.from('{}'), injected: {}, transform: filter }));
   });

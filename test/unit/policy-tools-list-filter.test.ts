@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { SseEventSplitter, parseSseEvent } from '../../src/policy/sse-events.js';
 import { toolsListFilter } from '../../src/policy/tools-list-filter.js';
-import type { BodyTransform } from '../../src/proxy/forward.js';
+import type { BodyTransform } from '../../src/proxy/response-transform.js';
 
 const TOOLS = [{ name: 'echo' }, { name: 'delete_repo' }, { name: 'shell' }, { description: 'no name' }, { name: 42 }];
 const toolsList = (id: unknown, tools: unknown[] = TOOLS) => ({ jsonrpc: '2.0', id, result: { tools, nextCursor: 'c2' } });

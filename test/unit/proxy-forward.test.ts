@@ -4,8 +4,11 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { createForwarder, type Forwarder, type UpstreamErrorKind } from '../../src/proxy/forward.js';
+import type { Forwarder } from '../../src/proxy/forwarder.js';
+import { createHttpForwarder } from '../../src/proxy/http-forwarder.js';
 import { createSessionBinding } from '../../src/proxy/session-binding.js';
+import { sessionHook } from '../../src/proxy/session-hook.js';
+import type { UpstreamErrorKind } from '../../src/proxy/upstream-failure.js';
 import { readBody } from '../../src/proxy/read-body.js';
 import { writeError } from '../../src/errors/write-error.js';
 import { toGatewayError } from '../../src/errors/respond.js';
@@ -107,8 +110,8 @@ const gateways: Gateway[] = [];
 async function startGateway(overrides: Partial<RouteConfig> = {}, upstreamBase = upstreamUrl): Promise<Gateway> {
   const route = routeFor(upstreamBase, overrides);
   const events: string[] = [];
-  const forwarder = createForwarder(route, {
-    sessions: createSessionBinding(new MemoryStore({ maxEntries: 100 })),
+  const forwarder = createHttpForwarder(route, {
+    session: sessionHook(route.path, createSessionBinding(new MemoryStore({ maxEntries: 100 }))),
     metrics: {
       upstreamError: (kind: UpstreamErrorKind) => events.push(`error:${kind}`),
       streamOpened: () => events.push('stream:open'),

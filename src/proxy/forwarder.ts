@@ -1,0 +1,50 @@
+// What a protected route hands an authorised request to, as types only. The
+// HTTP forwarder (http-forwarder.ts) is one implementation; the other upstream
+// transports (stdio, legacy SSE: DESIGN §7.2) are meant to be its siblings
+// behind this same interface, taking the same hooks.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AuthContext } from '../auth/principal.js';
+import type { ResponseTransform } from './response-transform.js';
+import type { UpstreamErrorKind } from './upstream-failure.js';
+
+export interface Forwarder {
+  /** Answers `res` in every case (upstream response or JSON error); never rejects. Resolves when the response is over. */
+  forward(req: IncomingMessage, res: ServerResponse, ctx: ForwardContext): Promise<void>;
+  /** Shutdown: ends open event streams now, lets other requests finish, closes the upstream connections. */
+  close(): Promise<void>;
+}
+
+export interface ForwardContext {
+  auth: AuthContext;
+  /** The whole request body, already read (and checked) by the caller. */
+  body: Buffer;
+  /** The upstream credential headers (lower-case names). */
+  injected: Readonly<Record<string, string>>;
+  /** Rewrites a 2xx response body on its way back (tools/list filtering). */
+  transform?: ResponseTransform;
+}
+
+/**
+ * The session hook: the forwarder knows where a transport carries a session
+ * id (for HTTP, `Mcp-Session-Id`); this says whose session it is (SECURITY H42).
+ */
+export interface SessionHook {
+  /** Before anything is sent upstream: rejects (a GatewayError) unless the session is this principal's. */
+  admit(sessionId: string, auth: AuthContext): Promise<void>;
+  /** The upstream issued a new session id: bound before the client sees it; rejects (502) to refuse the answer. */
+  bind(sessionId: string, auth: AuthContext): Promise<void>;
+  /** The upstream accepted the session's DELETE. Never throws: the binding expires on its own. */
+  release(sessionId: string): void;
+}
+
+export interface ProxyLogger {
+  warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+}
+
+/** Per forwarder, so per route: the caller binds the route label. */
+export interface ProxyMetrics {
+  upstreamError(kind: UpstreamErrorKind): void;
+  streamOpened(): void;
+  streamClosed(): void;
+}

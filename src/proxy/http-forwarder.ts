@@ -1,0 +1,92 @@
+// The HTTP forwarder: one route's upstream reached over HTTP (Streamable HTTP
+// MCP servers). It moves bytes: the request out through an undici pool, the
+// answer back through an Exchange (http-exchange.ts). The proxy hop is on
+// every request, so it is undici's dispatch API writing straight into Node's
+// ServerResponse: no promise per chunk, no intermediate Readable, no
+// AbortSignal, no web streams. Whose session an id is, and how a body is
+// rewritten, are the hooks' business (forwarder.ts).
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Pool } from 'undici';
+import type { RouteConfig } from '../config/types.js';
+import { writeError } from '../errors/write-error.js';
+import type { ForwardContext, Forwarder, ProxyLogger, ProxyMetrics, SessionHook } from './forwarder.js';
+import { isForwardedMethod, methodNotAllowed } from './forwarded-methods.js';
+import { buildUpstreamHeaders } from './headers.js';
+import { Exchange, ExchangeScope } from './http-exchange.js';
+
+export interface HttpForwarderDeps {
+  session: SessionHook;
+  logger?: ProxyLogger;
+  metrics?: ProxyMetrics;
+}
+
+/**
+ * Below the 5 s idle timeout of common upstream servers (uvicorn, Node) that
+ * do not announce it, so the pool never reuses a socket being closed.
+ */
+const IDLE_CONNECTION_MS = 4_000;
+/** The longest an upstream's own `Keep-Alive: timeout=` is believed. */
+const MAX_ANNOUNCED_IDLE_MS = 600_000;
+/**
+ * A connection not made by then is not coming: the client gets its 504 now
+ * rather than after a long upstream timeout (or sooner, if that is shorter).
+ */
+const MAX_CONNECT_MS = 10_000;
+
+export function createHttpForwarder(route: RouteConfig, deps: HttpForwarderDeps): Forwarder {
+  const target = new URL(route.upstream);
+  const upstreamPath = target.pathname + target.search;
+  const timeoutMs = route.upstreamTimeoutMs;
+  const pool = new Pool(target.origin, {
+    // No cap: every open event stream holds one upstream connection, and a
+    // capped pool would queue all later requests behind the open streams.
+    // Idle connections close after keepAliveTimeout, so the pool stays small.
+    connections: null,
+    pipelining: 1,
+    keepAliveTimeout: IDLE_CONNECTION_MS,
+    keepAliveMaxTimeout: MAX_ANNOUNCED_IDLE_MS,
+    connect: { timeout: Math.min(MAX_CONNECT_MS, timeoutMs) },
+    headersTimeout: timeoutMs,
+    // Event streams may idle for as long as they like (SECURITY H40); other
+    // bodies are watched by the scope's stalledBodies.
+    bodyTimeout: 0,
+  });
+  const scope = new ExchangeScope(route.path, deps.session, timeoutMs, deps.logger, deps.metrics);
+
+  async function forward(req: IncomingMessage, res: ServerResponse, ctx: ForwardContext): Promise<void> {
+    const method = req.method;
+    if (!isForwardedMethod(method)) return writeError(res, methodNotAllowed());
+    // Node joins repeated headers with ", ", which no valid session id contains.
+    const raw = req.headers['mcp-session-id'];
+    const sessionId = Array.isArray(raw) ? raw.join(', ') : raw;
+    if (sessionId !== undefined) {
+      try {
+        await scope.session.admit(sessionId, ctx.auth);
+      } catch (err) {
+        return writeError(res, scope.failure(err as Error));
+      }
+    }
+    return new Promise<void>((resolve) => {
+      const exchange = new Exchange(scope, method, res, ctx.auth, sessionId, resolve, ctx.transform);
+      // A body to rewrite must arrive readable: no content coding.
+      const injected = ctx.transform ? { ...ctx.injected, 'accept-encoding': 'identity' } : ctx.injected;
+      pool.dispatch(
+        {
+          path: upstreamPath,
+          method,
+          headers: buildUpstreamHeaders(req.rawHeaders, { hostHeader: target.host, injected }),
+          body: ctx.body.length > 0 || method === 'POST' ? ctx.body : null,
+        },
+        exchange,
+      );
+    });
+  }
+
+  return {
+    forward,
+    async close() {
+      scope.endStreams();
+      await pool.close();
+    },
+  };
+}

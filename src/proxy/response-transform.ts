@@ -1,0 +1,14 @@
+// The response hook of the forwarder, as types only: the policy layer builds
+// transforms (tools/list filtering) and the forwarder applies them, so both
+// import this leaf and neither imports the other.
+
+/** A rewrite of one response body, chunk by chunk. Throwing cuts the response (fail closed). */
+export interface BodyTransform {
+  /** The bytes to send now for this upstream chunk (empty: held back for now). */
+  push(chunk: Buffer): Buffer;
+  /** Whatever is still held back, once the upstream body is complete. */
+  end(): Buffer;
+}
+
+/** Picks the body transform for a 2xx response from its headers, or none. */
+export type ResponseTransform = (headers: Readonly<Record<string, string | string[] | undefined>>) => BodyTransform | undefined;
