@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createIntrospectionVerifier } from '../../src/auth/introspection-verifier.js';
 import { JwksRegistry } from '../../src/auth/jwks.js';
-import { createTokenVerifier } from '../../src/auth/verifier.js';
+import { createTokenVerifier } from '../../src/auth/create-token-verifier.js';
 import type { IntrospectionTokenConfig, RouteConfig } from '../../src/config/types.js';
 import { rejection } from '../helpers/rejection.js';
 

@@ -4,7 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { base64url, CompactSign, EncryptJWT, exportJWK, exportSPKI, generateKeyPair, SignJWT, type CryptoKey, type JWK, type JWTPayload } from 'jose';
 import { JwksRegistry, metadataUrls } from '../../src/auth/jwks.js';
 import { createJwtVerifier, createLocalJwtVerifier } from '../../src/auth/jwt-verifier.js';
-import { createTokenVerifier } from '../../src/auth/verifier.js';
+import { createTokenVerifier } from '../../src/auth/create-token-verifier.js';
 import type { JwtAlgorithm } from '../../src/config/jws-algorithms.js';
 import type { JwtTokenConfig, RouteConfig } from '../../src/config/types.js';
 import { GatewayError } from '../../src/errors/gateway-error.js';

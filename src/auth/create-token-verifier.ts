@@ -1,0 +1,63 @@
+// One token verifier per route: the kind the route's `token` config names
+// (external JWT, introspection, or the built-in AS), behind the cache.
+import type { RouteConfig } from '../config/types.js';
+import { createIntrospectionVerifier } from './introspection-verifier.js';
+import type { JwksRegistry } from './jwks.js';
+import { createJwtVerifier } from './jwt-verifier.js';
+import { TokenCache } from './token-cache.js';
+import type { BuiltinVerifierFactory, TokenVerifier } from './verifier.js';
+
+export interface TokenVerifierDeps {
+  jwksSources: JwksRegistry;
+  builtin?: BuiltinVerifierFactory;
+  /** Share one cache across routes to bound memory once; default: one per route. */
+  cache?: TokenCache;
+  onCacheHit?: () => void;
+  onCacheMiss?: () => void;
+}
+
+/** JWTs are re-verified at least this often, so a removed key stops working soon. */
+const MAX_JWT_CACHE_MS = 5 * 60_000;
+
+export function createTokenVerifier(route: RouteConfig, deps: TokenVerifierDeps): TokenVerifier {
+  const { inner, maxTtlMs } = createInner(route, deps);
+  const cache = deps.cache ?? new TokenCache();
+  const hooks = { onHit: deps.onCacheHit, onMiss: deps.onCacheMiss };
+  const verifyUncached = (token: string) => inner.verify(token);
+  const usable = inner.usable;
+  if (!usable) {
+    return {
+      verify: (token, seenOn) => cache.verify(token, route.resource, maxTtlMs, verifyUncached, hooks, seenOn),
+      recall: (connection, header) => cache.recall(connection, header, route.resource, hooks),
+    };
+  }
+  // Checked outside the cache, so neither a cached entry nor a connection's recall outlives a revocation.
+  return {
+    async verify(token, seenOn) {
+      const auth = await cache.verify(token, route.resource, maxTtlMs, verifyUncached, hooks, seenOn);
+      const refusal = usable(auth);
+      if (refusal) throw refusal;
+      return auth;
+    },
+    recall(connection, header) {
+      const auth = cache.recall(connection, header, route.resource, hooks);
+      // Refused: verify() then answers with the reason.
+      return auth === undefined || usable(auth) !== undefined ? undefined : auth;
+    },
+    usable,
+  };
+}
+
+function createInner(route: RouteConfig, deps: TokenVerifierDeps): { inner: TokenVerifier; maxTtlMs: number } {
+  const token = route.token;
+  switch (token.kind) {
+    case 'jwt':
+      return { inner: createJwtVerifier(route.resource, token, deps.jwksSources.get(token.issuer, token.jwksUri)), maxTtlMs: MAX_JWT_CACHE_MS };
+    case 'introspection':
+      // The operator's cacheTtlMs bounds how late a revocation is noticed.
+      return { inner: createIntrospectionVerifier(route.resource, token), maxTtlMs: token.cacheTtlMs };
+    case 'builtin':
+      if (!deps.builtin) throw new Error(`${route.file}: route ${route.path} uses the built-in authorization server, which is not enabled`);
+      return { inner: deps.builtin(route), maxTtlMs: MAX_JWT_CACHE_MS };
+  }
+}
