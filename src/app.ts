@@ -1,11 +1,13 @@
-// The one wiring file: the route table and error mapping. Protected routes are
-// looked up exactly on the validated path and served straight on Node's
-// request/response (the hot path); everything else goes through Hono.
+// The one wiring file: the route table and where errors are answered.
+// Protected routes are looked up exactly on the validated path and served
+// straight on Node's request/response (the hot path); everything else goes
+// through Hono.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Hono } from 'hono';
-import { getRequestListener, RequestError } from '@hono/node-server';
+import { getRequestListener } from '@hono/node-server';
 import { GatewayError } from './errors/gateway-error.js';
-import { errorResponse, toGatewayError } from './errors/respond.js';
+import { errorResponse } from './errors/respond.js';
+import { toGatewayError } from './errors/translate.js';
 import { checkRequestFraming } from './proxy/request-framing.js';
 import { parseRequestTarget } from './proxy/request-target.js';
 import type { RouteConfig } from './config/types.js';
@@ -44,9 +46,8 @@ export function createApp(deps: AppDeps): GatewayApp {
   });
   const honoListener = getRequestListener(hono.fetch, {
     overrideGlobalObjects: false,
-    // A request the adapter cannot turn into a URL (a Host with obs-text, …) gets our JSON 400, not an empty one.
-    errorHandler: (err) =>
-      errorResponse(err instanceof RequestError ? new GatewayError(400, 'invalid_request', 'Malformed request') : toGatewayError(err)),
+    // A request the adapter cannot turn into a URL (a Host with obs-text, …): the translator's JSON 400.
+    errorHandler: (err) => errorResponse(toGatewayError(err)),
   });
 
   const listener: NodeListener = (req, res) => {

@@ -1,5 +1,6 @@
 // Typed errors with stable codes (in the manner of jose's errors). Every
-// rejection the gateway makes is one of these; `respond.ts` turns it into HTTP.
+// rejection the gateway makes is one of these (`translate.ts` makes anything
+// else one); `respond.ts` turns it into HTTP.
 
 export type OAuthErrorCode =
   | 'invalid_request'
@@ -62,6 +63,11 @@ export class GatewayError extends Error {
     this.bareChallenge = options.bareChallenge ?? false;
     this.scope = options.scope;
     this.headers = options.headers;
+  }
+
+  /** The JSON body; an error of another protocol (a JSON-RPC error) overrides it. */
+  body(): string {
+    return JSON.stringify({ error: this.code, error_description: this.description });
   }
 }
 

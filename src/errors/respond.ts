@@ -1,5 +1,6 @@
-// The one place that writes an error status, `WWW-Authenticate` and JSON body.
-import { GatewayError } from './gateway-error.js';
+// The one place that builds an error's status, headers (`WWW-Authenticate`)
+// and body; `errorResponse` sends them on Hono's path, `writeError` on Node's.
+import type { GatewayError } from './gateway-error.js';
 
 const TOKEN68_SAFE = /^[\x20-\x7E]*$/;
 
@@ -41,7 +42,7 @@ export interface ErrorResponseParts {
   body: string;
 }
 
-/** Status, headers and JSON body for any GatewayError. */
+/** Status, headers and body for any GatewayError: what both writers (Web Response, Node) send. */
 export function errorResponseParts(err: GatewayError, ctx?: ChallengeContext): ErrorResponseParts {
   const headers: Record<string, string> = {
     'content-type': 'application/json',
@@ -51,14 +52,11 @@ export function errorResponseParts(err: GatewayError, ctx?: ChallengeContext): E
   if (err.challenge && ctx) {
     headers['www-authenticate'] = buildChallenge(err, ctx, err.bareChallenge);
   }
-  return { status: err.status, headers, body: JSON.stringify({ error: err.code, error_description: err.description }) };
+  return { status: err.status, headers, body: err.body() };
 }
 
-/** Anything thrown that is not a GatewayError becomes an opaque 500. */
-export function toGatewayError(err: unknown): GatewayError {
-  if (err instanceof GatewayError) return err;
-  return new GatewayError(500, 'server_error', 'Internal error', { cause: err });
-}
+// Until every importer reads it from translate.ts.
+export { toGatewayError } from './translate.js';
 
 export function errorResponse(err: GatewayError, ctx?: ChallengeContext): Response {
   const { status, headers, body } = errorResponseParts(err, ctx);

@@ -3,36 +3,27 @@
 // a header that contradicts it is refused (400, JSON-RPC -32020), so nothing
 // in front of or behind the gateway can act on a different operation than
 // the one that was authorised.
-import type { ServerResponse } from 'node:http';
+import { GatewayError } from '../errors/gateway-error.js';
 import { idOf, NAME_MEMBER, operationOf, type ParsedRequest } from './json-rpc.js';
 
 /** JSON-RPC error code of a header that does not match the body (MCP 2026-07-28). */
 export const HEADER_MISMATCH = -32020;
 
-export class HeaderMismatchError extends Error {
+/** A 400 like any other refusal, but its body is the JSON-RPC error MCP clients read. */
+export class HeaderMismatchError extends GatewayError {
   override readonly name = 'HeaderMismatchError';
-  readonly status = 400;
 
   constructor(
     message: string,
     /** The request's JSON-RPC id, or null. */
     readonly id: string | number | null,
   ) {
-    super(message);
+    super(400, 'invalid_request', message);
   }
 
-  /** The JSON-RPC error body. */
-  body(): string {
+  override body(): string {
     return JSON.stringify({ jsonrpc: '2.0', id: this.id, error: { code: HEADER_MISMATCH, message: this.message } });
   }
-}
-
-/** Writes the 400 with its JSON-RPC body (nothing has been forwarded). */
-export function writeHeaderMismatch(res: ServerResponse, err: HeaderMismatchError): void {
-  if (res.headersSent || res.destroyed) return;
-  const body = err.body();
-  res.writeHead(err.status, { 'content-type': 'application/json', 'cache-control': 'no-store', 'content-length': Buffer.byteLength(body) });
-  res.end(body);
 }
 
 // Values that are not plain visible ASCII travel as `=?base64?<base64 of UTF-8>?=`.

@@ -1,10 +1,10 @@
 // One protected route: origin check, bearer authentication, bounded body,
-// policy, credential swap, then the proxy. Every rejection goes through
-// writeError (a 2026-07-28 header mismatch: its JSON-RPC error body).
+// policy, credential swap, then the proxy. Whatever is thrown is translated
+// (toGatewayError) and written once, by writeError.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RouteConfig } from '../config/types.js';
 import { GatewayError, invalidRequest } from '../errors/gateway-error.js';
-import { toGatewayError } from '../errors/respond.js';
+import { toGatewayError } from '../errors/translate.js';
 import { authenticate } from '../auth/authenticate.js';
 import { hasBodyAccessToken } from '../auth/bearer.js';
 import type { TokenVerifier } from '../auth/verifier.js';
@@ -18,7 +18,6 @@ import type { TallyCount } from '../observability/counter-tally.js';
 import type { Logger } from '../observability/logger.js';
 import { writeError } from '../errors/write-error.js';
 import type { PolicyStep } from '../policy/policy-step.js';
-import { HeaderMismatchError, writeHeaderMismatch } from '../policy/mcp-headers.js';
 
 const EMPTY_BODY = Buffer.alloc(0);
 const FORM_CONTENT_TYPE = /^\s*application\/x-www-form-urlencoded\s*(;|$)/i;
@@ -101,11 +100,6 @@ export function createProtectedRoute(route: RouteConfig, deps: ProtectedRouteDep
       await deps.forwarder.forward(req, res, { auth, body, injected, transform });
       finish(res.statusCode, 'allow', started);
     } catch (thrown) {
-      if (thrown instanceof HeaderMismatchError) {
-        writeHeaderMismatch(res, thrown);
-        finish(thrown.status, 'deny', started);
-        return;
-      }
       const err = toGatewayError(thrown);
       if (err.status >= 500) deps.logger.warn({ route: routeLabel, err: err.cause ?? err, status: err.status }, err.description);
       else deps.logger.debug({ route: routeLabel, status: err.status, error: err.code }, err.description);
