@@ -1,0 +1,109 @@
+/**
+ * The configurations the docs show are ones the gateway accepts: the README's
+ * YAML blocks that are whole configurations, and the directory the `docker run`
+ * of docs/deployment.md mounts, with that command's environment. Each goes
+ * through the same loader as `check` and `serve`.
+ */
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { loadConfig } from '../../src/config/load.js';
+import { isLoopbackHost } from '../../src/config/urls.js';
+import { generateSigningKey } from '../../src/keys.js';
+
+const REPO = fileURLToPath(new URL('../../', import.meta.url));
+/** Secrets the examples name with { env: … }: any value will do. */
+const SECRETS_ENV = { IDP_CLIENT_SECRET: 'idp-secret', CI_BOT_SECRET: 'ci-bot-secret', GITHUB_PAT: 'github-pat' };
+/** Where the examples mount files (`{ file: /secrets/… }`); the test puts them in a temporary directory. */
+const SECRETS_MOUNT = '/secrets/';
+
+let scratch: string;
+beforeAll(async () => {
+  scratch = await mkdtemp(join(tmpdir(), 'mag-docs-'));
+  await mkdir(join(scratch, 'secrets'));
+  await writeFile(join(scratch, 'secrets', 'signing.jwk.json'), JSON.stringify(await generateSigningKey()));
+});
+afterAll(async () => {
+  await rm(scratch, { recursive: true, force: true });
+});
+
+/** The fenced blocks of one language in a Markdown file, with the text before each. */
+async function fencedBlocks(file: string, language: string): Promise<{ before: string; text: string }[]> {
+  const markdown = await readFile(join(REPO, file), 'utf8');
+  const blocks: { before: string; text: string }[] = [];
+  const fence = new RegExp('^```' + language + '\\n([\\s\\S]*?)^```', 'gm');
+  for (const match of markdown.matchAll(fence)) blocks.push({ before: markdown.slice(0, match.index), text: match[1]! });
+  return blocks;
+}
+
+/** Writes a README config into its own directory, with the mounted secret files under the scratch directory. */
+async function writeConfig(name: string, files: Record<string, string>): Promise<string> {
+  const dir = join(scratch, name);
+  await mkdir(dir, { recursive: true });
+  for (const [file, text] of Object.entries(files)) await writeFile(join(dir, file), text.replaceAll(SECRETS_MOUNT, join(scratch, 'secrets') + '/'));
+  return dir;
+}
+
+const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+describe('README', () => {
+  it('every YAML block that is a whole configuration (public_url and routes) loads', async () => {
+    const whole = (await fencedBlocks('README.md', 'yaml')).filter(({ text }) => {
+      const data: unknown = parse(text);
+      return isRecord(data) && 'public_url' in data && 'routes' in data;
+    });
+    // The quick start: an external IdP, the built-in AS on a laptop, the built-in AS in production.
+    expect(whole.length).toBeGreaterThanOrEqual(3);
+    for (const [i, { text }] of whole.entries()) {
+      const dir = await writeConfig(`readme-${i}`, { 'gateway.yaml': text });
+      const config = await loadConfig(join(dir, 'gateway.yaml'), SECRETS_ENV);
+      expect(config.routes.length, text).toBeGreaterThan(0);
+    }
+  });
+
+  it('the headless client goes into the built-in AS configuration as shown', async () => {
+    const blocks = await fencedBlocks('README.md', 'yaml');
+    const clients = blocks.find(({ text }) => /grant_types: \[client_credentials\]/.test(text) && !/rate_limits/.test(text));
+    const laptop = blocks.find(({ text }) => /login: \{ kind: dev \}/.test(text) && /^routes:/m.test(text));
+    expect(clients && laptop).toBeTruthy();
+    const merged = parse(laptop!.text) as { authorization_server: Record<string, unknown> };
+    merged.authorization_server = { ...merged.authorization_server, ...(parse(clients!.text) as typeof merged).authorization_server };
+    const dir = await writeConfig('readme-headless', { 'gateway.yaml': JSON.stringify(merged) });
+    const config = await loadConfig(join(dir, 'gateway.yaml'), SECRETS_ENV);
+    expect(config.authorizationServer?.clients?.map((c) => [c.clientId, c.grantTypes])).toEqual([['ci-bot', ['client_credentials']]]);
+  });
+
+  it('the reference example (gateway.yaml and one route) loads as a directory', async () => {
+    const blocks = await fencedBlocks('README.md', 'yaml');
+    const start = blocks.findIndex(({ before }) => before.trimEnd().endsWith('A complete example in front of an MCP server that trusts an existing IdP:'));
+    expect(start).toBeGreaterThanOrEqual(0);
+    const [gateway, route] = [blocks[start]!.text, blocks[start + 1]!.text];
+    expect(gateway).toMatch(/^# policies\/gateway\.yaml/);
+    expect(route).toMatch(/^# policies\/github\.yaml/);
+    const dir = await writeConfig('readme-reference', { 'gateway.yaml': gateway, 'github.yaml': route });
+    const config = await loadConfig(dir, SECRETS_ENV);
+    expect(config.routes.map((r) => r.path)).toEqual(['/github/mcp']);
+  });
+});
+
+describe('docs/deployment.md', () => {
+  it('the docker run example mounts a configuration that starts in the image', async () => {
+    const command = (await fencedBlocks('docs/deployment.md', 'sh')).map(({ text }) => text.replaceAll('\\\n', ' ')).find((text) => text.includes('docker run'));
+    expect(command).toBeDefined();
+    const mount = /-v "\$PWD\/([^:"]+):\/etc\/mcp-auth-gateway:ro"/.exec(command!)?.[1];
+    expect(mount, 'a configuration directory mounted at the image entrypoint\'s --config').toBeDefined();
+    const env = Object.fromEntries([...command!.matchAll(/-e ([A-Z_]+)=(\S+)/g)].map((m) => [m[1]!, m[2]!]));
+    const published = Number(/-p \d+:(\d+)/.exec(command!)?.[1]);
+
+    const config = await loadConfig(join(REPO, mount!), env);
+    // Reachable through -p: not loopback inside the container, on the published port.
+    expect(isLoopbackHost(config.host)).toBe(false);
+    expect(config.port).toBe(published);
+    // --read-only: nothing may want to write a dev signing key.
+    if (config.authorizationServer) expect(config.authorizationServer.signingKey).toBeDefined();
+    expect(config.publicUrl).toBe(env.PUBLIC_URL);
+  });
+});
