@@ -58,7 +58,8 @@ function checkAuthority(scheme: string, authority: string): string | undefined {
   if (authority.includes('@')) return 'user information in the authority';
   const colon = authority.lastIndexOf(':');
   const host = colon === -1 ? authority : authority.slice(0, colon);
-  if (host === '') return scheme in SPECIAL_SCHEMES ? `a ${scheme}: URI without a host` : colon === -1 ? undefined : 'a port without a host';
+  // Python's urlunsplit writes `x:///p` back as `x:/p`: only file: keeps an empty host apart.
+  if (host === '') return `an empty host in a ${scheme}: URI`;
   if (!HOST.test(host)) return 'a host that is not in lower case, has empty labels or holds other characters';
   if (NUMERIC_LABEL.test(host) && !DOTTED_QUAD.test(host)) return 'a numeric host that is not a plain dotted-quad IPv4 address';
   if (colon === -1) return undefined;
