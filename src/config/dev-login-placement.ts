@@ -1,7 +1,7 @@
 // Where the password-less dev login may run: a gateway nobody else can reach.
 // Both ends count: a loopback public_url on a gateway listening on 0.0.0.0 is
 // still reachable by anyone on the network, who would sign in as anyone
-// (DESIGN §7.1, SECURITY J51). HOST and PUBLIC_URL overrides are already in.
+// (SECURITY J51). HOST and PUBLIC_URL overrides are already in.
 import { isLoopbackHost, isLoopbackUrl } from './urls.js';
 
 const LOOPBACK = 'loopback (127.0.0.0/8, ::1 or localhost)';

@@ -87,7 +87,7 @@ export const insufficientScope = (description: string, scope?: readonly string[]
 /**
  * A refusal no scope can lift (a `deny` rule, a client or subject allow-list):
  * 403 without a challenge, since `insufficient_scope` would send MCP clients
- * into a step-up consent that cannot help (DESIGN §4).
+ * into a step-up consent that cannot help (README, "Outcomes").
  */
 export const deniedByPolicy = (description: string) => new GatewayError(403, 'access_denied', description);
 

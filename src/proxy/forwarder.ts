@@ -1,6 +1,6 @@
 // What a protected route hands an authorised request to, as types only. The
 // HTTP forwarder (http-forwarder.ts) is one implementation; the other upstream
-// transports (stdio, legacy SSE: DESIGN §7.2) are meant to be its siblings
+// transports (stdio, legacy SSE: docs/architecture.md) are meant to be its siblings
 // behind this same interface, taking the same hooks.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AuthContext } from '../auth/principal.js';

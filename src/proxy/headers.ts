@@ -20,7 +20,7 @@ const DROP_FROM_REQUEST = new Set([
   ...HOP_BY_HOP,
   // Set to the upstream's own authority.
   'host',
-  // The client's token never passes, in any mode (DESIGN §1).
+  // The client's token never passes, in any mode (README, first list).
   'authorization',
   // The gateway's own cookies (AS session, consent) share its origin; MCP
   // clients authenticate with bearer tokens, so no cookie is the upstream's.
@@ -99,7 +99,7 @@ interface RequestHeaderName {
  * lands on the same variable as `Mcp-Session-Id` while the gateway (and every
  * check it makes) sees two different headers. Only letters, digits and `-`
  * map one-to-one; anything else (`_`, `.`, …) is dropped, as nginx does with
- * `_` and Apache httpd with any other character (DESIGN §7.1, SECURITY J50).
+ * `_` and Apache httpd with any other character (SECURITY J50).
  */
 const UNAMBIGUOUS_NAME = /^[a-z0-9-]+$/;
 

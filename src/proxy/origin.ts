@@ -1,4 +1,4 @@
-// Origin checks and CORS (DESIGN §4, SECURITY H41). A browser page on another
+// Origin checks and CORS (SECURITY H41). A browser page on another
 // origin — or a DNS-rebound name — must not reach an MCP server through the
 // gateway: a disallowed Origin gets 403 and nothing is forwarded. Requests
 // without Origin (non-browser MCP clients) and same-origin requests pass.
