@@ -9,7 +9,7 @@ import type { AsContext } from './context.js';
 import type { ClientRecord } from './client-record.js';
 import type { ClientRegistry } from './clients.js';
 import type { AuthorizationRequest } from './interactions.js';
-import { matchRedirectUri } from './redirect-uri.js';
+import { matchRedirectUri } from '../config/redirect-uri.js';
 import { resolveResource, resolveScopes } from './resource-scope.js';
 
 /** RFC 7636 §4.2: BASE64URL(SHA256(verifier)) is 43 characters; 43 to 128 of the unreserved set. */

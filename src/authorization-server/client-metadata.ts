@@ -1,7 +1,7 @@
 // RFC 7591 client metadata, as sent to /register or published in a Client ID
 // Metadata Document (so always a dynamic client's): checked field by field,
 // unknown fields ignored (RFC 7591 §2), nothing fetched (logo_uri, jwks_uri).
-import { checkRedirectUri } from './redirect-uri.js';
+import { checkRedirectUri } from '../config/redirect-uri.js';
 import { dynamicGrantRefusal } from './client-grants.js';
 import { TOKEN_ENDPOINT_AUTH_METHODS, type GrantType, type TokenEndpointAuthMethod } from './client-record.js';
 

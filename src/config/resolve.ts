@@ -11,7 +11,7 @@ import { refuseDevLogin } from './dev-login-placement.js';
 import type { ConfigPath, Locate } from './yaml-file.js';
 import type { GatewayFile, RouteFile, SecretRefValue } from './schema.js';
 import type { AuthorizationServerConfig, AuthorizationServerRateLimits, GatewayConfig, RouteConfig, RuleConfig, StaticClientConfig, StoreConfig, TokenConfig, UpstreamAuthConfig } from './types.js';
-import { checkRedirectUri } from '../authorization-server/redirect-uri.js';
+import { checkRedirectUri } from './redirect-uri.js';
 
 export interface Located<T> {
   file: string;

@@ -1,12 +1,12 @@
 /**
- * [D14] [E19] Property tests of redirect-URI rules (src/authorization-server/redirect-uri.ts): what
+ * [D14] [E19] Property tests of redirect-URI rules (src/config/redirect-uri.ts): what
  * registration accepts is read identically by an RFC 3986 parser and by WHATWG URL (the browser),
  * and the authorization response goes exactly there; at /authorize only a registered string matches,
  * with the one exception of RFC 8252 §7.3 — a loopback IP literal on any (valid) port.
  */
 import fc from 'fast-check';
 import { describe, expect } from 'vitest';
-import { checkRedirectUri, matchRedirectUri } from '../../../src/authorization-server/redirect-uri.js';
+import { checkRedirectUri, matchRedirectUri } from '../../../src/config/redirect-uri.js';
 import { authorizationRedirectUrl } from '../../../src/authorization-server/authorization-response.js';
 import { redirectCorpus } from '../corpora/redirect-uris.js';
 import { fuzz } from './harness.js';

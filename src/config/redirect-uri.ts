@@ -1,5 +1,6 @@
 // Redirect URI rules (OAuth 2.1 §2.3.1 and §7.5, RFC 8252, RFC 9700 §4.1):
 // what may be registered, and whether a requested redirect_uri is one of them.
+// Here, below the AS, because config checks its static clients' URIs by them too.
 
 export const MAX_REDIRECT_URI_LENGTH = 2000;
 
