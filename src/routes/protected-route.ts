@@ -11,7 +11,8 @@ import type { TokenVerifier } from '../auth/verifier.js';
 import type { AuthContext } from '../auth/principal.js';
 import { readBody } from '../proxy/read-body.js';
 import { checkOrigin, corsPreflight, corsResponseHeaders } from '../proxy/origin.js';
-import type { Forwarder } from '../proxy/forward.js';
+import type { Forwarder } from '../proxy/forwarder.js';
+import { isForwardedMethod, methodNotAllowed } from '../proxy/forwarded-methods.js';
 import type { UpstreamCredential } from '../upstream-auth/upstream-credential.js';
 import type { Metrics, Decision } from '../observability/metrics.js';
 import type { TallyCount } from '../observability/counter-tally.js';
@@ -21,7 +22,6 @@ import type { PolicyStep } from '../policy/policy-step.js';
 
 const EMPTY_BODY = Buffer.alloc(0);
 const FORM_CONTENT_TYPE = /^\s*application\/x-www-form-urlencoded\s*(;|$)/i;
-const FORWARDED_METHODS = new Set(['GET', 'POST', 'DELETE']);
 
 export interface ProtectedRouteDeps {
   verifier: TokenVerifier;
@@ -79,9 +79,8 @@ export function createProtectedRoute(route: RouteConfig, deps: ProtectedRouteDep
       if (checkOrigin(origin, route.allowedOrigins, deps.selfOrigin) === 'deny') {
         throw new GatewayError(403, 'forbidden_origin', 'Origin not allowed');
       }
-      if (!FORWARDED_METHODS.has(req.method ?? '')) {
-        throw new GatewayError(405, 'method_not_allowed', 'Method not allowed', { headers: { allow: 'GET, POST, DELETE, OPTIONS' } });
-      }
+      // OPTIONS is answered above, so it is allowed too.
+      if (!isForwardedMethod(req.method)) throw methodNotAllowed(['OPTIONS']);
       // A form body may carry `access_token` (RFC 6750 §2.2): refused as a
       // 400 even without a header, so it is read (bounded) before authentication.
       const contentType = req.headers['content-type'];
