@@ -9,11 +9,9 @@ import type { AsContext } from './context.js';
 import type { ClientRecord } from './client-record.js';
 import type { ClientRegistry } from './clients.js';
 import type { AuthorizationRequest } from './interactions.js';
+import { isWellFormedChallenge } from './pkce.js';
 import { matchRedirectUri } from '../config/redirect-uri.js';
 import { resolveResource, resolveScopes } from './resource-scope.js';
-
-/** RFC 7636 §4.2: BASE64URL(SHA256(verifier)) is 43 characters; 43 to 128 of the unreserved set. */
-const CODE_CHALLENGE = /^[A-Za-z0-9._~-]{43,128}$/;
 
 export type ValidatedRequest =
   /** forceConsent: `prompt=consent` — ask even if this browser already approved. */
@@ -65,7 +63,7 @@ export async function validateAuthorizationRequest(ctx: AsContext, clients: Clie
   if (responseType !== 'code') return fail('unsupported_response_type', 'only response_type=code is supported');
   if (!client.grantTypes.includes('authorization_code')) return fail('unauthorized_client', 'this client is not registered for the authorization_code grant');
   const codeChallenge = single('code_challenge');
-  if (!codeChallenge || !CODE_CHALLENGE.test(codeChallenge)) return fail('invalid_request', 'a PKCE code_challenge (43 to 128 characters) is required');
+  if (!codeChallenge || !isWellFormedChallenge(codeChallenge)) return fail('invalid_request', 'a PKCE code_challenge (43 to 128 characters) is required');
   if (single('code_challenge_method') !== 'S256') return fail('invalid_request', 'code_challenge_method must be S256');
   if (single('response_mode') !== undefined && single('response_mode') !== 'query') return fail('invalid_request', 'only response_mode=query is supported');
   // Every authorization needs the user here (consent, login): a silent one cannot succeed.

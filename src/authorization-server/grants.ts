@@ -31,8 +31,16 @@ interface FamilyState {
 
 export type RevocationReason = 'refresh_token_reuse' | 'code_replay' | 'revoked_by_client' | 'idp_session_ended';
 
-/** Told about every revocation, e.g. to delete what a third-party login bound to the grant. */
-export type RevocationListener = (grantId: string, reason: RevocationReason) => Promise<void> | void;
+/** Whose grant was revoked, as far as the revoker knows (a back-channel logout knows only the grant id). */
+export interface RevokedGrant {
+  subject?: string;
+  clientId?: string;
+  /** At /revoke: which kind of token named the grant. */
+  token?: 'refresh_token' | 'access_token';
+}
+
+/** Told about every revocation: the audit line and metric, or deleting what a third-party login bound to the grant. */
+export type RevocationListener = (grantId: string, reason: RevocationReason, revoked: RevokedGrant) => Promise<void> | void;
 
 /** Asked before a refresh token rotates; throws (a GatewayError) to refuse, e.g. when the grant's IdP session ended. */
 export type RefreshCheck = (grant: GrantInfo) => Promise<void>;
@@ -56,7 +64,7 @@ export class Grants {
    * Rotates `refreshToken` (presented by `clientId`): the grant and a new
    * refresh token, or invalid_grant. Reuse of a rotated token revokes the grant.
    */
-  async rotate(refreshToken: string, clientId: string, onReuse: (grant: GrantInfo) => void): Promise<{ grant: GrantInfo; refreshToken: string }> {
+  async rotate(refreshToken: string, clientId: string): Promise<{ grant: GrantInfo; refreshToken: string }> {
     const grant = await this.lookup(refreshToken);
     if (!grant || grant.clientId !== clientId) throw invalidGrant('The refresh token is invalid, expired or revoked');
     if (await this.isRevoked(grant.grantId)) throw invalidGrant('The refresh token is invalid, expired or revoked');
@@ -69,8 +77,7 @@ export class Grants {
     // SET NX: of concurrent rotations of one token, one wins; the others are reuse.
     const claimed = isCurrent && (await this.store.setIfAbsent(usedRefreshTokenKey(refreshToken), '1', this.refreshTtlMs));
     if (!claimed) {
-      await this.revoke(grant.grantId, 'refresh_token_reuse');
-      onReuse(grant);
+      await this.revoke(grant.grantId, 'refresh_token_reuse', { subject: grant.subject, clientId: grant.clientId });
       throw invalidGrant('The refresh token was already used: the grant is revoked');
     }
     return { grant, refreshToken: await this.issueMember(grant) };
@@ -82,10 +89,10 @@ export class Grants {
     return value === undefined ? undefined : (JSON.parse(value) as GrantInfo);
   }
 
-  async revoke(grantId: string, reason: RevocationReason): Promise<void> {
+  async revoke(grantId: string, reason: RevocationReason, revoked: RevokedGrant = {}): Promise<void> {
     await this.store.set(grantKey(grantId), JSON.stringify({ revoked: true, reason, at: Date.now() }), this.refreshTtlMs);
     await this.revokedGrants.add(grantId);
-    for (const listener of this.#listeners) await listener(grantId, reason);
+    for (const listener of this.#listeners) await listener(grantId, reason, revoked);
   }
 
   onRevoke(listener: RevocationListener): void {

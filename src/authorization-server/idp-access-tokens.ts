@@ -10,7 +10,6 @@
 // first (confirmSession): a grant never outlives its IdP session by more
 // than one IdP access token's lifetime.
 import { GatewayError, invalidToken, temporarilyUnavailable } from '../errors/gateway-error.js';
-import type { Audit } from '../observability/audit.js';
 import type { Logger } from '../observability/logger.js';
 import { idpRefreshLockKey } from '../store/keys.js';
 import { StoreUnavailableError, type Store } from '../store/store.js';
@@ -34,7 +33,6 @@ export interface IdpAccessTokensDeps {
   client: OidcClient;
   grants: Grants;
   logger: Logger;
-  audit: Audit;
 }
 
 /** Whose grant it is: what a gateway token, or the grant itself at /token, names. */
@@ -143,8 +141,7 @@ export class IdpAccessTokens implements IdpTokenSource {
   /** The IdP session behind a grant is over: its tokens go, and so does the grant (the client must sign in again). */
   async #endGrant(grantId: string, auth: Owner, detail: string): Promise<void> {
     this.deps.logger.info({ detail }, 'idp_token: revoking a grant whose identity provider session ended');
-    await this.deps.grants.revoke(grantId, 'idp_session_ended');
-    this.deps.audit.record({ event: 'grant_revoked', reason: 'idp_session_ended', sub: auth.subject, client_id: auth.clientId });
+    await this.deps.grants.revoke(grantId, 'idp_session_ended', { subject: auth.subject, clientId: auth.clientId });
   }
 }
 

@@ -115,8 +115,11 @@ export async function createAuthorizationServer(config: GatewayConfig, deps: Aut
   // The first read is awaited, so a new replica knows the revocations made before it started.
   await revokedGrants.start();
   const grants = new Grants(deps.store, asConfig.refreshTokenTtlMs, revokedGrants);
-  // Counted here, once, whoever revokes: the client, reuse detection, a code replay or the IdP.
-  grants.onRevoke((_grantId, reason) => ctx.metrics.grantsRevoked.labels(reason).inc());
+  // Audited and counted here, once, whoever revokes: the client, reuse detection, a code replay or the IdP.
+  grants.onRevoke((_grantId, reason, revoked) => {
+    ctx.audit.record({ event: 'grant_revoked', reason, sub: revoked.subject, token: revoked.token, client_id: revoked.clientId });
+    ctx.metrics.grantsRevoked.labels(reason).inc();
+  });
   const interactions = new Interactions(deps.store);
   const browser = new BrowserBinding(keys.cookieSecret);
   const consents = new ConsentMemory(keys.cookieSecret);

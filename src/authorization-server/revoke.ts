@@ -34,8 +34,7 @@ export function revokeRoutes(ctx: AsContext, deps: RevokeDeps): Hono {
       const refreshGrant = await deps.grants.lookup(token);
       const grant = refreshGrant ?? (await grantOfAccessToken(ctx.keys, ctx.issuer, token));
       if (grant && grant.clientId === client.clientId) {
-        await deps.grants.revoke(grant.grantId, 'revoked_by_client');
-        ctx.audit.record({ event: 'grant_revoked', reason: 'revoked_by_client', sub: grant.subject, token: refreshGrant ? 'refresh_token' : 'access_token', client_id: client.clientId });
+        await deps.grants.revoke(grant.grantId, 'revoked_by_client', { subject: grant.subject, clientId: client.clientId, token: refreshGrant ? 'refresh_token' : 'access_token' });
       }
       return c.body(null, 200, { 'cache-control': 'no-store', pragma: 'no-cache' });
     } catch (err) {

@@ -1,0 +1,55 @@
+// grant_type=authorization_code: PKCE S256, single use; a code redeemed twice
+// revokes the grant it issued (RFC 6749 §4.1.2), whichever replica sees the
+// replay. What the code still yields is judged against the configuration
+// loaded now, not the one it was issued under.
+import { GatewayError } from '../../errors/gateway-error.js';
+import { mayUseGrant } from '../client-grants.js';
+import type { GrantInfo } from '../grants.js';
+import { pkceVerifierMatches } from '../pkce.js';
+import { stillGrantable } from '../resource-scope.js';
+import { invalidGrant, issueTokens, resolvedOrThrow, type GrantHandlerFactory } from './grant-handler.js';
+
+const REDEEMED = 'The authorization code is invalid, expired or already used';
+
+export const authorizationCodeGrant: GrantHandlerFactory = (ctx, deps) => {
+  async function revokeForReplay(grantId: string, clientId: string): Promise<void> {
+    await deps.grants.revoke(grantId, 'code_replay', { clientId });
+  }
+
+  return async (client, params) => {
+    const code = params.get('code');
+    if (!code) throw new GatewayError(400, 'invalid_request', 'code is required');
+    if (!mayUseGrant(client, 'authorization_code')) throw new GatewayError(400, 'unauthorized_client', 'This client is not registered for the authorization_code grant');
+    const record = await deps.codes.peek(code);
+    if (!record) {
+      // Unknown, expired — or redeemed already: then what it issued is revoked.
+      const grantId = await deps.codes.redeemedGrant(code);
+      if (grantId) await revokeForReplay(grantId, client.clientId);
+      throw invalidGrant(REDEEMED);
+    }
+    // Checked before the code is consumed, so a wrong guess cannot burn a legitimate client's code.
+    if (record.clientId !== client.clientId) throw invalidGrant('The authorization code was issued to another client');
+    const redirectUri = params.get('redirect_uri');
+    if (record.redirectUriSent ? redirectUri !== record.redirectUri : redirectUri !== undefined && redirectUri !== record.redirectUri) {
+      throw invalidGrant('redirect_uri does not match the authorization request');
+    }
+    if (!pkceVerifierMatches(params.get('code_verifier'), record.codeChallenge)) throw invalidGrant('The PKCE code_verifier does not match');
+    const resource = params.get('resource');
+    if (resource !== undefined && resource !== record.resource) throw new GatewayError(400, 'invalid_target', 'resource does not match the authorization request');
+
+    // Marked before the take: a concurrent redemption that finds the code already gone
+    // (on this replica or another) still learns its grant, and revokes it.
+    await deps.codes.markRedeemed(code, record.grantId);
+    const taken = await deps.codes.take(code);
+    if (!taken) {
+      // Another redemption won the race: that is a replay too.
+      await revokeForReplay(record.grantId, client.clientId);
+      throw invalidGrant(REDEEMED);
+    }
+    // A reload between /authorize and now may have withdrawn the resource or a scope.
+    const scopes = resolvedOrThrow(stillGrantable(ctx, client, taken.resource, taken.scopes));
+    const grant: GrantInfo = { grantId: taken.grantId, clientId: client.clientId, subject: taken.subject, scopes, resource: taken.resource };
+    const refreshToken = mayUseGrant(client, 'refresh_token') ? await deps.grants.startFamily(grant) : undefined;
+    return issueTokens(ctx, deps.clients, { grantType: 'authorization_code', client, grant, scopes, refreshToken });
+  };
+};

@@ -1,0 +1,67 @@
+// The contract of a grant at /token (one file per grant, as node-oidc-provider's
+// lib/actions/grants/): given the client /token authenticated and the request's
+// parameters, a grant answers with tokens or throws a GatewayError. Which
+// grants a client may use is decided in client-grants; each grant asks it.
+import { GatewayError } from '../../errors/gateway-error.js';
+import { mintAccessToken } from '../access-token.js';
+import type { ClientRecord, GrantType } from '../client-record.js';
+import type { ClientRegistry } from '../clients.js';
+import type { AuthorizationCodes } from '../codes.js';
+import type { AsContext } from '../context.js';
+import type { GrantInfo, Grants } from '../grants.js';
+import type { Params } from '../request-body.js';
+import type { Resolved } from '../resource-scope.js';
+
+export interface TokenDeps {
+  clients: ClientRegistry;
+  codes: AuthorizationCodes;
+  grants: Grants;
+}
+
+export interface TokenResponse {
+  access_token: string;
+  token_type: 'Bearer';
+  expires_in: number;
+  scope: string;
+  refresh_token?: string;
+}
+
+export type GrantHandler = (client: ClientRecord, params: Params) => Promise<TokenResponse>;
+
+/** Built once per /token app, with what every grant may need. */
+export type GrantHandlerFactory = (ctx: AsContext, deps: TokenDeps) => GrantHandler;
+
+export interface Issuance {
+  grantType: GrantType;
+  client: ClientRecord;
+  grant: GrantInfo;
+  /** What this access token carries: the grant's scopes, or fewer (a narrowed refresh). */
+  scopes: readonly string[];
+  refreshToken?: string;
+}
+
+/** How every grant ends: the access token minted, the client's registration kept alive, the issue audited and counted. */
+export async function issueTokens(ctx: AsContext, clients: ClientRegistry, issuance: Issuance): Promise<TokenResponse> {
+  const { grantType, client, grant, scopes, refreshToken } = issuance;
+  const { token, expiresIn } = await mintAccessToken(ctx.keys, {
+    issuer: ctx.issuer,
+    subject: grant.subject,
+    clientId: client.clientId,
+    resource: grant.resource,
+    scopes,
+    ttlMs: ctx.config.accessTokenTtlMs,
+    grantId: grant.grantId,
+  });
+  await clients.touch(client);
+  ctx.audit.record({ event: 'token_issued', grant_type: grantType, sub: grant.subject, client_id: client.clientId, resource: grant.resource, scope: scopes.join(' '), refresh: refreshToken !== undefined });
+  ctx.metrics.tokensIssued.labels(grantType).inc();
+  return { access_token: token, token_type: 'Bearer', expires_in: expiresIn, scope: scopes.join(' '), ...(refreshToken && { refresh_token: refreshToken }) };
+}
+
+/** The resolved value, or the 400 it was refused with (invalid_target, invalid_scope, invalid_grant). */
+export function resolvedOrThrow<T>(resolved: Resolved<T>): T {
+  if (!resolved.ok) throw new GatewayError(400, resolved.error, resolved.description);
+  return resolved.value;
+}
+
+export const invalidGrant = (description: string): GatewayError => new GatewayError(400, 'invalid_grant', description);
