@@ -64,7 +64,7 @@ describe('mcp-auth-gateway demo', () => {
     // Without a refresh token the SDK's step-up starts a new authorization for the wider scope (with
     // one, SDK 1.32 refreshes instead, which cannot widen the scope, and gives up). The client
     // registers for both scopes itself: a registered scope bounds what it may later obtain
-    // (DESIGN §7.1), and the SDK would register with the first challenge's scope only (SEP-835).
+    // (SECURITY J46), and the SDK would register with the first challenge's scope only (SEP-835).
     const redirectUrl = `http://127.0.0.1:${await freePort()}/callback`;
     const registration = await fetch(new URL('/register', mcpUrl), {
       method: 'POST',

@@ -49,13 +49,13 @@ const JUSTIFIED: ExpectedDifference[] = [
     scenario: 'dns-rebinding-protection',
     direct: 'localhost-host-rebinding-rejected: FAILURE — Expected HTTP 4xx for invalid Host/Origin headers, got 200',
     gateway: 'localhost-host-rebinding-rejected: SUCCESS',
-    why: 'Origin http://evil.example.com is neither the gateway\'s nor an allowed origin: 403 before forwarding (DESIGN §4, SECURITY H41)',
+    why: 'Origin http://evil.example.com is neither the gateway\'s nor an allowed origin: 403 before forwarding (SECURITY H41)',
   },
   {
     scenario: 'tasks-request-headers',
     direct: 'tasks-headers-reject-mismatched-method: FAILURE — expected -32020 HeaderMismatch; got -32000',
     gateway: 'tasks-headers-reject-mismatched-method: SUCCESS',
-    why: 'an Mcp-Method header that contradicts the body is refused with 400 and JSON-RPC -32020 (DESIGN §4a, 2026-07-28)',
+    why: 'an Mcp-Method header that contradicts the body is refused with 400 and JSON-RPC -32020 (README, "What is judged"; 2026-07-28)',
   },
 ];
 

@@ -227,7 +227,7 @@ describe('step-up with the built-in AS and a third-party login', () => {
     const log: HeadlessUserLog = { consentPages: [], loginPages: [] };
     // SDK 1.32 refreshes instead of re-authorizing when it holds a refresh token (which cannot widen
     // the scope), so this client registers without the refresh_token grant. It registers for both
-    // scopes, itself: a registered scope bounds what a client may later ask for (DESIGN §7.1), and the
+    // scopes, itself: a registered scope bounds what a client may later ask for (SECURITY J46), and the
     // SDK would register with the first challenge's scope only (SEP-835).
     const redirectUrl = `http://127.0.0.1:${await freePort()}/callback`;
     const registration = await fetch(`${origin}/register`, {

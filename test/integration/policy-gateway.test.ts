@@ -161,7 +161,7 @@ describe('tools/call rules', () => {
     const admin = await openRawSession(url, tokens.admin);
     const res = await admin.post(toolCall(13, 'gzip-file-as-resource', { name: 'x', data: 'http://169.254.169.254/' }));
     expect(res.status).toBe(403);
-    // No step-up could help: no insufficient_scope challenge (DESIGN §4).
+    // No step-up could help: no insufficient_scope challenge (SECURITY J55).
     expect(await res.json()).toEqual({ error: 'access_denied', error_description: 'denied by policy: no scope allows this operation' });
     expect(res.headers.get('www-authenticate')).toBeNull();
     expect(upstreamSaw('gzip-file-as-resource')).toBe(0);

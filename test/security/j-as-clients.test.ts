@@ -1,5 +1,5 @@
 /**
- * SECURITY-CASES group J, the built-in authorization server's client rules (DESIGN.md §7.1):
+ * SECURITY-CASES group J, the built-in authorization server's client rules (SECURITY.md, group J):
  * J46 no machine token for an anonymous client, and a registered scope bounds what a client obtains;
  * J49 no redirect to a dynamic client before the user has seen its consent page (RFC 9700 §4.11.2);
  * J56 Client ID Metadata Documents: no redirect followed, only JSON content types;

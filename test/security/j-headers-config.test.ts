@@ -1,5 +1,5 @@
 /**
- * SECURITY-CASES group J, the header, framing, deny, dev-login and secrets cases (DESIGN §7.1):
+ * SECURITY-CASES group J, the header, framing, deny, dev-login and secrets cases (SECURITY.md, group J):
  * - [J50] header names with `_` (or any character but letters, digits and `-`) never reach an
  *   upstream: a CGI-style upstream (Rack, WSGI, PHP: `HTTP_` + upper case, `-` → `_`) would read
  *   `Mcp_Session_Id` as `Mcp-Session-Id`, so one principal could act in another's session;

@@ -1,6 +1,6 @@
 /**
- * SECURITY-CASES J47, J48, J57 (DESIGN.md §7.1 "one reading of every message",
- * "bounded work") against the real gateway, a recording upstream, a scripted
+ * SECURITY-CASES J47, J48, J57 (SECURITY.md "One reading of every message",
+ * "Bounded work") against the real gateway, a recording upstream, a scripted
  * tools/list upstream, and real JSON readers of other ecosystems (Python's
  * json, Go's encoding/json). Bodies live in corpora/json-ambiguity.json; the
  * generated ones in fuzz/one-reading.test.ts.
