@@ -5,9 +5,10 @@
 // binding for is refused like one bound to someone else.
 import type { AuthContext } from '../auth/principal.js';
 import { principalKey } from '../auth/principal.js';
-import { GatewayError, temporarilyUnavailable } from '../errors/gateway-error.js';
+import { GatewayError } from '../errors/gateway-error.js';
+import { translateKnown } from '../errors/translate.js';
 import { sessionBindingKey } from '../store/keys.js';
-import { StoreUnavailableError, type Store } from '../store/store.js';
+import type { Store } from '../store/store.js';
 
 export const DEFAULT_SESSION_TTL_MS = 24 * 60 * 60 * 1000;
 
@@ -32,8 +33,8 @@ async function storeCall<T>(call: () => Promise<T>): Promise<T> {
   try {
     return await call();
   } catch (err) {
-    if (err instanceof StoreUnavailableError) throw temporarilyUnavailable('Session store unavailable', err);
-    throw err;
+    // A store that is down is the client's 503 (the forwarder writes what it is given); a fault goes on as it is.
+    throw translateKnown(err, { storeUnavailable: 'Session store unavailable' }) ?? err;
   }
 }
 

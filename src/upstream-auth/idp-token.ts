@@ -1,7 +1,6 @@
 // `idp_token`: the user's own third-party IdP access token, kept (and
 // refreshed) by the built-in AS; it exists only with an OIDC login.
-import { GatewayError, temporarilyUnavailable } from '../errors/gateway-error.js';
-import { StoreUnavailableError } from '../store/store.js';
+import { translateKnown } from '../errors/translate.js';
 import { upstreamCredentialFailed } from './credential-error.js';
 import type { IdpTokenSource, UpstreamCredential } from './upstream-credential.js';
 
@@ -12,11 +11,9 @@ export function idpTokenCredential(idpTokens: IdpTokenSource | undefined): Upstr
       try {
         return { authorization: `Bearer ${await idpTokens.accessTokenFor(auth)}` };
       } catch (err) {
-        // The AS's own answers (401 when the grant or its IdP session is gone) pass as they are.
-        if (err instanceof GatewayError) throw err;
-        if (err instanceof StoreUnavailableError) throw temporarilyUnavailable('The token store is temporarily unavailable', err);
-        // The IdP unreachable or refusing for another reason than an ended session.
-        throw upstreamCredentialFailed(err);
+        // The AS's own answers (401 when the grant or its IdP session is gone) and a store that is down
+        // are the translator's; anything else is the IdP unreachable or refusing for another reason.
+        throw translateKnown(err, { storeUnavailable: 'The token store is temporarily unavailable' }) ?? upstreamCredentialFailed(err);
       }
     },
   };

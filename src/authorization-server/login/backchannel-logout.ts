@@ -12,11 +12,12 @@
 // Always no-store; nothing is revoked unless the token verified.
 import { Hono } from 'hono';
 import { GatewayError, temporarilyUnavailable } from '../../errors/gateway-error.js';
-import { errorResponse, toGatewayError } from '../../errors/respond.js';
+import { errorResponse } from '../../errors/respond.js';
+import { toGatewayError } from '../../errors/translate.js';
 import type { Audit } from '../../observability/audit.js';
 import type { Logger } from '../../observability/logger.js';
 import { logoutTokenKey } from '../../store/keys.js';
-import { StoreUnavailableError, type Store } from '../../store/store.js';
+import type { Store } from '../../store/store.js';
 import type { Grants } from '../grants.js';
 import { readForm } from '../request-body.js';
 import type { IdpSessions } from './idp-sessions.js';
@@ -54,7 +55,7 @@ export function backchannelLogoutRoutes(path: `/${string}`, deps: BackchannelLog
       deps.audit.record({ event: 'idp_logout', by: logout.sid !== undefined ? 'sid' : 'sub', grants_revoked: revoked });
       return c.body(null, 200, { 'cache-control': 'no-store' });
     } catch (err) {
-      const error = err instanceof StoreUnavailableError ? temporarilyUnavailable('The logout cannot be recorded now; try again', err) : toGatewayError(err);
+      const error = toGatewayError(err, { storeUnavailable: 'The logout cannot be recorded now; try again' });
       if (error.status >= 500) deps.logger.warn({ err: error.cause instanceof Error ? error.cause.message : undefined }, 'back-channel logout failed');
       return errorResponse(error);
     }
