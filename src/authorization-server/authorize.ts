@@ -5,6 +5,7 @@
 // approved it themselves, or sees a consent page of their own
 // (complete-authorization).
 import { Hono, type Context } from 'hono';
+import { AS_ENDPOINTS } from '../config/reserved-paths.js';
 import type { AsContext } from './context.js';
 import { validateAuthorizationRequest } from './authorization-request.js';
 import { authorizationRedirectUrl } from './authorization-response.js';
@@ -48,8 +49,8 @@ export function authorizeRoutes(ctx: AsContext, deps: AuthorizeDeps): Hono {
     return renderConsent(c, client, interaction, deps.browser.csrfToken(browserId, interaction.id));
   }
 
-  app.get('/authorize', (c) => guarded(c, () => authorize(c, new URL(c.req.url).searchParams)));
-  app.post('/authorize', (c) =>
+  app.get(AS_ENDPOINTS.authorize, (c) => guarded(c, () => authorize(c, new URL(c.req.url).searchParams)));
+  app.post(AS_ENDPOINTS.authorize, (c) =>
     guarded(c, async () => {
       const type = c.req.header('content-type')?.split(';')[0]?.trim().toLowerCase();
       if (type !== 'application/x-www-form-urlencoded') return errorPage(c, 400, 'Invalid request', 'An authorization request sent by POST must be a form.');

@@ -8,6 +8,7 @@
 // the page was shown after the login (the browser had approved this request
 // for another user), completes the authorization for the signed-in user.
 import { Hono, type Context } from 'hono';
+import { AS_PAGES_PREFIX } from '../config/reserved-paths.js';
 import type { AsContext } from './context.js';
 import { isCrossSitePost, type BrowserBinding } from './browser.js';
 import type { ClientRecord } from './client-record.js';
@@ -21,7 +22,7 @@ import { errorPage, guarded } from './pages/respond-page.js';
 import { PAGE_HEADERS } from './pages/security-headers.js';
 import { readBoundedText, MAX_FORM_BYTES } from './request-body.js';
 
-export const CONSENT_PATH = '/authorize/consent';
+export const CONSENT_PATH = `${AS_PAGES_PREFIX}consent`;
 
 export async function renderConsent(c: Context, client: ClientRecord, interaction: Interaction, csrfToken: string): Promise<Response> {
   const { request } = interaction;

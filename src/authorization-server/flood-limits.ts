@@ -7,6 +7,7 @@
 // handler reads the body or writes anything. The store failing, or late, lets
 // the request through (a login is never blocked by the limiter), counted.
 import type { MiddlewareHandler } from 'hono';
+import { AS_ENDPOINTS, AS_PAGES_PREFIX } from '../config/reserved-paths.js';
 import type { AuthorizationServerRateLimits } from '../config/types.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import { StoreUnavailableError, type Store } from '../store/store.js';
@@ -25,17 +26,17 @@ type PerAddressLimit = 'authorize' | 'token' | 'register' | 'interaction';
 
 /** Which per-address limit a path counts against; undefined: none. */
 export function floodLimitOf(path: string): PerAddressLimit | undefined {
-  if (path === '/authorize') return 'authorize';
+  if (path === AS_ENDPOINTS.authorize) return 'authorize';
   // The IdP's signed server-to-server logout: a limit would drop logouts, and grants would outlive IdP sessions.
-  if (path.startsWith('/authorize/login/') && path.endsWith('/backchannel-logout')) return undefined;
-  if (path.startsWith('/authorize/')) return 'interaction';
-  if (path === '/token' || path === '/revoke') return 'token';
-  if (path === '/register') return 'register';
+  if (path.startsWith(`${AS_PAGES_PREFIX}login/`) && path.endsWith('/backchannel-logout')) return undefined;
+  if (path.startsWith(AS_PAGES_PREFIX)) return 'interaction';
+  if (path === AS_ENDPOINTS.token || path === AS_ENDPOINTS.revoke) return 'token';
+  if (path === AS_ENDPOINTS.register) return 'register';
   return undefined;
 }
 
 /** The paths to mount `floodLimits` on (Hono's `/authorize/*` matches `/authorize` too). */
-export const FLOOD_LIMITED_PATHS = ['/authorize/*', '/token', '/revoke', '/register'] as const;
+export const FLOOD_LIMITED_PATHS = [`${AS_PAGES_PREFIX}*`, AS_ENDPOINTS.token, AS_ENDPOINTS.revoke, AS_ENDPOINTS.register] as const;
 
 export function floodLimits(ctx: AsContext, store: Store, limits: AuthorizationServerRateLimits): MiddlewareHandler {
   const perAddress: Record<PerAddressLimit, RateLimiter> = {

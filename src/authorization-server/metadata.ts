@@ -3,6 +3,7 @@
 // base the document is served under (2026-07-28: it must equal the URL it was
 // fetched by). Built from configuration only, never from request headers.
 import { Hono } from 'hono';
+import { AS_ENDPOINTS } from '../config/reserved-paths.js';
 import type { AsContext } from './context.js';
 import { endpointUrl } from './context.js';
 import { publicCors } from './cors.js';
@@ -15,11 +16,11 @@ export function authorizationServerMetadata(ctx: AsContext): Record<string, unkn
   scopes.delete('offline_access');
   return {
     issuer: ctx.issuer,
-    authorization_endpoint: endpointUrl(ctx.issuer, '/authorize'),
-    token_endpoint: endpointUrl(ctx.issuer, '/token'),
-    ...(ctx.config.dynamicRegistration && { registration_endpoint: endpointUrl(ctx.issuer, '/register') }),
-    revocation_endpoint: endpointUrl(ctx.issuer, '/revoke'),
-    jwks_uri: endpointUrl(ctx.issuer, '/jwks.json'),
+    authorization_endpoint: endpointUrl(ctx.issuer, AS_ENDPOINTS.authorize),
+    token_endpoint: endpointUrl(ctx.issuer, AS_ENDPOINTS.token),
+    ...(ctx.config.dynamicRegistration && { registration_endpoint: endpointUrl(ctx.issuer, AS_ENDPOINTS.register) }),
+    revocation_endpoint: endpointUrl(ctx.issuer, AS_ENDPOINTS.revoke),
+    jwks_uri: endpointUrl(ctx.issuer, AS_ENDPOINTS.jwks),
     scopes_supported: [...scopes],
     response_types_supported: ['code'],
     response_modes_supported: ['query'],

@@ -3,6 +3,7 @@
 // only as a hash; the body, the redirect URIs and the rate per IP are bounded,
 // and an unused registration expires. Nothing is written for a refused request.
 import { Hono } from 'hono';
+import { AS_ENDPOINTS } from '../config/reserved-paths.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { AsContext } from './context.js';
 import { publicCors } from './cors.js';
@@ -26,8 +27,8 @@ export interface RegisterDeps {
 
 export function registerRoutes(ctx: AsContext, deps: RegisterDeps): Hono {
   const app = new Hono();
-  app.use('/register', publicCors);
-  app.post('/register', async (c) => {
+  app.use(AS_ENDPOINTS.register, publicCors);
+  app.post(AS_ENDPOINTS.register, async (c) => {
     const ip = clientIp(c, ctx.trustProxy);
     await deps.rateLimiter.check(ip);
     const metadata = parseBody(await readBoundedText(c.req.raw, MAX_REGISTRATION_BYTES), c.req.header('content-type'));

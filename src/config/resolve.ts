@@ -12,6 +12,7 @@ import type { ConfigPath, Locate } from './yaml-file.js';
 import type { GatewayFile, RouteFile, SecretRefValue } from './schema.js';
 import type { AuthorizationServerConfig, AuthorizationServerRateLimits, GatewayConfig, RouteConfig, RuleConfig, StaticClientConfig, StoreConfig, TokenConfig, UpstreamAuthConfig } from './types.js';
 import { checkRedirectUri } from './redirect-uri.js';
+import { isReservedPath } from './reserved-paths.js';
 
 export interface Located<T> {
   file: string;
@@ -28,9 +29,6 @@ export interface ResolveInput {
   routes: Located<RouteFile>[];
   env: NodeJS.ProcessEnv;
 }
-
-/** Paths the gateway itself answers at the host root (the built-in AS, 2025-03-26 fallbacks, operations). */
-const RESERVED_PATHS = new Set(['/authorize', '/token', '/register', '/revoke', '/jwks.json', '/healthz', '/readyz', '/metrics']);
 
 /** A value that already carries an auth scheme (RFC 9110 token, a space, then credentials). */
 const HAS_SCHEME = /^[A-Za-z][A-Za-z0-9!#$%&'*+.^_`|~-]* \S/;
@@ -158,8 +156,7 @@ class Resolver {
     const { value: f, at } = source;
     // A route at / is the public URL itself, never `<public_url>/`.
     const resource = canonicalUrl(f.resource ?? publicUrl + (f.path === '/' ? '' : f.path));
-    // `/authorize/…`: the built-in AS's consent and login pages.
-    if (f.path.startsWith('/.well-known/') || f.path === '/.well-known' || f.path.startsWith('/authorize/') || RESERVED_PATHS.has(f.path)) {
+    if (isReservedPath(f.path)) {
       this.issue(at, ['path'], `${f.path} is reserved for the gateway's own endpoints`);
     }
     if (new URL(resource).search) this.issue(at, ['resource'], 'a resource URI has no query');

@@ -2,6 +2,7 @@
 // JWKS's health in its body but fails only while starting or draining,
 // because JWT routes keep working without the store.
 import { Hono } from 'hono';
+import { OPERATIONS_PATHS } from '../config/reserved-paths.js';
 import type { Store } from '../store/store.js';
 import type { Metrics } from '../observability/metrics.js';
 
@@ -12,13 +13,13 @@ export interface Lifecycle {
 
 export function operationsRoutes(deps: { lifecycle: Lifecycle; store: Store; metrics: Metrics; storeTimeoutMs: number }): Hono {
   const app = new Hono();
-  app.get('/healthz', (c) => c.json({ status: 'ok' }));
-  app.get('/readyz', async (c) => {
+  app.get(OPERATIONS_PATHS.health, (c) => c.json({ status: 'ok' }));
+  app.get(OPERATIONS_PATHS.ready, async (c) => {
     const store = await probe(deps.store, deps.storeTimeoutMs);
     const ready = deps.lifecycle.ready;
     return c.json({ status: ready ? 'ready' : 'not_ready', store }, ready ? 200 : 503);
   });
-  app.get('/metrics', async (c) => {
+  app.get(OPERATIONS_PATHS.metrics, async (c) => {
     const body = await deps.metrics.registry.metrics();
     return c.body(body, 200, { 'content-type': deps.metrics.registry.contentType });
   });

@@ -1,0 +1,21 @@
+// The paths the gateway answers itself, at the root of its origin: no route
+// may take one. The one list: the built-in AS serves and advertises its
+// endpoints from AS_ENDPOINTS, operations.ts serves OPERATIONS_PATHS, and
+// config refuses a route at any of them (isReservedPath).
+
+/** The built-in AS's endpoints; at the origin's root, so 2025-03-26 clients' default endpoints work. */
+export const AS_ENDPOINTS = { authorize: '/authorize', token: '/token', register: '/register', revoke: '/revoke', jwks: '/jwks.json' } as const;
+
+/** The AS's pages (consent, login, the IdP's callback and logout) live below /authorize/. */
+export const AS_PAGES_PREFIX = `${AS_ENDPOINTS.authorize}/`;
+
+export const OPERATIONS_PATHS = { health: '/healthz', ready: '/readyz', metrics: '/metrics' } as const;
+
+/** RFC 8615: metadata documents (protected resource, AS, OpenID). */
+const WELL_KNOWN = '/.well-known';
+
+const EXACT = new Set<string>([...Object.values(AS_ENDPOINTS), ...Object.values(OPERATIONS_PATHS), WELL_KNOWN]);
+
+export function isReservedPath(path: string): boolean {
+  return EXACT.has(path) || path.startsWith(`${WELL_KNOWN}/`) || path.startsWith(AS_PAGES_PREFIX);
+}
