@@ -1,12 +1,11 @@
 // /revoke (RFC 7009). A refresh token or an access token revokes its whole
-// grant (§2.1 allows it, DESIGN §7.1 asks it): further refreshes fail at once,
+// grant (§2.1 allows it, the README's "limits and revocation" promises it): further refreshes fail at once,
 // and the grant's access tokens are refused on every replica within 5 s
 // (RevokedGrants). Only the client the token was issued to can revoke it.
 // Unknown, foreign or malformed tokens get the same 200 (§2.2).
 import { Hono } from 'hono';
-import { temporarilyUnavailable } from '../errors/gateway-error.js';
-import { errorResponse, toGatewayError } from '../errors/respond.js';
-import { StoreUnavailableError } from '../store/store.js';
+import { errorResponse } from '../errors/respond.js';
+import { toGatewayError } from '../errors/translate.js';
 import { grantOfAccessToken } from './access-token.js';
 import type { AsContext } from './context.js';
 import { authenticateClient } from './client-auth.js';
@@ -38,8 +37,7 @@ export function revokeRoutes(ctx: AsContext, deps: RevokeDeps): Hono {
       }
       return c.body(null, 200, { 'cache-control': 'no-store', pragma: 'no-cache' });
     } catch (err) {
-      const error = err instanceof StoreUnavailableError ? temporarilyUnavailable('The revocation service is temporarily unavailable', err) : toGatewayError(err);
-      return errorResponse(error);
+      return errorResponse(toGatewayError(err, { storeUnavailable: 'The revocation service is temporarily unavailable' }));
     }
   });
   return app;

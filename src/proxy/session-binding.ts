@@ -1,5 +1,5 @@
 // Binds an upstream session (`Mcp-Session-Id`) to the principal whose request
-// created it (DESIGN §4, SECURITY H42). The upstream knows nothing of
+// created it (SECURITY H42). The upstream knows nothing of
 // principals, so without this anyone holding a session id could read or drive
 // another user's session. Fails closed: a session id the gateway has no
 // binding for is refused like one bound to someone else.
