@@ -1,6 +1,8 @@
 // One token verifier per route: the kind the route's `token` config names
 // (external JWT, introspection, or the built-in AS), behind the cache.
 import type { RouteConfig } from '../config/types.js';
+import type { Logger } from '../observability/logger.js';
+import { logClaimMismatches } from './claim-mismatch.js';
 import { createIntrospectionVerifier } from './introspection-verifier.js';
 import type { JwksRegistry } from './jwks.js';
 import { createJwtVerifier } from './jwt-verifier.js';
@@ -14,6 +16,8 @@ export interface TokenVerifierDeps {
   cache?: TokenCache;
   onCacheHit?: () => void;
   onCacheMiss?: () => void;
+  /** Where a token refused for its audience or issuer is logged, with the expected value. */
+  logger?: Logger;
 }
 
 /** JWTs are re-verified at least this often, so a removed key stops working soon. */
@@ -50,12 +54,15 @@ export function createTokenVerifier(route: RouteConfig, deps: TokenVerifierDeps)
 
 function createInner(route: RouteConfig, deps: TokenVerifierDeps): { inner: TokenVerifier; maxTtlMs: number } {
   const token = route.token;
+  const onClaimMismatch = deps.logger && logClaimMismatches(deps.logger, route.path);
   switch (token.kind) {
-    case 'jwt':
-      return { inner: createJwtVerifier(route.resource, token, deps.jwksSources.get(token.issuer, token.jwksUri)), maxTtlMs: MAX_JWT_CACHE_MS };
+    case 'jwt': {
+      const keys = deps.jwksSources.get(token.issuer, token.jwksUri);
+      return { inner: createJwtVerifier(route.resource, token, keys, onClaimMismatch), maxTtlMs: MAX_JWT_CACHE_MS };
+    }
     case 'introspection':
       // The operator's cacheTtlMs bounds how late a revocation is noticed.
-      return { inner: createIntrospectionVerifier(route.resource, token), maxTtlMs: token.cacheTtlMs };
+      return { inner: createIntrospectionVerifier(route.resource, token, { onClaimMismatch }), maxTtlMs: token.cacheTtlMs };
     case 'builtin':
       if (!deps.builtin) throw new Error(`${route.file}: route ${route.path} uses the built-in authorization server, which is not enabled`);
       return { inner: deps.builtin(route), maxTtlMs: MAX_JWT_CACHE_MS };

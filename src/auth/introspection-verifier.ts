@@ -4,6 +4,7 @@
 import * as oauth from 'oauth4webapi';
 import type { IntrospectionTokenConfig } from '../config/types.js';
 import { invalidToken, temporarilyUnavailable } from '../errors/gateway-error.js';
+import type { OnClaimMismatch } from './claim-mismatch.js';
 import { clientIdFrom, scopesFrom } from './claims.js';
 import { sha256Base64Url } from './hash.js';
 import { MAX_TOKEN_LENGTH } from './jwt-verifier.js';
@@ -12,6 +13,8 @@ import type { TokenVerifier } from './verifier.js';
 
 export interface IntrospectionOptions {
   timeoutMs?: number;
+  /** Told when an active token's `aud` or `iss` is not the expected one (for the operator's log). */
+  onClaimMismatch?: OnClaimMismatch;
 }
 
 export function createIntrospectionVerifier(resource: string, config: IntrospectionTokenConfig, options: IntrospectionOptions = {}): TokenVerifier {
@@ -41,20 +44,36 @@ export function createIntrospectionVerifier(resource: string, config: Introspect
     async verify(token) {
       if (token.length > MAX_TOKEN_LENGTH) throw invalidToken('Token too large');
       const result = await introspect(token);
-      return toAuthContext(token, result, resource, config.issuer, endpoint.href);
+      const expiresAt = activeUntil(result);
+      checkAudienceAndIssuer(result, resource, config.issuer, options.onClaimMismatch);
+      return toAuthContext(token, result, expiresAt, config.issuer, endpoint.href);
     },
   };
 }
 
-function toAuthContext(token: string, result: oauth.IntrospectionResponse, resource: string, expectedIssuer: string | undefined, endpoint: string): AuthContext {
+/** The expiry of an active token; else 401 invalid_token. */
+function activeUntil(result: oauth.IntrospectionResponse): number {
   if (result.active !== true) throw invalidToken('Token is not active');
   // Without exp a cached or replayed answer could live forever.
   if (typeof result.exp !== 'number' || !Number.isFinite(result.exp)) throw invalidToken('Token has no expiry');
   if (result.exp * 1000 <= Date.now()) throw invalidToken('Token expired');
+  return result.exp;
+}
+
+function checkAudienceAndIssuer(result: oauth.IntrospectionResponse, resource: string, expectedIssuer: string | undefined, onMismatch?: OnClaimMismatch): void {
   const audiences = typeof result.aud === 'string' ? [result.aud] : Array.isArray(result.aud) ? result.aud : [];
-  if (!audiences.includes(resource)) throw invalidToken('Token audience does not match this resource');
+  if (!audiences.includes(resource)) {
+    onMismatch?.({ claim: 'aud', expected: resource, received: result.aud });
+    throw invalidToken('Token audience does not match this resource');
+  }
   // `iss` is optional in RFC 7662; when the endpoint names one, it must be the configured issuer.
-  if (expectedIssuer !== undefined && result.iss !== undefined && result.iss !== expectedIssuer) throw invalidToken('Unexpected token issuer');
+  if (expectedIssuer !== undefined && result.iss !== undefined && result.iss !== expectedIssuer) {
+    onMismatch?.({ claim: 'iss', expected: expectedIssuer, received: result.iss });
+    throw invalidToken('Unexpected token issuer');
+  }
+}
+
+function toAuthContext(token: string, result: oauth.IntrospectionResponse, expiresAt: number, expectedIssuer: string | undefined, endpoint: string): AuthContext {
   // The principal is (issuer, sub, client_id): without sub, users of one client would share sessions.
   if (typeof result.sub !== 'string' || result.sub === '') throw invalidToken('Token has no subject');
   return {
@@ -63,7 +82,7 @@ function toAuthContext(token: string, result: oauth.IntrospectionResponse, resou
     subject: result.sub,
     clientId: clientIdFrom(result),
     scopes: scopesFrom(result),
-    expiresAt: result.exp,
+    expiresAt,
     claims: result,
     token,
     tokenHash: sha256Base64Url(token),

@@ -5,6 +5,7 @@ import { decodeProtectedHeader, errors, jwtVerify, type CryptoKey, type JWTPaylo
 import { isAsymmetricJwsAlgorithm } from '../config/jws-algorithms.js';
 import type { JwtTokenConfig } from '../config/types.js';
 import { GatewayError, invalidToken, temporarilyUnavailable } from '../errors/gateway-error.js';
+import type { OnClaimMismatch } from './claim-mismatch.js';
 import { clientIdFrom, scopesFrom } from './claims.js';
 import { sha256Base64Url } from './hash.js';
 import { JwksUnavailable } from './jwks.js';
@@ -22,13 +23,16 @@ export interface JwtChecks {
   audience: string;
   algorithms: readonly string[];
   clockSkewSeconds: number;
+  /** Told when a token's `aud` or `iss` is not the expected one (for the operator's log). */
+  onClaimMismatch?: OnClaimMismatch;
 }
 
 type KeySource = CryptoKey | JWTVerifyGetKey;
 
 /** Verifies tokens of an external issuer against its JWKS. */
-export function createJwtVerifier(resource: string, config: JwtTokenConfig, keys: JWTVerifyGetKey): TokenVerifier {
-  const checks = validChecks({ issuer: config.issuer, audience: resource, algorithms: config.algorithms, clockSkewSeconds: config.clockSkewSeconds });
+export function createJwtVerifier(resource: string, config: JwtTokenConfig, keys: JWTVerifyGetKey, onClaimMismatch?: OnClaimMismatch): TokenVerifier {
+  const { issuer, algorithms, clockSkewSeconds } = config;
+  const checks = validChecks({ issuer, audience: resource, algorithms, clockSkewSeconds, onClaimMismatch });
   return { verify: (token) => verifyJwt(token, keys, checks) };
 }
 
@@ -68,6 +72,7 @@ async function verifyJwt(token: string, key: KeySource, checks: JwtChecks): Prom
   try {
     payload = await verifyWithAnyKey(token, key, options);
   } catch (err) {
+    if (err instanceof errors.JWTClaimValidationFailed) reportMismatch(err, checks);
     throw toGatewayError(err);
   }
   if (typeof payload.sub !== 'string' || payload.sub === '') throw invalidToken('Token has no subject');
@@ -81,6 +86,12 @@ async function verifyJwt(token: string, key: KeySource, checks: JwtChecks): Prom
     token,
     tokenHash: sha256Base64Url(token),
   };
+}
+
+function reportMismatch(err: errors.JWTClaimValidationFailed, checks: JwtChecks): void {
+  if (err.claim === 'aud' || err.claim === 'iss') {
+    checks.onClaimMismatch?.({ claim: err.claim, expected: err.claim === 'aud' ? checks.audience : checks.issuer, received: err.payload[err.claim] });
+  }
 }
 
 /** Refuses, before any key lookup, what must never reach crypto. Descriptions never echo the token. */

@@ -158,3 +158,16 @@ describe('introspection behind the token cache', () => {
     expect(requests).toHaveLength(4);
   });
 });
+
+describe('introspection verifier: audience and issuer refusals are reported with the expected value', () => {
+  it.each([
+    ['aud', { aud: ['https://mcp.example.com/other/mcp'] }, RESOURCE, ['https://mcp.example.com/other/mcp']],
+    ['iss', { iss: 'https://other-idp' }, ISSUER, 'https://other-idp'],
+  ] as const)('%s', async (claim, overrides, expected, received) => {
+    answers.set('tok', active(overrides));
+    const mismatches: unknown[] = [];
+    const err = await rejection(createIntrospectionVerifier(RESOURCE, config(), { onClaimMismatch: (m) => mismatches.push(m) }).verify('tok'));
+    expect(err).toMatchObject({ status: 401, code: 'invalid_token' });
+    expect(mismatches).toEqual([{ claim, expected, received }]);
+  });
+});

@@ -395,3 +395,24 @@ describe('createTokenVerifier with a JWT route', () => {
     expect(() => createTokenVerifier(route({ kind: 'builtin' }), { jwksSources: new JwksRegistry() })).toThrow(/built-in authorization server/);
   });
 });
+
+describe('JWT verifier: audience and issuer refusals are reported with the expected value', () => {
+  it.each([
+    ['aud', { aud: 'https://mcp.example.com/other/mcp' }, RESOURCE, 'https://mcp.example.com/other/mcp'],
+    ['iss', { iss: `${ISSUER}/` }, ISSUER, `${ISSUER}/`],
+  ] as const)('%s', async (claim, overrides, expected, received) => {
+    const mismatches: unknown[] = [];
+    const config = jwtConfig();
+    const v = createJwtVerifier(RESOURCE, config, new JwksRegistry().get(config.issuer, config.jwksUri), (m) => mismatches.push(m));
+    await expectInvalid(await sign(claims(overrides)), v);
+    expect(mismatches).toEqual([{ claim, expected, received }]);
+  });
+
+  it('reports nothing for other refusals', async () => {
+    const mismatches: unknown[] = [];
+    const config = jwtConfig();
+    const v = createJwtVerifier(RESOURCE, config, new JwksRegistry().get(config.issuer, config.jwksUri), (m) => mismatches.push(m));
+    await expectInvalid(await sign(claims({ exp: now() - 3600 })), v);
+    expect(mismatches).toEqual([]);
+  });
+});
