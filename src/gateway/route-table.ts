@@ -1,0 +1,84 @@
+// What one configuration load builds: the authorization server (when
+// configured) and, per route, its forwarder, verifier, credential swap and
+// policy step, behind one request listener. A reload builds a new table;
+// in-flight requests keep the closures of the table they started with.
+import { createApp, type NodeListener } from '../app.js';
+import { createTokenVerifier } from '../auth/create-token-verifier.js';
+import { createAuthorizationServer, type AuthorizationServer } from '../authorization-server/index.js';
+import type { GatewayConfig, RouteConfig } from '../config/types.js';
+import { createPolicyStep } from '../policy/policy-step.js';
+import type { Forwarder } from '../proxy/forwarder.js';
+import { createHttpForwarder } from '../proxy/http-forwarder.js';
+import { createSessionBinding, type SessionBinding } from '../proxy/session-binding.js';
+import { sessionHook } from '../proxy/session-hook.js';
+import { createProtectedRoute, type ProtectedRouteHandler } from '../routes/protected-route.js';
+import { createUpstreamCredential } from '../upstream-auth/create-upstream-credential.js';
+import type { Services } from './services.js';
+import type { StartOptions } from './start-options.js';
+
+export interface RouteTable {
+  listener: NodeListener;
+  forwarders: Forwarder[];
+  authorizationServer?: AuthorizationServer;
+}
+
+export async function buildRouteTable(config: GatewayConfig, services: Services, options: StartOptions): Promise<RouteTable> {
+  const { store, logger, audit, metrics } = services;
+  const as = config.authorizationServer
+    ? await createAuthorizationServer(config, { store, logger, audit, metrics, options: options.authorizationServer })
+    : undefined;
+  const sessions = createSessionBinding(store);
+  const selfOrigin = new URL(config.publicUrl).origin;
+  const protectedRoutes = new Map<string, ProtectedRouteHandler>();
+  const forwarders: Forwarder[] = [];
+  for (const route of config.routes) {
+    const forwarder = createRouteForwarder(route, sessions, services);
+    forwarders.push(forwarder);
+    const verifier = createTokenVerifier(route, {
+      jwksSources: services.jwks,
+      builtin: as?.builtinVerifier,
+      onCacheHit: () => services.tokenCacheHits.inc(),
+      onCacheMiss: () => services.tokenCacheMisses.inc(),
+    });
+    const credential = createUpstreamCredential(route.upstreamAuth, {
+      upstream: route.upstream,
+      store,
+      signer: as?.signer,
+      publicUrl: config.publicUrl,
+      idpTokens: as?.idpTokens,
+    });
+    const handler = createProtectedRoute(route, {
+      verifier,
+      forwarder,
+      credential,
+      metrics,
+      logger,
+      selfOrigin,
+      policy: createPolicyStep(route, { audit }),
+      benchmarkPrincipal: options.benchmarkPrincipal,
+    });
+    protectedRoutes.set(route.path, handler);
+  }
+  const app = createApp({ routes: config.routes, protectedRoutes, operations: services.operations, logger, extra: as ? [as.routes] : [] });
+  return { listener: app.listener, forwarders, authorizationServer: as };
+}
+
+function createRouteForwarder(route: RouteConfig, sessions: SessionBinding, { logger, metrics }: Services): Forwarder {
+  return createHttpForwarder(route, {
+    session: sessionHook(route.path, sessions, logger),
+    logger,
+    metrics: {
+      upstreamError: (kind) => metrics.upstreamErrors.labels(route.path, kind).inc(),
+      streamOpened: () => metrics.openStreams.labels(route.path).inc(),
+      streamClosed: () => metrics.openStreams.labels(route.path).dec(),
+    },
+  });
+}
+
+/** Ends the table's event streams and closes its upstream pools. */
+export const closeForwarders = (table: RouteTable) => Promise.allSettled(table.forwarders.map((f) => f.close()));
+
+/** Closes the forwarders and the authorization server. */
+export async function closeRouteTable(table: RouteTable): Promise<void> {
+  await Promise.allSettled([closeForwarders(table), table.authorizationServer?.close()]);
+}

@@ -1,0 +1,20 @@
+// What startGateway takes besides the configuration: shared services handed
+// in (tests, the demo) and seams that are never configuration.
+import type { AuthContext } from '../auth/principal.js';
+import type { AuthorizationServerOptions } from '../authorization-server/index.js';
+import type { Audit } from '../observability/audit.js';
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+import type { Store } from '../store/store.js';
+
+export interface StartOptions {
+  logger?: Logger;
+  metrics?: Metrics;
+  store?: Store;
+  /** Where policy decisions go (default: the configured audit sink). */
+  audit?: Audit;
+  /** Built-in authorization server knobs that are not configuration (test hooks, login methods). */
+  authorizationServer?: AuthorizationServerOptions;
+  /** Benchmark only, never from configuration: see ProtectedRouteDeps.benchmarkPrincipal. */
+  benchmarkPrincipal?: AuthContext;
+}
