@@ -8,6 +8,7 @@ import { readSecret } from './secrets.js';
 import { canonicalUrl, isPlainHttpRemote, redactUrl, resourceMetadataUrl } from './urls.js';
 import { parseRedisUrl, RedisUrlError } from '../store/redis-url.js';
 import { refuseDevLogin } from './dev-login-placement.js';
+import { issuerWithTrailingSlash, upstreamWithoutPath } from './hints.js';
 import type { ConfigPath, Locate } from './yaml-file.js';
 import type { GatewayFile, RouteFile, SecretRefValue } from './schema.js';
 import type { AuthorizationServerConfig, AuthorizationServerRateLimits, GatewayConfig, RouteConfig, RuleConfig, StaticClientConfig, StoreConfig, TokenConfig, UpstreamAuthConfig } from './types.js';
@@ -161,6 +162,7 @@ class Resolver {
     }
     if (new URL(resource).search) this.issue(at, ['resource'], 'a resource URI has no query');
     this.warnHttp(at, ['upstream'], f.upstream);
+    this.warn(at, ['upstream'], upstreamWithoutPath(f.upstream));
 
     let authorizationServers = f.authorization_servers;
     if (!authorizationServers) {
@@ -200,10 +202,12 @@ class Resolver {
     if (jwt) {
       // Without jwks_uri the issuer's metadata is fetched, so it is outbound too.
       this.warnHttp(at, ['token', 'jwt', jwt.jwks_uri ? 'jwks_uri' : 'issuer'], jwt.jwks_uri ?? jwt.issuer);
+      this.warn(at, ['token', 'jwt', 'issuer'], issuerWithTrailingSlash(jwt.issuer));
       return { kind: 'jwt', issuer: jwt.issuer, jwksUri: jwt.jwks_uri, algorithms: jwt.algorithms, clockSkewSeconds: parseDuration(jwt.clock_skew) / 1000 };
     }
     if (introspection) {
       this.warnHttp(at, ['token', 'introspection', 'endpoint'], introspection.endpoint);
+      if (introspection.issuer) this.warn(at, ['token', 'introspection', 'issuer'], issuerWithTrailingSlash(introspection.issuer));
       return {
         kind: 'introspection',
         endpoint: introspection.endpoint,
@@ -270,7 +274,11 @@ class Resolver {
   }
 
   private warnHttp(at: Locate, path: ConfigPath, url: string): void {
-    if (isPlainHttpRemote(url)) this.warnings.push(formatIssue(at(path, `${redactUrl(url)} is plain http to a non-loopback host`)));
+    if (isPlainHttpRemote(url)) this.warn(at, path, `${redactUrl(url)} is plain http to a non-loopback host`);
+  }
+
+  private warn(at: Locate, path: ConfigPath, message: string | undefined): void {
+    if (message !== undefined) this.warnings.push(formatIssue(at(path, message)));
   }
 
   private issue(at: Locate, path: ConfigPath, message: string): void {
