@@ -6,7 +6,7 @@ import { ConfigError } from './config/config-error.js';
 import { describeRoutes } from './config/describe.js';
 import { startGateway } from './gateway.js';
 import { watchConfig } from './config/watch.js';
-import { generateSigningKey } from './keys.js';
+import { generateSigningKey } from './authorization-server/signing-keys.js';
 import { demoCommand } from './demo/demo.js';
 import { EXPLAIN_OPTIONS, EXPLAIN_USAGE, explainCommand } from './policy/explain.js';
 

@@ -2,7 +2,7 @@
 // dynamically (in the store, expiring when unused), or — for an https
 // client_id — described by its Client ID Metadata Document.
 import type { StaticClientConfig } from '../config/types.js';
-import { clientKey } from '../store/keys.js';
+import { clientKey } from '../store/key-names.js';
 import type { Store } from '../store/store.js';
 import { ClientMetadataDocumentError, isClientIdUrl, type ClientMetadataDocuments } from './client-id-metadata-document.js';
 import type { ClientRecord } from './client-record.js';

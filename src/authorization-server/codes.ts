@@ -1,7 +1,7 @@
 // Authorization codes: 256-bit random, stored only as a key hash, alive at
 // most 60 s, taken exactly once. A redeemed code leaves a marker naming its
 // grant, so a replay can revoke what the code issued (RFC 6749 §4.1.2).
-import { authorizationCodeKey, usedCodeKey } from '../store/keys.js';
+import { authorizationCodeKey, usedCodeKey } from '../store/key-names.js';
 import type { Store } from '../store/store.js';
 import { randomToken } from './secrets.js';
 

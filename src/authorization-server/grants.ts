@@ -11,7 +11,7 @@
 // the family cannot undo a revocation. A revocation also enters RevokedGrants,
 // so the grant's access tokens are refused too (on every replica within 5 s).
 import { GatewayError } from '../errors/gateway-error.js';
-import { grantKey, refreshFamilyKey, refreshTokenKey, usedRefreshTokenKey } from '../store/keys.js';
+import { grantKey, refreshFamilyKey, refreshTokenKey, usedRefreshTokenKey } from '../store/key-names.js';
 import type { Store } from '../store/store.js';
 import type { RevokedGrants } from './revoked-grants.js';
 import { hashSecret, randomToken } from './secrets.js';

@@ -11,7 +11,7 @@
 // than one IdP access token's lifetime.
 import { GatewayError, invalidToken, temporarilyUnavailable } from '../errors/gateway-error.js';
 import type { Logger } from '../observability/logger.js';
-import { idpRefreshLockKey } from '../store/keys.js';
+import { idpRefreshLockKey } from '../store/key-names.js';
 import { StoreUnavailableError, type Store } from '../store/store.js';
 import type { IdpTokenSource } from '../upstream-auth/upstream-credential.js';
 import { GRANT_ID_CLAIM } from './access-token.js';

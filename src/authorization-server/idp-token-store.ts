@@ -2,7 +2,7 @@
 // written when the login completes, before the code exists; read, refreshed
 // and rewritten by `idp_token` upstream auth; deleted with the grant. Always
 // encrypted in the store (IdpTokenCipher), keyed by the hashed grant id.
-import { idpTokenKey } from '../store/keys.js';
+import { idpTokenKey } from '../store/key-names.js';
 import type { Store } from '../store/store.js';
 import type { IdpTokenCipher } from './idp-token-cipher.js';
 import type { IdpTokenSet } from './login/oidc-client.js';

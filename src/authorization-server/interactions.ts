@@ -1,7 +1,7 @@
 // An authorization request between /authorize and the code: kept server-side
 // (the browser only carries a random id), bound to the browser that started
 // it, single-use at each step, and gone after ten minutes.
-import { pendingAuthorizationKey } from '../store/keys.js';
+import { pendingAuthorizationKey } from '../store/key-names.js';
 import type { Store } from '../store/store.js';
 import { hashSecret, randomToken } from './secrets.js';
 

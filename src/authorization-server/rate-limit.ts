@@ -3,7 +3,7 @@
 // different count and a burst cannot pass the limit (Redis INCR, no
 // read-modify-write race). A counter expires with its window.
 import { GatewayError } from '../errors/gateway-error.js';
-import { rateLimitKey } from '../store/keys.js';
+import { rateLimitKey } from '../store/key-names.js';
 import type { Store } from '../store/store.js';
 
 export interface RateLimit {

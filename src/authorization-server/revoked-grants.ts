@@ -14,7 +14,7 @@
 // last good one).
 import type { Logger } from '../observability/logger.js';
 import type { AuthorizationServerMetrics } from '../observability/metrics.js';
-import { revokedGrantsKey } from '../store/keys.js';
+import { revokedGrantsKey } from '../store/key-names.js';
 import type { Store } from '../store/store.js';
 
 const POLL_INTERVAL_MS = 1_000;

@@ -1,7 +1,7 @@
 // Consent remembered per user: which (client, registered redirect URI,
 // resource) a user approved, and for which scopes. Read after the login, so a
 // consent one user gave never covers another user of the same browser.
-import { consentKey } from '../store/keys.js';
+import { consentKey } from '../store/key-names.js';
 import type { Store } from '../store/store.js';
 import type { AuthorizationRequest } from './interactions.js';
 

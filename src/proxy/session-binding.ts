@@ -7,7 +7,7 @@ import type { AuthContext } from '../auth/principal.js';
 import { principalKey } from '../auth/principal.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import { translateKnown } from '../errors/translate.js';
-import { sessionBindingKey } from '../store/keys.js';
+import { sessionBindingKey } from '../store/key-names.js';
 import type { Store } from '../store/store.js';
 
 export const DEFAULT_SESSION_TTL_MS = 24 * 60 * 60 * 1000;

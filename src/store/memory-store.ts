@@ -5,7 +5,7 @@
 // evicts only its own kind, never a session binding, grant, consent or
 // registration in the main LRU.
 import { LRUCache } from 'lru-cache';
-import { PENDING_AUTHORIZATION_CLASS, RATE_LIMIT_CLASS } from './keys.js';
+import { PENDING_AUTHORIZATION_CLASS, RATE_LIMIT_CLASS } from './key-names.js';
 import type { LogEntry, Store } from './store.js';
 import { assertTtl } from './ttl.js';
 

@@ -1,6 +1,6 @@
 // The storage contract every backend implements (in the manner of
 // oidc-provider's adapter). Values are strings; every write has a TTL so the
-// store stays bounded; keys come only from `keys.ts`.
+// store stays bounded; keys come only from `key-names.ts`.
 
 export interface Store {
   readonly kind: 'memory' | 'redis';

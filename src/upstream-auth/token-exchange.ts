@@ -3,7 +3,7 @@
 // are cached per subject token, never past its expiry or the new token's.
 import { LRUCache } from 'lru-cache';
 import type { AuthContext } from '../auth/principal.js';
-import { hashKeyPart } from '../store/keys.js';
+import { hashKeyPart } from '../store/key-names.js';
 import type { UpstreamCredential } from './upstream-credential.js';
 import { TokenEndpoint, type TokenEndpointOptions } from './token-endpoint.js';
 import { untilAborted, upstreamCredentialFailed } from './credential-error.js';

@@ -1,6 +1,6 @@
 // A verified principal for tests that need one without minting a token.
 import type { AuthContext } from '../../src/auth/principal.js';
-import { hashKeyPart } from '../../src/store/keys.js';
+import { hashKeyPart } from '../../src/store/key-names.js';
 
 export function testAuthContext(token = 'client-token', overrides: Partial<AuthContext> = {}): AuthContext {
   return {

@@ -12,7 +12,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IdpTokenCipher } from '../../src/authorization-server/idp-token-cipher.js';
-import { idpTokenKey, pendingAuthorizationKey } from '../../src/store/keys.js';
+import { idpTokenKey, pendingAuthorizationKey } from '../../src/store/key-names.js';
 import { DEFAULT_ROUTE, parseForm, startAsGateway, type AsGateway } from '../helpers/authorization-server.js';
 import { accessTokens, chooseIdpLogin, IDP_CALLBACK_PATH, newIdpClient, onIdpTokens, startGatewayIdp } from '../helpers/gateway-idp.js';
 import { connectWithToken } from '../helpers/mcp-client.js';

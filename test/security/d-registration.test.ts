@@ -6,7 +6,7 @@
 import { createServer } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Agent, fetch as undiciFetch } from 'undici';
-import { clientKey } from '../../src/store/keys.js';
+import { clientKey } from '../../src/store/key-names.js';
 import { closeServer, freePort, listen } from '../helpers/net.js';
 import { followAuthorization } from '../helpers/mcp-client.js';
 import { headlessUser, startAsGateway, type AsGateway, type HeadlessUserLog } from '../helpers/authorization-server.js';

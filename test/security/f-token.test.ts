@@ -5,7 +5,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { clientKey } from '../../src/store/keys.js';
+import { clientKey } from '../../src/store/key-names.js';
 import { followAuthorization } from '../helpers/mcp-client.js';
 import { freePort } from '../helpers/net.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/security-fixtures.js';

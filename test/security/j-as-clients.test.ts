@@ -20,7 +20,7 @@ import { parse as parseYaml } from 'yaml';
 import { isJsonContentType } from '../../src/authorization-server/client-id-metadata-document.js';
 import { hashSecret } from '../../src/authorization-server/secrets.js';
 import { loadConfig } from '../../src/config/load.js';
-import { clientKey } from '../../src/store/keys.js';
+import { clientKey } from '../../src/store/key-names.js';
 import { followAuthorization } from '../helpers/mcp-client.js';
 import { freePort } from '../helpers/net.js';
 import { headlessUser, parseForm, selfSignedCertificate, startAsGateway, type AsGateway } from '../helpers/authorization-server.js';

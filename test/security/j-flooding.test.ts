@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAddress, rateLimitAddress } from '../../src/authorization-server/client-ip.js';
 import { floodLimitOf } from '../../src/authorization-server/flood-limits.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
-import { pendingAuthorizationKey, sessionBindingKey, grantKey, clientKey, rateLimitKey } from '../../src/store/keys.js';
+import { pendingAuthorizationKey, sessionBindingKey, grantKey, clientKey, rateLimitKey } from '../../src/store/key-names.js';
 import { StoreUnavailableError, type Store } from '../../src/store/store.js';
 import { headlessUser, startAsGateway, type AsGateway } from '../helpers/authorization-server.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';

@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateSigningKey } from '../../src/keys.js';
+import { generateSigningKey } from '../../src/authorization-server/signing-keys.js';
 import { headlessUser } from '../helpers/authorization-server.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { followAuthorization } from '../helpers/mcp-client.js';

@@ -1,11 +1,11 @@
 // docs/storage.md lists every store key with its TTL and what is hashed or
-// encrypted: a key namespace added to src/store/keys.ts without a row there fails here.
+// encrypted: a key namespace added to src/store/key-names.ts without a row there fails here.
 import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
-import * as keys from '../../src/store/keys.js';
+import * as keys from '../../src/store/key-names.js';
 
 describe('docs/storage.md', () => {
-  it('has a table row for every key namespace in keys.ts', async () => {
+  it('has a table row for every key namespace in key-names.ts', async () => {
     const doc = await readFile(new URL('../../docs/storage.md', import.meta.url), 'utf8');
     const rows = doc.split('\n').filter((line) => line.startsWith('| `'));
     const namespaces = Object.entries(keys)

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
-import * as keys from '../../src/store/keys.js';
+import * as keys from '../../src/store/key-names.js';
 
 describe('store keys', () => {
   it('hashKeyPart is sha256 base64url', () => {

@@ -16,7 +16,7 @@ import { errorResponse } from '../../errors/respond.js';
 import { toGatewayError } from '../../errors/translate.js';
 import type { Audit } from '../../observability/audit.js';
 import type { Logger } from '../../observability/logger.js';
-import { logoutTokenKey } from '../../store/keys.js';
+import { logoutTokenKey } from '../../store/key-names.js';
 import type { Store } from '../../store/store.js';
 import type { Grants } from '../grants.js';
 import { readForm } from '../request-body.js';

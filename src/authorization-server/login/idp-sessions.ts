@@ -2,7 +2,7 @@
 // behind, so that a back-channel logout ends exactly those. Written when the
 // login completes (beside the grant's IdP tokens); each index is a store log
 // whose members are grant ids, kept as long as a grant lives.
-import { idpSessionGrantsKey, idpSubjectGrantsKey } from '../../store/keys.js';
+import { idpSessionGrantsKey, idpSubjectGrantsKey } from '../../store/key-names.js';
 import type { Store } from '../../store/store.js';
 import type { LogoutClaims } from './oidc-client.js';
 

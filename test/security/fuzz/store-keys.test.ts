@@ -1,12 +1,12 @@
 /**
- * [I44] Property tests of store key naming (src/store/keys.ts, the one file that names keys):
+ * [I44] Property tests of store key naming (src/store/key-names.ts, the one file that names keys):
  * whatever ids a client controls — client_ids, subjects, codes, session ids holding `:`, `*`,
  * `?`, `[`, spaces or any Unicode — every key is its namespace plus fixed-shape hashes, so no two
  * different id tuples share a key, no key acts as a Redis pattern, and no raw id is in a key name.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import * as keys from '../../../src/store/keys.js';
+import * as keys from '../../../src/store/key-names.js';
 import { fuzz } from './harness.js';
 
 type KeyFunction = (...parts: string[]) => string;

@@ -5,10 +5,9 @@
 import { hkdfSync } from 'node:crypto';
 import { chmod, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { SignJWT, createLocalJWKSet, importJWK, type CryptoKey, type JSONWebKeySet, type JWK, type JWTVerifyGetKey } from 'jose';
+import { SignJWT, calculateJwkThumbprint, createLocalJWKSet, exportJWK, generateKeyPair, importJWK, type CryptoKey, type JSONWebKeySet, type JWK, type JWTVerifyGetKey } from 'jose';
 import { isAsymmetricJwsAlgorithm } from '../config/jws-algorithms.js';
 import { isLoopbackUrl } from '../config/urls.js';
-import { generateSigningKey } from '../keys.js';
 import type { JwtSigner } from '../upstream-auth/upstream-credential.js';
 
 export interface SigningKeys {
@@ -42,6 +41,14 @@ export class SigningKeyError extends Error {
 const DEV_KEY_FILE = 'signing.jwk.json';
 const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'];
 const ALGORITHM_BY_CURVE: Record<string, string> = { 'P-256': 'ES256', 'P-384': 'ES384', 'P-521': 'ES512', Ed25519: 'EdDSA' };
+
+/** A new private signing JWK (ES256, kid = its thumbprint): the dev key, and `mcp-auth-gateway keys generate`. */
+export async function generateSigningKey(): Promise<JWK> {
+  const { privateKey } = await generateKeyPair('ES256', { extractable: true });
+  const jwk = await exportJWK(privateKey);
+  const kid = await calculateJwkThumbprint(jwk);
+  return { ...jwk, kid, alg: 'ES256', use: 'sig' };
+}
 
 export async function loadSigningKeys(options: LoadSigningKeysOptions): Promise<SigningKeys> {
   if (options.configured !== undefined) return fromJwks(parseConfigured(options.configured));
