@@ -3,13 +3,13 @@
 import { Hono } from 'hono';
 import type { GatewayConfig, RouteConfig } from '../config/types.js';
 import { refuseDevLogin } from '../config/dev-login-placement.js';
-import { temporarilyUnavailable } from '../errors/gateway-error.js';
-import { errorResponse, toGatewayError } from '../errors/respond.js';
+import { errorResponse } from '../errors/respond.js';
+import { toGatewayError } from '../errors/translate.js';
 import type { TokenVerifier } from '../auth/verifier.js';
 import { createAudit, type Audit } from '../observability/audit.js';
 import type { Logger } from '../observability/logger.js';
 import { Metrics, type AuthorizationServerMetrics } from '../observability/metrics.js';
-import { StoreUnavailableError, type Store } from '../store/store.js';
+import type { Store } from '../store/store.js';
 import type { IdpTokenSource, JwtSigner } from '../upstream-auth/upstream-credential.js';
 import { authorizeRoutes } from './authorize.js';
 import { BrowserBinding } from './browser.js';
@@ -24,7 +24,7 @@ import type { AsContext } from './context.js';
 import { Grants } from './grants.js';
 import { Interactions } from './interactions.js';
 import { jwksRoutes } from './jwks.js';
-import { loadSigningKeys } from './signing-keys.js';
+import { loadSigningKeys } from './keys.js';
 import { devLogin } from './login/dev-login.js';
 import { oidcLogin } from './login/oidc-login.js';
 import type { LoginMethodFactory, LoginServices } from './login/login-method.js';
@@ -139,7 +139,7 @@ export async function createAuthorizationServer(config: GatewayConfig, deps: Aut
 
   const routes = new Hono();
   routes.onError((err) => {
-    const error = err instanceof StoreUnavailableError ? temporarilyUnavailable('The authorization server is temporarily unavailable', err) : toGatewayError(err);
+    const error = toGatewayError(err, { storeUnavailable: 'The authorization server is temporarily unavailable' });
     if (error.status >= 500) deps.logger.warn({ err: error.cause ?? err, status: error.status }, 'authorization server request failed');
     return errorResponse(error);
   });

@@ -2,9 +2,9 @@
 // each in grants/) and answers no-store, success or error. Unknown grant types
 // are unsupported_grant_type; a missing one, invalid_request.
 import { Hono, type Context } from 'hono';
-import { GatewayError, temporarilyUnavailable } from '../errors/gateway-error.js';
-import { errorResponse, toGatewayError } from '../errors/respond.js';
-import { StoreUnavailableError } from '../store/store.js';
+import { GatewayError } from '../errors/gateway-error.js';
+import { errorResponse } from '../errors/respond.js';
+import { toGatewayError } from '../errors/translate.js';
 import type { AsContext } from './context.js';
 import { authenticateClient } from './client-auth.js';
 import { SUPPORTED_GRANT_TYPES, type GrantType } from './client-record.js';
@@ -47,7 +47,7 @@ export function tokenRoutes(ctx: AsContext, deps: TokenDeps): Hono {
   return app;
 
   function tokenError(_c: Context, err: unknown, grantType: string | undefined): Response {
-    const error = err instanceof StoreUnavailableError ? temporarilyUnavailable('The token service is temporarily unavailable', err) : toGatewayError(err);
+    const error = toGatewayError(err, { storeUnavailable: 'The token service is temporarily unavailable' });
     // Bounded labels: the three grant types, else `other`.
     ctx.metrics.tokenErrors.labels((SUPPORTED_GRANT_TYPES as readonly string[]).includes(grantType ?? '') ? (grantType as string) : 'other', error.code).inc();
     if (error.status >= 500) ctx.logger.warn({ err: error.cause ?? err, status: error.status }, 'token request failed');

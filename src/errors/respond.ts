@@ -55,9 +55,6 @@ export function errorResponseParts(err: GatewayError, ctx?: ChallengeContext): E
   return { status: err.status, headers, body: err.body() };
 }
 
-// Until every importer reads it from translate.ts.
-export { toGatewayError } from './translate.js';
-
 export function errorResponse(err: GatewayError, ctx?: ChallengeContext): Response {
   const { status, headers, body } = errorResponseParts(err, ctx);
   return new Response(body, { status, headers });

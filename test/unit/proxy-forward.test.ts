@@ -11,7 +11,7 @@ import { sessionHook } from '../../src/proxy/session-hook.js';
 import type { UpstreamErrorKind } from '../../src/proxy/upstream-failure.js';
 import { readBody } from '../../src/proxy/read-body.js';
 import { writeError } from '../../src/errors/write-error.js';
-import { toGatewayError } from '../../src/errors/respond.js';
+import { toGatewayError } from '../../src/errors/translate.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import type { AuthContext } from '../../src/auth/principal.js';
 import type { RouteConfig } from '../../src/config/types.js';

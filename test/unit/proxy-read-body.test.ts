@@ -4,7 +4,7 @@ import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { readBody } from '../../src/proxy/read-body.js';
 import { writeError } from '../../src/errors/write-error.js';
-import { toGatewayError } from '../../src/errors/respond.js';
+import { toGatewayError } from '../../src/errors/translate.js';
 
 const MAX = 1024;
 let server: http.Server;
