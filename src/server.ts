@@ -6,6 +6,7 @@ import type { GatewayConfig } from './config/types.js';
 import type { NodeListener } from './app.js';
 import { temporarilyUnavailable } from './errors/gateway-error.js';
 import { writeError } from './errors/write-error.js';
+import { allowHeader } from './proxy/forwarded-methods.js';
 
 export interface HttpServerHandle {
   server: Server;
@@ -55,7 +56,7 @@ export function createHttpServer(config: GatewayConfig, listener: () => NodeList
   server.on('connect', (_req, socket: Socket) => {
     const body = JSON.stringify({ error: 'method_not_allowed', error_description: 'CONNECT is not supported' });
     socket.end(
-      `HTTP/1.1 405 Method Not Allowed\r\ncontent-type: application/json\r\nallow: GET, POST, DELETE, OPTIONS\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+      `HTTP/1.1 405 Method Not Allowed\r\ncontent-type: application/json\r\nallow: ${allowHeader(['OPTIONS'])}\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
     );
   });
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {

@@ -10,8 +10,10 @@ const FORWARDED = new Set<string>(FORWARDED_METHODS);
 
 export const isForwardedMethod = (method: string | undefined): method is ForwardedMethod => method !== undefined && FORWARDED.has(method);
 
-/** 405 with Allow: the forwarded methods, and `alsoAnswered` by the refusing layer itself (a route answers OPTIONS). */
+/** The Allow header's value: the forwarded methods, and `alsoAnswered` by the refusing layer itself (a route answers OPTIONS). */
+export const allowHeader = (alsoAnswered: readonly string[] = []): string => [...FORWARDED_METHODS, ...alsoAnswered].join(', ');
+
+/** 405 with Allow (see allowHeader). */
 export function methodNotAllowed(alsoAnswered: readonly string[] = []): GatewayError {
-  const allow = [...FORWARDED_METHODS, ...alsoAnswered].join(', ');
-  return new GatewayError(405, 'method_not_allowed', 'Method not allowed', { headers: { allow } });
+  return new GatewayError(405, 'method_not_allowed', 'Method not allowed', { headers: { allow: allowHeader(alsoAnswered) } });
 }

@@ -37,20 +37,7 @@ export function createHttpForwarder(route: RouteConfig, deps: HttpForwarderDeps)
   const target = new URL(route.upstream);
   const upstreamPath = target.pathname + target.search;
   const timeoutMs = route.upstreamTimeoutMs;
-  const pool = new Pool(target.origin, {
-    // No cap: every open event stream holds one upstream connection, and a
-    // capped pool would queue all later requests behind the open streams.
-    // Idle connections close after keepAliveTimeout, so the pool stays small.
-    connections: null,
-    pipelining: 1,
-    keepAliveTimeout: IDLE_CONNECTION_MS,
-    keepAliveMaxTimeout: MAX_ANNOUNCED_IDLE_MS,
-    connect: { timeout: Math.min(MAX_CONNECT_MS, timeoutMs) },
-    headersTimeout: timeoutMs,
-    // Event streams may idle for as long as they like (SECURITY H40); other
-    // bodies are watched by the scope's stalledBodies.
-    bodyTimeout: 0,
-  });
+  const pool = createPool(target.origin, timeoutMs);
   const scope = new ExchangeScope(route.path, deps.session, timeoutMs, deps.logger, deps.metrics);
 
   async function forward(req: IncomingMessage, res: ServerResponse, ctx: ForwardContext): Promise<void> {
@@ -89,4 +76,21 @@ export function createHttpForwarder(route: RouteConfig, deps: HttpForwarderDeps)
       await pool.close();
     },
   };
+}
+
+function createPool(origin: string, timeoutMs: number): Pool {
+  return new Pool(origin, {
+    // No cap: every open event stream holds one upstream connection, and a
+    // capped pool would queue all later requests behind the open streams.
+    // Idle connections close after keepAliveTimeout, so the pool stays small.
+    connections: null,
+    pipelining: 1,
+    keepAliveTimeout: IDLE_CONNECTION_MS,
+    keepAliveMaxTimeout: MAX_ANNOUNCED_IDLE_MS,
+    connect: { timeout: Math.min(MAX_CONNECT_MS, timeoutMs) },
+    headersTimeout: timeoutMs,
+    // Event streams may idle for as long as they like (SECURITY H40); other
+    // bodies are watched by the scope's stalledBodies.
+    bodyTimeout: 0,
+  });
 }
