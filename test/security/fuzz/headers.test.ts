@@ -168,7 +168,7 @@ describe('[J50] CGI-style upstreams read the headers the gateway judged', () => 
         expect(req).toBeDefined();
         const env = cgiEnvironment(buildUpstreamHeaders(req!.rawHeaders, { hostHeader: 'upstream.test', injected: {} }));
         for (const name of JUDGED) {
-          // What the gateway judged: Node's reading of the `-` spelling (src/proxy/forward.ts, src/policy/mcp-headers.ts).
+          // What the gateway judged: Node's reading of the `-` spelling (src/proxy/http-forwarder.ts, src/policy/mcp-headers.ts).
           expect(env.get(cgiKey(name)), name).toBe(req!.headers[name]);
         }
         // No other spelling reaches the upstream at all.
