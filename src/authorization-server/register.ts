@@ -11,6 +11,7 @@ import { clientIp } from './client-ip.js';
 import { ClientMetadataError, parseClientMetadata } from './client-metadata.js';
 import type { ClientRecord } from './client-record.js';
 import type { ClientRegistry } from './clients.js';
+import { NO_STORE } from './no-store.js';
 import type { RateLimiter } from './rate-limit.js';
 import { readBoundedText } from './request-body.js';
 import { hashSecret, randomToken } from './secrets.js';
@@ -68,7 +69,7 @@ export function registerRoutes(ctx: AsContext, deps: RegisterDeps): Hono {
         ...metadata.text,
       },
       201,
-      { 'cache-control': 'no-store', pragma: 'no-cache' },
+      NO_STORE,
     );
   });
   return app;

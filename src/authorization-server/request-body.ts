@@ -30,6 +30,13 @@ export function singleParams(search: URLSearchParams): Params {
   return params;
 }
 
+/** The value of a parameter the request cannot do without: 400 invalid_request when it is missing or empty. */
+export function requiredParam(params: Params, name: string): string {
+  const value = params.get(name);
+  if (!value) throw new GatewayError(400, 'invalid_request', `${name} is required`);
+  return value;
+}
+
 /** An `application/x-www-form-urlencoded` body (the only encoding /token and /revoke accept). */
 export async function readForm(request: Request, maxBytes = MAX_FORM_BYTES): Promise<Params> {
   const type = request.headers.get('content-type')?.split(';')[0]?.trim().toLowerCase();

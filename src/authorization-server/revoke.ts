@@ -12,8 +12,8 @@ import { authenticateClient } from './client-auth.js';
 import type { ClientRegistry } from './clients.js';
 import { publicCors } from './cors.js';
 import type { Grants } from './grants.js';
-import { readForm } from './request-body.js';
-import { GatewayError } from '../errors/gateway-error.js';
+import { NO_STORE } from './no-store.js';
+import { readForm, requiredParam } from './request-body.js';
 
 export interface RevokeDeps {
   clients: ClientRegistry;
@@ -27,15 +27,14 @@ export function revokeRoutes(ctx: AsContext, deps: RevokeDeps): Hono {
     try {
       const params = await readForm(c.req.raw);
       const client = await authenticateClient(deps.clients, params, c.req.header('authorization'), ctx.issuer);
-      const token = params.get('token');
-      if (!token) throw new GatewayError(400, 'invalid_request', 'token is required');
+      const token = requiredParam(params, 'token');
       // Any token_type_hint is fine: the token is tried as a refresh token, then as an access token.
       const refreshGrant = await deps.grants.lookup(token);
       const grant = refreshGrant ?? (await grantOfAccessToken(ctx.keys, ctx.issuer, token));
       if (grant && grant.clientId === client.clientId) {
         await deps.grants.revoke(grant.grantId, 'revoked_by_client', { subject: grant.subject, clientId: client.clientId, token: refreshGrant ? 'refresh_token' : 'access_token' });
       }
-      return c.body(null, 200, { 'cache-control': 'no-store', pragma: 'no-cache' });
+      return c.body(null, 200, NO_STORE);
     } catch (err) {
       return errorResponse(toGatewayError(err, { storeUnavailable: 'The revocation service is temporarily unavailable' }));
     }

@@ -6,6 +6,7 @@ import { GatewayError } from '../../errors/gateway-error.js';
 import { mayUseGrant } from '../client-grants.js';
 import type { GrantInfo } from '../grants.js';
 import { pkceVerifierMatches } from '../pkce.js';
+import { requiredParam } from '../request-body.js';
 import { stillGrantable } from '../resource-scope.js';
 import { invalidGrant, issueTokens, resolvedOrThrow, type GrantHandlerFactory } from './grant-handler.js';
 
@@ -17,8 +18,7 @@ export const authorizationCodeGrant: GrantHandlerFactory = (ctx, deps) => {
   }
 
   return async (client, params) => {
-    const code = params.get('code');
-    if (!code) throw new GatewayError(400, 'invalid_request', 'code is required');
+    const code = requiredParam(params, 'code');
     if (!mayUseGrant(client, 'authorization_code')) throw new GatewayError(400, 'unauthorized_client', 'This client is not registered for the authorization_code grant');
     const record = await deps.codes.peek(code);
     if (!record) {

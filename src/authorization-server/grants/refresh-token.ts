@@ -5,12 +5,12 @@
 // refresh token.
 import { GatewayError } from '../../errors/gateway-error.js';
 import { mayUseGrant } from '../client-grants.js';
+import { requiredParam } from '../request-body.js';
 import { stillGrantable } from '../resource-scope.js';
 import { issueTokens, resolvedOrThrow, type GrantHandlerFactory } from './grant-handler.js';
 
 export const refreshTokenGrant: GrantHandlerFactory = (ctx, deps) => async (client, params) => {
-  const presented = params.get('refresh_token');
-  if (!presented) throw new GatewayError(400, 'invalid_request', 'refresh_token is required');
+  const presented = requiredParam(params, 'refresh_token');
   if (!mayUseGrant(client, 'refresh_token')) throw new GatewayError(400, 'unauthorized_client', 'This client is not registered for the refresh_token grant');
   const found = await deps.grants.lookup(presented);
   const known = found?.clientId === client.clientId ? found : undefined;
