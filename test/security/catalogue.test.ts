@@ -1,6 +1,6 @@
 /**
- * Every case of the attack catalogue (SECURITY-CASES, 45 cases in groups A–I) has a named test:
- * some describe/it title under test/security carries its tag (`[A1]` … `[I45]`), and SECURITY.md's
+ * Every case of the attack catalogue (SECURITY-CASES, 62 cases in groups A–J) has a named test:
+ * some describe/it title under test/security carries its tag (`[A1]` … `[J62]`), and SECURITY.md's
  * catalogue table names, for each case, every test file whose titles carry that tag. Cases the
  * table marks "covered by as-idp" are checked in the third-party login's suite (as-idp-*.test.ts),
  * whose titles name them without brackets.
@@ -12,7 +12,8 @@ import { describe, expect, it } from 'vitest';
 const ROOT = new URL('../../', import.meta.url).pathname;
 const SECURITY_DIR = join(ROOT, 'test/security');
 /** The catalogue's groups and the case numbers in each. */
-const GROUPS: Record<string, [number, number]> = { A: [1, 8], B: [9, 10], C: [11, 13], D: [14, 18], E: [19, 22], F: [23, 26], G: [27, 33], H: [34, 42], I: [43, 45] };
+const GROUPS: Record<string, [number, number]> = { A: [1, 8], B: [9, 10], C: [11, 13], D: [14, 18], E: [19, 22], F: [23, 26], G: [27, 33], H: [34, 42], I: [43, 45], J: [46, 62] };
+const CASES = 62;
 const groupOf = (n: number) => Object.entries(GROUPS).find(([, [lo, hi]]) => n >= lo && n <= hi)![0];
 
 function testFiles(dir: string): string[] {
@@ -69,9 +70,9 @@ const tagged = new Map<number, Set<string>>();
 const badTags: string[] = [];
 for (const file of files) {
   for (const title of testTitles(readFileSync(file, 'utf8'))) {
-    for (const [, group, num] of title.matchAll(/\[([A-I])(\d{1,2})\]/g)) {
+    for (const [, group, num] of title.matchAll(/\[([A-J])(\d{1,2})\]/g)) {
       const n = Number(num);
-      if (n < 1 || n > 45 || groupOf(n) !== group) badTags.push(`${relative(ROOT, file)}: [${group}${num}] in "${title}"`);
+      if (n < 1 || n > CASES || groupOf(n) !== group) badTags.push(`${relative(ROOT, file)}: [${group}${num}] in "${title}"`);
       else (tagged.get(n) ?? tagged.set(n, new Set()).get(n)!).add(relative(ROOT, file));
     }
   }
@@ -82,7 +83,7 @@ function catalogueTable(): Map<number, { files: string[]; idp: boolean }> {
   const rows = new Map<number, { files: string[]; idp: boolean }>();
   const text = readFileSync(join(ROOT, 'SECURITY.md'), 'utf8');
   for (const line of text.split('\n')) {
-    const m = /^\|\s*(\d{1,2})\s*\|\s*([A-I])\s*\|(.*)\|\s*$/.exec(line);
+    const m = /^\|\s*(\d{1,2})\s*\|\s*([A-J])\s*\|(.*)\|\s*$/.exec(line);
     if (!m) continue;
     const n = Number(m[1]);
     expect(rows.has(n), `case ${n} appears twice in SECURITY.md`).toBe(false);
@@ -98,14 +99,24 @@ describe('the attack catalogue', () => {
     expect(testTitles("describe('[A1] x', () => { it.each([['a', (s: string) => s.replace(/(x)/, '')]])('[B9] %s', () => {}); });")).toEqual(['[A1] x', '[B9] %s']);
   });
 
+  // The catalogue itself lives beside the repository (../shared) on CI and developer machines.
+  it.skipIf(!existsSync(join(ROOT, '../shared/SECURITY-CASES.md')))('this test knows every case of SECURITY-CASES.md and its group', () => {
+    const cases = readFileSync(join(ROOT, '../shared/SECURITY-CASES.md'), 'utf8');
+    const numbered = [...cases.matchAll(/^(\d{1,2})\. /gm)].map((m) => Number(m[1]));
+    expect(numbered).toEqual(Array.from({ length: CASES }, (_, i) => i + 1));
+    for (const [, letter, body] of cases.matchAll(/^## ([A-Z])\. [^\n]*\n([\s\S]*?)(?=^## |$(?![\s\S]))/gm)) {
+      for (const [, num] of body!.matchAll(/^(\d{1,2})\. /gm)) expect(groupOf(Number(num)), `case ${num}`).toBe(letter);
+    }
+  });
+
   it('every tag names a case of its own group', () => {
     expect(badTags).toEqual([]);
   });
 
-  it('every case 1–45 has at least one named test', () => {
+  it('every case 1–62 has at least one named test', () => {
     const table = catalogueTable();
     const missing: number[] = [];
-    for (let n = 1; n <= 45; n++) {
+    for (let n = 1; n <= CASES; n++) {
       if (tagged.has(n)) continue;
       const idpTitles = idpFiles.flatMap((f) => testTitles(readFileSync(f, 'utf8')));
       const re = new RegExp(`\\b${groupOf(n)}${n}\\b`);
@@ -117,7 +128,7 @@ describe('the attack catalogue', () => {
 
   it('SECURITY.md maps every case, to files that exist and that carry its tag, and names every file that does', () => {
     const table = catalogueTable();
-    expect([...table.keys()].sort((a, b) => a - b)).toEqual(Array.from({ length: 45 }, (_, i) => i + 1));
+    expect([...table.keys()].sort((a, b) => a - b)).toEqual(Array.from({ length: CASES }, (_, i) => i + 1));
     for (const [n, row] of table) {
       for (const file of row.files) expect(existsSync(join(ROOT, file)), `SECURITY.md case ${n}: ${file} does not exist`).toBe(true);
       const carrying = [...(tagged.get(n) ?? [])].sort();
