@@ -24,17 +24,17 @@ export type ValidatedRequest =
 export async function validateAuthorizationRequest(ctx: AsContext, clients: ClientRegistry, search: URLSearchParams): Promise<ValidatedRequest> {
   const values = new Map<string, string[]>();
   for (const [name, value] of search) values.set(name, [...(values.get(name) ?? []), value]);
-  const single = (name: string) => values.get(name)?.[0];
+  const first = (name: string) => values.get(name)?.[0];
   const repeated = (name: string) => (values.get(name)?.length ?? 0) > 1;
 
-  const clientId = single('client_id');
+  const clientId = first('client_id');
   if (!clientId || repeated('client_id')) return page('Invalid request', 'The request names no client, or more than one.');
   const lookup = await clients.find(clientId);
   if (!lookup.found) return page('Unknown application', `The application that sent you here is not known to this server (${lookup.reason}).`);
   const { client } = lookup;
 
   if (repeated('redirect_uri')) return page('Invalid request', 'The request names more than one redirect URI.');
-  const sentRedirectUri = single('redirect_uri');
+  const sentRedirectUri = first('redirect_uri');
   let redirectUri: string;
   let registeredRedirectUri: string;
   if (sentRedirectUri === undefined) {
@@ -48,7 +48,7 @@ export async function validateAuthorizationRequest(ctx: AsContext, clients: Clie
     registeredRedirectUri = matched;
   }
 
-  const state = repeated('state') ? undefined : single('state');
+  const state = repeated('state') ? undefined : first('state');
   const fail = (error: string, description: string): ValidatedRequest =>
     client.kind === 'static'
       ? { outcome: 'redirect', redirectUri, state, error, description }
@@ -58,26 +58,26 @@ export async function validateAuthorizationRequest(ctx: AsContext, clients: Clie
   if (repeated('resource')) return fail('invalid_target', 'exactly one resource is accepted');
   for (const list of values.values()) if (list.length > 1) return fail('invalid_request', 'a parameter is repeated');
   if (values.has('request') || values.has('request_uri')) return fail('request_not_supported', 'request objects are not supported');
-  const responseType = single('response_type');
+  const responseType = first('response_type');
   if (!responseType) return fail('invalid_request', 'response_type is required');
   if (responseType !== 'code') return fail('unsupported_response_type', 'only response_type=code is supported');
   if (!client.grantTypes.includes('authorization_code')) return fail('unauthorized_client', 'this client is not registered for the authorization_code grant');
-  const codeChallenge = single('code_challenge');
+  const codeChallenge = first('code_challenge');
   if (!codeChallenge || !isWellFormedChallenge(codeChallenge)) return fail('invalid_request', 'a PKCE code_challenge (43 to 128 characters) is required');
-  if (single('code_challenge_method') !== 'S256') return fail('invalid_request', 'code_challenge_method must be S256');
-  if (single('response_mode') !== undefined && single('response_mode') !== 'query') return fail('invalid_request', 'only response_mode=query is supported');
+  if (first('code_challenge_method') !== 'S256') return fail('invalid_request', 'code_challenge_method must be S256');
+  if (first('response_mode') !== undefined && first('response_mode') !== 'query') return fail('invalid_request', 'only response_mode=query is supported');
   // Every authorization needs the user here (consent, login): a silent one cannot succeed.
-  if (single('prompt')?.split(' ').includes('none')) return fail('login_required', 'user interaction is required');
+  if (first('prompt')?.split(' ').includes('none')) return fail('login_required', 'user interaction is required');
 
-  const resource = resolveResource(ctx, single('resource'));
+  const resource = resolveResource(ctx, first('resource'));
   if (!resource.ok) return fail(resource.error, resource.description);
-  const scopes = resolveScopes(resource.value, client, single('scope'));
+  const scopes = resolveScopes(resource.value, client, first('scope'));
   if (!scopes.ok) return fail(scopes.error, scopes.description);
 
   return {
     outcome: 'ok',
     client,
-    forceConsent: single('prompt')?.split(' ').includes('consent') ?? false,
+    forceConsent: first('prompt')?.split(' ').includes('consent') ?? false,
     request: {
       clientId,
       redirectUri,

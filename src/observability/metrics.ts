@@ -4,7 +4,8 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { CounterTally } from './counter-tally.js';
 import { RequestHistogram } from './request-histogram.js';
 
-export type Decision = 'allow' | 'deny' | 'unauthenticated' | 'error';
+/** The `decision` label of mag_requests_total: what became of a request to a protected route (not policy's Decision). */
+export type RequestOutcome = 'allow' | 'deny' | 'unauthenticated' | 'error';
 
 /** What the built-in authorization server counts. */
 export type AuthorizationServerMetrics = Pick<Metrics, 'tokensIssued' | 'tokenErrors' | 'consentDecisions' | 'grantsRevoked' | 'rateLimited' | 'rateLimitFailOpen' | 'revocationSyncs' | 'revocationLastRead'>;

@@ -38,8 +38,8 @@ const TOOL_MEMBERS = readNames('name');
 
 export function toolsListFilter(options: ToolsListFilterOptions): ResponseTransform {
   return (headers) => {
-    const encoding = single(headers['content-encoding']);
-    const type = (single(headers['content-type']) ?? '').trimStart().toLowerCase();
+    const encoding = joinedHeader(headers['content-encoding']);
+    const type = (joinedHeader(headers['content-type']) ?? '').trimStart().toLowerCase();
     // As clients look (the MCP SDKs test `includes`, event stream first): a
     // `text/plain, application/json` answer is JSON to them, so to the filter.
     const isSse = type.includes('text/event-stream');
@@ -50,7 +50,8 @@ export function toolsListFilter(options: ToolsListFilterOptions): ResponseTransf
   };
 }
 
-const single = (value: string | string[] | undefined) => (Array.isArray(value) ? value.join(', ') : value);
+/** A header's value as one string, repeated ones joined as Node joins them. */
+const joinedHeader = (value: string | string[] | undefined) => (Array.isArray(value) ? value.join(', ') : value);
 
 function refuse(why: string): BodyTransform {
   const fail = (): Buffer => {

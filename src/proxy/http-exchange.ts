@@ -31,7 +31,8 @@ class Cancelled extends Error {
 const isEventStream = (contentType: string | string[] | undefined) =>
   typeof contentType === 'string' && contentType.trimStart().toLowerCase().startsWith('text/event-stream');
 
-const single = (value: string | string[] | undefined) => (typeof value === 'string' ? value : undefined);
+/** A header's value when sent once; a repeated one (an array) counts as absent. */
+const soleHeader = (value: string | string[] | undefined) => (typeof value === 'string' ? value : undefined);
 
 const DECIMAL = /^\d{1,15}$/;
 
@@ -131,7 +132,7 @@ export class Exchange implements Dispatcher.DispatchHandler, IdleWatched {
     }
     if (statusCode < 300) {
       if (this.method === 'DELETE' && this.sessionId !== undefined) this.scope.session.release(this.sessionId);
-      const issued = single(headers['mcp-session-id']);
+      const issued = soleHeader(headers['mcp-session-id']);
       if (issued !== undefined && issued !== this.sessionId) return this.bindThenWriteHead(controller, issued, statusCode, headers);
     }
     this.writeHead(statusCode, headers);
@@ -179,7 +180,7 @@ export class Exchange implements Dispatcher.DispatchHandler, IdleWatched {
       this.scope.metrics?.streamOpened();
     } else {
       this.scope.stalledBodies.watch(this);
-      const declared = single(headers['content-length']);
+      const declared = soleHeader(headers['content-length']);
       if (!this.body && declared !== undefined && DECIMAL.test(declared)) this.untilEnd = Number(declared);
     }
   }

@@ -14,7 +14,7 @@ import { checkOrigin, corsPreflight, corsResponseHeaders } from '../proxy/origin
 import type { Forwarder } from '../proxy/forwarder.js';
 import { isForwardedMethod, methodNotAllowed } from '../proxy/forwarded-methods.js';
 import type { UpstreamCredential } from '../upstream-auth/upstream-credential.js';
-import type { Metrics, Decision } from '../observability/metrics.js';
+import type { Metrics, RequestOutcome } from '../observability/metrics.js';
 import type { TallyCount } from '../observability/counter-tally.js';
 import type { Logger } from '../observability/logger.js';
 import { writeError } from '../errors/write-error.js';
@@ -49,7 +49,7 @@ export function createProtectedRoute(route: RouteConfig, deps: ProtectedRouteDep
   const duration = deps.metrics.duration.labels(routeLabel);
   // Bound once per status and decision: this runs for every request.
   const counts = new Map<string, TallyCount>();
-  const countOf = (status: number, decision: Decision): TallyCount => {
+  const countOf = (status: number, decision: RequestOutcome): TallyCount => {
     const key = `${status} ${decision}`;
     let count = counts.get(key);
     if (count === undefined) counts.set(key, (count = deps.metrics.requestTally.count({ route: routeLabel, status: String(status), decision })));
@@ -57,7 +57,7 @@ export function createProtectedRoute(route: RouteConfig, deps: ProtectedRouteDep
   };
   const allowedOk = countOf(200, 'allow');
 
-  function finish(status: number, decision: Decision, startedMs: number): void {
+  function finish(status: number, decision: RequestOutcome, startedMs: number): void {
     (status === 200 && decision === 'allow' ? allowedOk : countOf(status, decision)).inc();
     duration.observe((performance.now() - startedMs) / 1000);
   }
