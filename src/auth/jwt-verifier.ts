@@ -73,7 +73,7 @@ async function verifyJwt(token: string, key: KeySource, checks: JwtChecks): Prom
     payload = await verifyWithAnyKey(token, key, options);
   } catch (err) {
     if (err instanceof errors.JWTClaimValidationFailed) reportMismatch(err, checks);
-    throw toGatewayError(err);
+    throw jwtRejection(err);
   }
   if (typeof payload.sub !== 'string' || payload.sub === '') throw invalidToken('Token has no subject');
   return {
@@ -132,7 +132,8 @@ async function verifyWithAnyKey(token: string, key: KeySource, options: JWTVerif
   }
 }
 
-function toGatewayError(err: unknown): GatewayError {
+/** What a failed jose verification means for the client: 503 when the keys are out of reach, else 401. */
+function jwtRejection(err: unknown): GatewayError {
   if (err instanceof GatewayError) return err;
   if (err instanceof JwksUnavailable || err instanceof errors.JWKSTimeout || err instanceof errors.JWKSInvalid) {
     return temporarilyUnavailable('Token signing keys are unavailable', err);

@@ -10,9 +10,10 @@
 // first (confirmSession): a grant never outlives its IdP session by more
 // than one IdP access token's lifetime.
 import { GatewayError, invalidToken, temporarilyUnavailable } from '../errors/gateway-error.js';
+import { translateKnown } from '../errors/translate.js';
 import type { Logger } from '../observability/logger.js';
 import { idpRefreshLockKey } from '../store/key-names.js';
-import { StoreUnavailableError, type Store } from '../store/store.js';
+import type { Store } from '../store/store.js';
 import type { IdpTokenSource } from '../upstream-auth/upstream-credential.js';
 import { GRANT_ID_CLAIM } from './access-token.js';
 import type { GrantInfo, Grants } from './grants.js';
@@ -65,7 +66,8 @@ export class IdpAccessTokens implements IdpTokenSource {
         if (!(await this.deps.grants.isRevoked(grant.grantId))) await this.#endGrant(grant.grantId, grant, 'no identity provider session is bound to the grant');
         throw new GatewayError(400, 'invalid_grant', 'The sign-in at the identity provider has ended; sign in again');
       }
-      if (err instanceof GatewayError || err instanceof StoreUnavailableError) throw err;
+      // An error the translator knows (the store down among them) goes on to /token's handler, which words it.
+      if (translateKnown(err)) throw err;
       throw temporarilyUnavailable('The identity provider cannot be reached; try again', err);
     }
   }
