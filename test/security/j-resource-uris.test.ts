@@ -1,5 +1,5 @@
 /**
- * SECURITY-CASES J47 (DESIGN.md §7.1 "one reading of every message"), for the
+ * SECURITY-CASES J47 (SECURITY.md "One reading of every message"), for the
  * resource URIs that `resources/read` rules judge: a URI reaches the upstream
  * only in its one canonical spelling (src/policy/resource-uri.ts), so no dot
  * segment, escape, case or file: form walks around a glob. Run through the
