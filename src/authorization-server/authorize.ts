@@ -18,7 +18,7 @@ import { renderConsent } from './consent.js';
 import type { Interactions } from './interactions.js';
 import type { LoginMethod } from './login/login-method.js';
 import { errorPage, guarded } from './pages/respond-page.js';
-import { readBoundedText, MAX_FORM_BYTES } from './request-body.js';
+import { readPageForm } from './request-body.js';
 
 export interface AuthorizeDeps {
   clients: ClientRegistry;
@@ -54,7 +54,7 @@ export function authorizeRoutes(ctx: AsContext, deps: AuthorizeDeps): Hono {
     guarded(c, async () => {
       const type = c.req.header('content-type')?.split(';')[0]?.trim().toLowerCase();
       if (type !== 'application/x-www-form-urlencoded') return errorPage(c, 400, 'Invalid request', 'An authorization request sent by POST must be a form.');
-      return authorize(c, new URLSearchParams(await readBoundedText(c.req.raw, MAX_FORM_BYTES)));
+      return authorize(c, await readPageForm(c.req.raw));
     }),
   );
   return app;

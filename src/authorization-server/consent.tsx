@@ -20,7 +20,7 @@ import type { LoginMethod, LoginServices } from './login/login-method.js';
 import { ConsentPage } from './pages/consent-page.js';
 import { errorPage, guarded } from './pages/respond-page.js';
 import { PAGE_HEADERS } from './pages/security-headers.js';
-import { readBoundedText, MAX_FORM_BYTES } from './request-body.js';
+import { readPageForm } from './request-body.js';
 
 export const CONSENT_PATH = `${AS_PAGES_PREFIX}consent`;
 
@@ -60,7 +60,7 @@ export function consentRoutes(ctx: AsContext, deps: ConsentDeps): Hono {
   app.post(CONSENT_PATH, (c) =>
     guarded(c, async () => {
       if (isCrossSitePost(c, deps.selfOrigin)) return errorPage(c, 403, 'Not allowed', 'Consent must be given on this site.');
-      const form = new URLSearchParams(await readBoundedText(c.req.raw, MAX_FORM_BYTES));
+      const form = await readPageForm(c.req.raw);
       const interactionId = form.get('interaction') ?? '';
       const browserId = await deps.browser.browserId(c);
       if (!deps.browser.checkCsrf(browserId, interactionId, form.get('csrf') ?? undefined)) {

@@ -2,7 +2,7 @@
 // reading, and form parameters that may appear only once (RFC 6749 §3.1, §3.2).
 import { GatewayError } from '../errors/gateway-error.js';
 
-export const MAX_FORM_BYTES = 64 * 1024;
+const MAX_FORM_BYTES = 64 * 1024;
 
 export async function readBoundedText(request: Request, maxBytes: number): Promise<string> {
   const declared = Number(request.headers.get('content-length') ?? 0);
@@ -16,6 +16,11 @@ export async function readBoundedText(request: Request, maxBytes: number): Promi
     chunks.push(chunk);
   }
   return Buffer.concat(chunks).toString('utf8');
+}
+
+/** A browser's form post (POST /authorize, consent, login pages): size-bounded, of any content type; each page judges its own fields. */
+export async function readPageForm(request: Request): Promise<URLSearchParams> {
+  return new URLSearchParams(await readBoundedText(request, MAX_FORM_BYTES));
 }
 
 /** Parameters of a form or query; a repeated parameter is refused. */

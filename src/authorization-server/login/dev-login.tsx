@@ -7,7 +7,7 @@ import { Layout } from '../pages/layout.js';
 import { PAGE_HEADERS } from '../pages/security-headers.js';
 import { isCrossSitePost } from '../browser.js';
 import { belongsTo, type Interaction } from '../interactions.js';
-import { readBoundedText, MAX_FORM_BYTES } from '../request-body.js';
+import { readPageForm } from '../request-body.js';
 import type { LoginMethod, LoginMethodFactory } from './login-method.js';
 
 /** What a dev user name may be: the token's `sub`, so printable and short. */
@@ -47,7 +47,7 @@ export const devLogin: LoginMethodFactory = (_ctx, services): LoginMethod => {
       app.get(action, (c) => services.errorPage(c, 403, 'Not allowed', 'Sign in through the form.'));
       app.post(action, async (c) => {
         if (isCrossSitePost(c, services.selfOrigin)) return services.errorPage(c, 403, 'Not allowed', 'This form must be sent from this site.');
-        const form = new URLSearchParams(await readBoundedText(c.req.raw, MAX_FORM_BYTES));
+        const form = await readPageForm(c.req.raw);
         const interactionId = form.get('interaction') ?? '';
         const browserId = await services.browser.browserId(c);
         if (!services.browser.checkCsrf(browserId, interactionId, form.get('csrf') ?? undefined)) {
