@@ -1,7 +1,7 @@
 // Which grants are revoked, known synchronously on every request (README,
 // "limits and revocation": a revoked grant's access tokens are refused on
-// every replica within 5 s, on kept-alive connections too). An access token is a JWT checked
-// without a store round trip, so each replica keeps a local set of revoked
+// every replica within 5 s, on kept-alive connections too). An access token
+// is a JWT checked without a store round trip, so each replica keeps a local set of revoked
 // grant ids: a revocation made here enters it at once; one made elsewhere
 // arrives through a shared log in the store (a Redis sorted set stamped by
 // the server's clock), read every POLL_INTERVAL_MS "since the last stamp
