@@ -1,5 +1,5 @@
 // Turns results into what people read: the goals of issue 13 checked, a
-// markdown summary for the README (bench/results/latest.md) and the chart.
+// markdown summary for docs/benchmark.md (bench/results/latest.md) and the chart.
 import { LOADER_LIMIT_PCT } from './loader.js';
 import type { BenchResults, Goal, ShapeSummary, TargetName, TargetSummary } from './results.js';
 import { TARGET_LABELS } from './results.js';

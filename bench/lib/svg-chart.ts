@@ -1,4 +1,4 @@
-// A small horizontal bar chart in plain SVG (no dependencies), for the README:
+// A small horizontal bar chart in plain SVG (no dependencies), for docs/benchmark.md:
 // one panel per measure, one bar per target at its median, with a whisker
 // from the lowest to the highest round.
 
