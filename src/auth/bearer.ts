@@ -12,17 +12,6 @@ const AUTH_SCHEME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const BEARER_CREDENTIALS = /^Bearer +([A-Za-z0-9\-._~+/]+=*)$/i;
 
 /**
- * The bearer token of a request, or undefined when there is none (no
- * Authorization header, or one with another scheme): the caller answers
- * with a 401 challenge. Throws `invalid_request` (400) for a token in the
- * query string, duplicated headers, and malformed or oversized credentials.
- */
-export function extractBearerToken(rawHeaders: readonly string[], search: string): string | undefined {
-  const header = authorizationHeader(rawHeaders, search);
-  return header === undefined ? undefined : bearerTokenOf(header);
-}
-
-/**
  * The request's one Authorization header value, unchecked, or undefined.
  * Throws `invalid_request` for two headers or a token in the query string.
  */

@@ -284,6 +284,5 @@ export const GatewayDocumentSchema = GatewaySchema.extend({
 }).meta({ id: 'GatewayFile', description: 'gateway.yaml: the global settings' });
 
 export type GatewayFile = z.infer<typeof GatewaySchema>;
-export type GatewayDocument = z.infer<typeof GatewayDocumentSchema>;
 export type RouteFile = z.infer<typeof RouteSchema>;
 export type SecretRefValue = z.infer<typeof SecretRef>;

@@ -26,9 +26,6 @@ export const RATE_LIMIT_CLASS = 'ratelimit';
 /** Principal that created an upstream session (`Mcp-Session-Id`) on a route. */
 export const sessionBindingKey = (routePath: string, sessionId: string) => key('session', routePath, sessionId);
 
-/** An upstream credential shared across replicas (cache key built by the credential kind). */
-export const upstreamTokenKey = (upstream: string, cacheKey: string) => key('upstream-token', upstream, cacheKey);
-
 // --- built-in authorization server (reserved for it) ------------------------
 
 /** A registered client (DCR) or a fetched Client ID Metadata Document. */

@@ -1,12 +1,13 @@
 import { describe, expect, it, vi } from 'vitest';
 import fc from 'fast-check';
-import { extractBearerToken, hasBodyAccessToken } from '../../src/auth/bearer.js';
+import { hasBodyAccessToken } from '../../src/auth/bearer.js';
 import { authenticate } from '../../src/auth/authenticate.js';
 import type { AuthContext } from '../../src/auth/principal.js';
 import type { TokenVerifier } from '../../src/auth/verifier.js';
 import type { RouteConfig } from '../../src/config/types.js';
 import { GatewayError } from '../../src/errors/gateway-error.js';
 import { TokenCache } from '../../src/auth/token-cache.js';
+import { tokenFromRequest } from '../helpers/bearer.js';
 
 const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
 
@@ -22,29 +23,29 @@ function rejection(run: () => unknown): GatewayError {
 
 const auth = (...values: string[]) => values.flatMap((v) => ['Authorization', v]);
 
-describe('extractBearerToken', () => {
+describe('the bearer token authenticate reads', () => {
   it('returns the token of a well-formed header', () => {
-    expect(extractBearerToken(['Host', 'x', ...auth('Bearer abc.DEF-_~+/=')], '')).toBe('abc.DEF-_~+/=');
-    expect(extractBearerToken(auth('Bearer abc=='), '?x=1')).toBe('abc==');
+    expect(tokenFromRequest(['Host', 'x', ...auth('Bearer abc.DEF-_~+/=')], '')).toBe('abc.DEF-_~+/=');
+    expect(tokenFromRequest(auth('Bearer abc=='), '?x=1')).toBe('abc==');
   });
 
   it('treats the scheme case-insensitively and the header name too', () => {
-    expect(extractBearerToken(auth('bearer t'), '')).toBe('t');
-    expect(extractBearerToken(auth('BEARER t'), '')).toBe('t');
-    expect(extractBearerToken(['aUtHoRiZaTiOn', 'BeArEr t'], '')).toBe('t');
+    expect(tokenFromRequest(auth('bearer t'), '')).toBe('t');
+    expect(tokenFromRequest(auth('BEARER t'), '')).toBe('t');
+    expect(tokenFromRequest(['aUtHoRiZaTiOn', 'BeArEr t'], '')).toBe('t');
   });
 
   it('accepts one or more spaces after the scheme (RFC 6750 1*SP)', () => {
-    expect(extractBearerToken(auth('Bearer   t'), '')).toBe('t');
+    expect(tokenFromRequest(auth('Bearer   t'), '')).toBe('t');
   });
 
   it('returns undefined without an Authorization header or with another scheme', () => {
-    expect(extractBearerToken([], '')).toBeUndefined();
-    expect(extractBearerToken(['Host', 'x'], '?a=b')).toBeUndefined();
-    expect(extractBearerToken(auth('Basic dXNlcjpwYXNz'), '')).toBeUndefined();
-    expect(extractBearerToken(auth('DPoP abc'), '')).toBeUndefined();
-    expect(extractBearerToken(auth('Bearerx abc'), '')).toBeUndefined();
-    expect(extractBearerToken(auth('Negotiate'), '')).toBeUndefined();
+    expect(tokenFromRequest([], '')).toBeUndefined();
+    expect(tokenFromRequest(['Host', 'x'], '?a=b')).toBeUndefined();
+    expect(tokenFromRequest(auth('Basic dXNlcjpwYXNz'), '')).toBeUndefined();
+    expect(tokenFromRequest(auth('DPoP abc'), '')).toBeUndefined();
+    expect(tokenFromRequest(auth('Bearerx abc'), '')).toBeUndefined();
+    expect(tokenFromRequest(auth('Negotiate'), '')).toBeUndefined();
   });
 
   it.each([
@@ -61,35 +62,35 @@ describe('extractBearerToken', () => {
     ['an empty header', ''],
     ['a leading space', ' Bearer abc'],
   ])('refuses %s with invalid_request', (_name, value) => {
-    const err = rejection(() => extractBearerToken(auth(value), ''));
+    const err = rejection(() => tokenFromRequest(auth(value), ''));
     expect(err.status).toBe(400);
     expect(err.code).toBe('invalid_request');
     expect(err.description).not.toContain('abc');
   });
 
   it('refuses two Authorization headers, whatever their schemes', () => {
-    expect(rejection(() => extractBearerToken(auth('Bearer a', 'Bearer a'), '')).code).toBe('invalid_request');
-    expect(rejection(() => extractBearerToken(auth('Basic x', 'Bearer a'), '')).code).toBe('invalid_request');
-    expect(rejection(() => extractBearerToken(['authorization', 'Bearer a', 'AUTHORIZATION', 'Bearer b'], '')).code).toBe('invalid_request');
+    expect(rejection(() => tokenFromRequest(auth('Bearer a', 'Bearer a'), '')).code).toBe('invalid_request');
+    expect(rejection(() => tokenFromRequest(auth('Basic x', 'Bearer a'), '')).code).toBe('invalid_request');
+    expect(rejection(() => tokenFromRequest(['authorization', 'Bearer a', 'AUTHORIZATION', 'Bearer b'], '')).code).toBe('invalid_request');
   });
 
   it('refuses a header over 8 KiB before parsing it', () => {
-    const err = rejection(() => extractBearerToken(auth(`Bearer ${'a'.repeat(64 * 1024)}`), ''));
+    const err = rejection(() => tokenFromRequest(auth(`Bearer ${'a'.repeat(64 * 1024)}`), ''));
     expect(err.code).toBe('invalid_request');
-    expect(rejection(() => extractBearerToken(auth(`Basic ${'a'.repeat(9000)}`), '')).code).toBe('invalid_request');
-    expect(extractBearerToken(auth(`Bearer ${'a'.repeat(8000)}`), '')).toHaveLength(8000);
+    expect(rejection(() => tokenFromRequest(auth(`Basic ${'a'.repeat(9000)}`), '')).code).toBe('invalid_request');
+    expect(tokenFromRequest(auth(`Bearer ${'a'.repeat(8000)}`), '')).toHaveLength(8000);
   });
 
   it.each(['?access_token=abc', 'access_token=abc', '?a=1&access_token=', '?access%5Ftoken=abc', '?%61ccess_token=x', '?ACCESS_TOKEN=x', '?access_token'])(
     'refuses a query token %s, even with a valid header',
     (search) => {
-      expect(rejection(() => extractBearerToken(auth('Bearer good'), search)).code).toBe('invalid_request');
-      expect(rejection(() => extractBearerToken([], search)).code).toBe('invalid_request');
+      expect(rejection(() => tokenFromRequest(auth('Bearer good'), search)).code).toBe('invalid_request');
+      expect(rejection(() => tokenFromRequest([], search)).code).toBe('invalid_request');
     },
   );
 
   it('leaves other query parameters alone', () => {
-    expect(extractBearerToken(auth('Bearer t'), '?access_tokens=1&token=2&x_access_token=3')).toBe('t');
+    expect(tokenFromRequest(auth('Bearer t'), '?access_tokens=1&token=2&x_access_token=3')).toBe('t');
   });
 
   it('never throws anything but a GatewayError, and accepts only b64token values (property)', () => {
@@ -103,7 +104,7 @@ describe('extractBearerToken', () => {
     fc.assert(
       fc.property(headers, fc.string({ maxLength: 30 }), (pairs, search) => {
         try {
-          const token = extractBearerToken(pairs.flat(), search);
+          const token = tokenFromRequest(pairs.flat(), search);
           if (token !== undefined) expect(token).toMatch(B64TOKEN);
         } catch (err) {
           expect(err).toBeInstanceOf(GatewayError);

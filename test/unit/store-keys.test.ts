@@ -18,7 +18,6 @@ describe('store keys', () => {
     const secret = 'code:*:secret';
     const all = [
       keys.sessionBindingKey(secret, secret),
-      keys.upstreamTokenKey(secret, secret),
       keys.clientKey(secret),
       keys.authorizationCodeKey(secret),
       keys.refreshTokenKey(secret),

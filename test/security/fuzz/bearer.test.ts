@@ -4,8 +4,9 @@
  */
 import fc from 'fast-check';
 import { describe, expect } from 'vitest';
-import { extractBearerToken, hasBodyAccessToken } from '../../../src/auth/bearer.js';
+import { hasBodyAccessToken } from '../../../src/auth/bearer.js';
 import { GatewayError } from '../../../src/errors/gateway-error.js';
+import { tokenFromRequest } from '../../helpers/bearer.js';
 import { fuzz } from './harness.js';
 
 const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
@@ -43,7 +44,7 @@ const query = fc.oneof(
 /** Runs the parser; a throw must be the typed 400. */
 function parse(headers: string[], search: string): { token?: string; refused: boolean } {
   try {
-    return { token: extractBearerToken(headers, search), refused: false };
+    return { token: tokenFromRequest(headers, search), refused: false };
   } catch (err) {
     expect(err).toBeInstanceOf(GatewayError);
     expect((err as GatewayError).status).toBe(400);
@@ -84,7 +85,7 @@ describe('[A6] the Authorization parser', () => {
     'bearer: Bearer <b64token> in any scheme case and spacing round-trips',
     () =>
       fc.property(authorizationName, bearerSpelling, fc.integer({ min: 1, max: 5 }), b64token, (name, scheme, spaces, token) => {
-        expect(extractBearerToken([name, `${scheme}${' '.repeat(spaces)}${token}`, 'accept', '*/*'], '')).toBe(token);
+        expect(tokenFromRequest([name, `${scheme}${' '.repeat(spaces)}${token}`, 'accept', '*/*'], '')).toBe(token);
       }),
     { numRuns: 400 },
   );
@@ -94,7 +95,7 @@ describe('[A6] the Authorization parser', () => {
     () =>
       fc.property(authorizationName, authorizationName, authorizationValue, authorizationValue, fc.nat(3), (n1, n2, v1, v2, gap) => {
         const between = Array.from({ length: gap }, (_, i) => [`x-filler-${i}`, 'y']).flat();
-        expect(() => extractBearerToken([n1, v1, ...between, n2, v2], '')).toThrow(GatewayError);
+        expect(() => tokenFromRequest([n1, v1, ...between, n2, v2], '')).toThrow(GatewayError);
       }),
     { numRuns: 300 },
   );
@@ -104,8 +105,8 @@ describe('[A6] the Authorization parser', () => {
     () =>
       fc.property(accessTokenName, b64token, fc.string({ maxLength: 20 }), fc.boolean(), (name, token, other, first) => {
         const params = first ? `${name}=${token}&q=${encodeURIComponent(other)}` : `q=${encodeURIComponent(other)}&${name}=${token}`;
-        expect(() => extractBearerToken([], `?${params}`)).toThrow(GatewayError);
-        expect(() => extractBearerToken(['Authorization', `Bearer ${token}`], `?${params}`)).toThrow(GatewayError);
+        expect(() => tokenFromRequest([], `?${params}`)).toThrow(GatewayError);
+        expect(() => tokenFromRequest(['Authorization', `Bearer ${token}`], `?${params}`)).toThrow(GatewayError);
         expect(hasBodyAccessToken('application/x-www-form-urlencoded; charset=utf-8', Buffer.from(params))).toBe(true);
         expect(hasBodyAccessToken('application/json', Buffer.from(params))).toBe(false);
       }),
@@ -119,7 +120,7 @@ describe('[A6] the Authorization parser', () => {
         fc.stringMatching(/^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,12}$/).filter((s) => s.toLowerCase() !== 'bearer'),
         fc.stringMatching(/^[\x20-\x7E]{0,60}$/),
         (scheme, credentials) => {
-          expect(extractBearerToken(['Authorization', `${scheme} ${credentials}`], '')).toBeUndefined();
+          expect(tokenFromRequest(['Authorization', `${scheme} ${credentials}`], '')).toBeUndefined();
         },
       ),
     { numRuns: 300 },
