@@ -6,7 +6,7 @@ import { formatIssue, type ConfigIssue } from './config-error.js';
 import { parseDuration } from './duration.js';
 import { readSecret } from './secrets.js';
 import { canonicalUrl, isPlainHttpRemote, redactUrl, resourceMetadataUrl } from './urls.js';
-import { parseRedisUrl, RedisUrlError } from '../store/redis-url.js';
+import { parseRedisUrl, RedisUrlError } from './redis-url.js';
 import { refuseDevLogin } from './dev-login-placement.js';
 import { issuerWithTrailingSlash, upstreamWithoutPath } from './hints.js';
 import type { ConfigPath, Locate } from './yaml-file.js';

@@ -2,7 +2,7 @@
 // on every connection: bounded commands and connects, nothing queued behind a
 // dead connection, nothing re-sent after a dropped one.
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
-import type { RedisTopology } from './redis-url.js';
+import type { RedisTopology } from '../config/redis-url.js';
 
 export type RedisClient = Redis | Cluster;
 

@@ -8,7 +8,7 @@ import { Cluster } from 'ioredis';
 import { StoreUnavailableError, type LogEntry, type Store } from './store.js';
 import { assertTtl } from './ttl.js';
 import { createRedisClient, type RedisClient } from './redis-client.js';
-import { parseRedisUrl, type RedisTopology } from './redis-url.js';
+import { parseRedisUrl, type RedisTopology } from '../config/redis-url.js';
 
 export interface RedisStoreOptions {
   /** redis://, rediss:// (TLS), redis+sentinel:// or redis+cluster:// (see redis-url.ts). */

@@ -1,7 +1,7 @@
 // store.url → the topology ioredis connects to; malformed URLs are refused
 // with a message that never repeats the URL (it usually holds a password).
 import { describe, expect, it } from 'vitest';
-import { parseRedisUrl, RedisUrlError } from '../../src/store/redis-url.js';
+import { parseRedisUrl, RedisUrlError } from '../../src/config/redis-url.js';
 
 describe('parseRedisUrl', () => {
   it('passes redis:// and rediss:// through to ioredis as they are', () => {

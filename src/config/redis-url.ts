@@ -7,6 +7,7 @@
 // nodes); a Sentinel's own credentials go in the query. Errors never repeat any
 // part of the URL, not even a host or a query name: a password with an
 // unencoded `@`, `/`, `?` or `#` moves its pieces into those (SECURITY J62).
+// In config/ (a setting's syntax): `check` refuses a bad URL; store/ connects to what it reads.
 
 export interface RedisNodeAddress {
   host: string;
