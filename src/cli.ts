@@ -1,9 +1,10 @@
 // Entry point: serve | check | keys generate. Exit codes: 0 ok, 1 invalid
-// configuration or failed start, 2 usage.
+// configuration, failed start or a failed online check, 2 usage.
 import { parseArgs } from 'node:util';
 import { loadConfig } from './config/load.js';
 import { ConfigError } from './config/config-error.js';
 import { describeRoutes } from './config/describe.js';
+import { checkOnline } from './check/online-check.js';
 import { startGateway } from './gateway.js';
 import { watchConfig } from './config/watch.js';
 import { generateSigningKey } from './authorization-server/signing-keys.js';
@@ -15,7 +16,9 @@ const FORCED_EXIT_SLACK_MS = 5_000;
 
 const USAGE = `usage:
   mcp-auth-gateway [serve] --config <dir|file>   run the gateway (default config: ./policies)
-  mcp-auth-gateway check   --config <dir|file>   validate the configuration and print the routes
+  mcp-auth-gateway check   --config <dir|file> [--online]
+                                                 validate the configuration and print the routes; --online also reaches
+                                                 each route's issuer (metadata, JWKS) or introspection endpoint and upstream
   mcp-auth-gateway keys generate                 print a new private ES256 signing JWK
   mcp-auth-gateway demo                          gateway + built-in AS + dev login + a demo MCP server, on 127.0.0.1:8080 (PORT overrides)
   ${EXPLAIN_USAGE}
@@ -28,7 +31,7 @@ export async function main(argv: string[]): Promise<number | undefined> {
       args: argv,
       allowPositionals: true,
       strict: true,
-      options: { config: { type: 'string', short: 'c' }, help: { type: 'boolean', short: 'h' }, ...EXPLAIN_OPTIONS },
+      options: { config: { type: 'string', short: 'c' }, help: { type: 'boolean', short: 'h' }, online: { type: 'boolean' }, ...EXPLAIN_OPTIONS },
     });
   } catch (err) {
     console.error(`${(err as Error).message}\n${USAGE}`);
@@ -45,7 +48,7 @@ export async function main(argv: string[]): Promise<number | undefined> {
     case 'serve':
       return serve(source);
     case 'check':
-      return check(source);
+      return check(source, values.online ?? false);
     case 'demo':
       return demoCommand();
     case 'explain':
@@ -59,11 +62,14 @@ export async function main(argv: string[]): Promise<number | undefined> {
   return 2;
 }
 
-async function check(source: string): Promise<number> {
+async function check(source: string, online: boolean): Promise<number> {
   try {
     const config = await loadConfig(source);
     console.log(describeRoutes(config));
-    return 0;
+    if (!online) return 0;
+    const report = await checkOnline(config);
+    console.log(report.lines.join('\n'));
+    return report.ok ? 0 : 1;
   } catch (err) {
     if (err instanceof ConfigError) {
       console.error(err.message);

@@ -1,0 +1,78 @@
+// `check --online`: reaches what each route depends on (its token issuer's
+// metadata and keys, or its introspection endpoint; the authorization servers
+// it advertises; its upstream), so a wrong issuer, key set, audience or
+// upstream path shows before the first client does. Probes run concurrently;
+// one URL shared by several routes is fetched once.
+import type { GatewayConfig, RouteConfig } from '../config/types.js';
+import { redactUrl } from '../config/urls.js';
+import { error, formatFinding, ok, type Finding } from './findings.js';
+import { findMetadata, issuerFinding, probeJwtIssuer } from './probe-issuer.js';
+import { probeIntrospection } from './probe-introspection.js';
+import { probeUpstream } from './probe-upstream.js';
+
+export interface OnlineReport {
+  lines: string[];
+  /** No finding at level error. */
+  ok: boolean;
+}
+
+export async function checkOnline(config: GatewayConfig): Promise<OnlineReport> {
+  const once = memo();
+  const builtinIssuer = config.authorizationServer?.issuer;
+  const perRoute = await Promise.all(config.routes.map((route) => routeFindings(route, builtinIssuer, once)));
+  const lines = ['online:'];
+  let errors = 0;
+  for (const [i, route] of config.routes.entries()) {
+    lines.push(`${route.path}  (tokens must carry aud ${route.resource})`);
+    for (const finding of perRoute[i] ?? []) {
+      if (finding.level === 'error') errors++;
+      lines.push(formatFinding(finding));
+    }
+  }
+  lines.push(errors === 0 ? 'online: everything answered as expected' : `online: ${errors} problem${errors === 1 ? '' : 's'}`);
+  return { lines, ok: errors === 0 };
+}
+
+type Once = <T>(key: string, run: () => Promise<T>) => Promise<T>;
+
+function memo(): Once {
+  const started = new Map<string, Promise<unknown>>();
+  return <T>(key: string, run: () => Promise<T>) => {
+    if (!started.has(key)) started.set(key, run());
+    return started.get(key) as Promise<T>;
+  };
+}
+
+async function routeFindings(route: RouteConfig, builtinIssuer: string | undefined, once: Once): Promise<Finding[]> {
+  const [token, servers, upstream] = await Promise.all([
+    tokenFindings(route, once),
+    Promise.all(advertisedServers(route, builtinIssuer).map((issuer) => once(`as ${issuer}`, () => authorizationServerFinding(issuer)))),
+    probeUpstream(route),
+  ]);
+  return [...token, ...servers, upstream];
+}
+
+function tokenFindings(route: RouteConfig, once: Once): Promise<Finding[]> {
+  const token = route.token;
+  switch (token.kind) {
+    case 'jwt':
+      return once(`jwt ${JSON.stringify([token.issuer, token.jwksUri, token.algorithms])}`, () => probeJwtIssuer(token));
+    case 'introspection':
+      return once(`introspection ${token.endpoint} ${token.clientId}`, async () => [await probeIntrospection(token)]);
+    case 'builtin':
+      return Promise.resolve([ok('tokens', 'signed by the built-in authorization server (nothing to reach)')]);
+  }
+}
+
+/** The authorization servers clients are sent to, other than the gateway itself and the token issuer already probed. */
+function advertisedServers(route: RouteConfig, builtinIssuer: string | undefined): string[] {
+  const probed = route.token.kind === 'jwt' ? route.token.issuer : undefined;
+  return route.authorizationServers.filter((issuer) => issuer !== builtinIssuer && issuer !== probed);
+}
+
+/** MCP clients find the authorization server through its metadata: without one they cannot sign in. */
+async function authorizationServerFinding(issuer: string): Promise<Finding> {
+  const found = await findMetadata(issuer);
+  if ('failures' in found) return error('authorization server', `${redactUrl(issuer)} has no metadata, so clients cannot sign in: ${found.failures.join('; ')}`);
+  return issuerFinding('authorization server', issuer, found);
+}
