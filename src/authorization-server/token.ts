@@ -13,9 +13,8 @@ import { authorizationCodeGrant } from './grants/authorization-code.js';
 import { clientCredentialsGrant } from './grants/client-credentials.js';
 import type { GrantHandler, GrantHandlerFactory, TokenDeps } from './grants/grant-handler.js';
 import { refreshTokenGrant } from './grants/refresh-token.js';
+import { NO_STORE } from './no-store.js';
 import { readForm } from './request-body.js';
-
-const NO_STORE = { 'cache-control': 'no-store', pragma: 'no-cache' } as const;
 
 /** Every supported grant type has its handler (checked by the type). */
 const GRANTS: Record<GrantType, GrantHandlerFactory> = {
