@@ -39,6 +39,7 @@ export async function buildRouteTable(config: GatewayConfig, services: Services,
       builtin: as?.builtinVerifier,
       onCacheHit: () => services.tokenCacheHits.inc(),
       onCacheMiss: () => services.tokenCacheMisses.inc(),
+      logger,
     });
     const credential = createUpstreamCredential(route.upstreamAuth, {
       upstream: route.upstream,

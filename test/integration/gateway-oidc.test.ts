@@ -249,6 +249,10 @@ describe('tokens the gateway refuses', () => {
       const res = await nothingForwarded(() => post(path, token));
       expectRejection(res, { status: 401, error: 'invalid_token', challenge: 'error', resourceMetadata: metadataUrl(path) }, tokenSecrets(token));
     }
+    // The operator sees why: the expected audience and the one the token had (never the token).
+    const refusal = gw.logs.map((line) => JSON.parse(line) as Record<string, unknown>).find((l) => l.claim === 'aud' && l.route === '/everything/mcp');
+    expect(refusal).toMatchObject({ expected: url('/everything/mcp'), msg: 'token refused: its audience is not the one this route expects' });
+    expect(JSON.stringify(refusal?.received)).toContain(url('/other/mcp'));
   });
 
   it('refuses a token once it has expired (real 2 s token, 1 s skew; the cache does not outlive it)', async () => {
