@@ -7,7 +7,7 @@ import type { Context } from 'hono';
 import { getSignedCookie, setSignedCookie } from 'hono/cookie';
 import { constantTimeEqual, randomToken } from './secrets.js';
 
-export const BROWSER_COOKIE = '__Host-mag-csrf';
+const BROWSER_COOKIE = '__Host-mag-csrf';
 const BROWSER_COOKIE_MAX_AGE_S = 30 * 24 * 3600;
 
 export class BrowserBinding {

@@ -67,6 +67,6 @@ function parseBasic(header: string, realm: string): PresentedCredentials | undef
 
 const formDecode = (value: string) => decodeURIComponent(value.replace(/\+/g, ' '));
 
-export function invalidClient(description: string, realm: string): GatewayError {
+function invalidClient(description: string, realm: string): GatewayError {
   return new GatewayError(401, 'invalid_client', description, { headers: basicChallenge(realm) });
 }

@@ -8,7 +8,7 @@
 import type { ClientRecord, GrantType } from './client-record.js';
 
 /** What an anonymously registered client may be registered for, and use. */
-export const DYNAMIC_CLIENT_GRANT_TYPES: readonly GrantType[] = ['authorization_code', 'refresh_token'];
+const DYNAMIC_CLIENT_GRANT_TYPES: readonly GrantType[] = ['authorization_code', 'refresh_token'];
 
 /** Why a dynamic client may not be registered with `grant`; undefined when it may. */
 export function dynamicGrantRefusal(grant: string): string | undefined {

@@ -5,7 +5,7 @@ import { checkRedirectUri } from '../config/redirect-uri.js';
 import { dynamicGrantRefusal } from './client-grants.js';
 import { TOKEN_ENDPOINT_AUTH_METHODS, type GrantType, type TokenEndpointAuthMethod } from './client-record.js';
 
-export const MAX_REDIRECT_URIS = 20;
+const MAX_REDIRECT_URIS = 20;
 const MAX_TEXT = 1000;
 const SCOPE = /^[\x21\x23-\x5B\x5D-\x7E]+( [\x21\x23-\x5B\x5D-\x7E]+)*$/;
 const URL_FIELDS = ['client_uri', 'logo_uri', 'tos_uri', 'policy_uri'] as const;

@@ -11,7 +11,7 @@ import { getSignedCookie, setSignedCookie } from 'hono/cookie';
 import { hashSecret } from './secrets.js';
 import type { AuthorizationRequest } from './interactions.js';
 
-export const CONSENT_COOKIE = '__Host-mag-consent';
+const CONSENT_COOKIE = '__Host-mag-consent';
 const CONSENT_LIFETIME_MS = 30 * 24 * 3600_000;
 const MAX_ENTRIES = 20;
 

@@ -22,7 +22,7 @@ import { errorPage, guarded } from './pages/respond-page.js';
 import { PAGE_HEADERS } from './pages/security-headers.js';
 import { readPageForm } from './request-body.js';
 
-export const CONSENT_PATH = `${AS_PAGES_PREFIX}consent`;
+const CONSENT_PATH = `${AS_PAGES_PREFIX}consent`;
 
 export async function renderConsent(c: Context, client: ClientRecord, interaction: Interaction, csrfToken: string): Promise<Response> {
   const { request } = interaction;

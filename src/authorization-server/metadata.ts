@@ -9,7 +9,7 @@ import { endpointUrl } from './context.js';
 import { publicCors } from './cors.js';
 import { SUPPORTED_GRANT_TYPES, TOKEN_ENDPOINT_AUTH_METHODS } from './client-record.js';
 
-export function authorizationServerMetadata(ctx: AsContext): Record<string, unknown> {
+function authorizationServerMetadata(ctx: AsContext): Record<string, unknown> {
   const scopes = new Set<string>();
   for (const route of ctx.resources.values()) for (const scope of [...route.scopesSupported, ...route.requiredScopes]) scopes.add(scope);
   // 2026-07-28: offline_access is not advertised (clients registered for refresh_token get refresh tokens anyway).
@@ -34,7 +34,7 @@ export function authorizationServerMetadata(ctx: AsContext): Record<string, unkn
 }
 
 /** Every path the document is served at: the root forms, and the path-inserted ones when the issuer has a path. */
-export function metadataPaths(issuer: string): string[] {
+function metadataPaths(issuer: string): string[] {
   const path = new URL(issuer).pathname.replace(/\/$/, '');
   const paths = ['/.well-known/oauth-authorization-server', '/.well-known/openid-configuration'];
   if (path) {

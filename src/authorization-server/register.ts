@@ -16,7 +16,7 @@ import type { RateLimiter } from './rate-limit.js';
 import { readBoundedText } from './request-body.js';
 import { hashSecret, randomToken } from './secrets.js';
 
-export const MAX_REGISTRATION_BYTES = 64 * 1024;
+const MAX_REGISTRATION_BYTES = 64 * 1024;
 
 /** Keys that mean prototype tricks in a JSON body: refused outright rather than carried along. */
 const FORBIDDEN_KEYS = new Set(['__proto__', 'constructor', 'prototype']);

@@ -26,7 +26,7 @@ export async function readPageForm(request: Request): Promise<URLSearchParams> {
 /** Parameters of a form or query; a repeated parameter is refused. */
 export type Params = ReadonlyMap<string, string>;
 
-export function singleParams(search: URLSearchParams): Params {
+function singleParams(search: URLSearchParams): Params {
   const params = new Map<string, string>();
   for (const [name, value] of search) {
     if (params.has(name)) throw new GatewayError(400, 'invalid_request', 'A parameter is repeated');

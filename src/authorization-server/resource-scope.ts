@@ -7,7 +7,7 @@ import type { AsContext } from './context.js';
 import { clientScopeBound } from './client-grants.js';
 import type { ClientRecord } from './client-record.js';
 
-export const OFFLINE_ACCESS = 'offline_access';
+const OFFLINE_ACCESS = 'offline_access';
 
 export type Resolved<T> = { ok: true; value: T } | { ok: false; error: 'invalid_target' | 'invalid_scope' | 'invalid_grant'; description: string };
 

@@ -5,7 +5,7 @@ import { consentKey } from '../store/key-names.js';
 import type { Store } from '../store/store.js';
 import type { AuthorizationRequest } from './interactions.js';
 
-export const USER_CONSENT_TTL_MS = 30 * 24 * 3600_000;
+const USER_CONSENT_TTL_MS = 30 * 24 * 3600_000;
 /** Per (user, client): a client with many redirect URIs or resources cannot grow one record without bound. */
 const MAX_ENTRIES = 20;
 

@@ -4,7 +4,7 @@
 import { z } from 'zod';
 import { GatewayDocumentSchema, RouteSchema } from './schema.js';
 
-export const SCHEMA_ID = 'urn:mcp-auth-gateway:schema:gateway';
+const SCHEMA_ID = 'urn:mcp-auth-gateway:schema:gateway';
 
 export function gatewayJsonSchema(): object {
   // `input`: defaults are optional in files. Refinements (URL shape, etc.) have

@@ -2,7 +2,7 @@
 // what may be registered, and whether a requested redirect_uri is one of them.
 // Here, below the AS, because config checks its static clients' URIs by them too.
 
-export const MAX_REDIRECT_URI_LENGTH = 2000;
+const MAX_REDIRECT_URI_LENGTH = 2000;
 
 /** Schemes that run code or read local data in a browser: never a redirect target. */
 const DANGEROUS_SCHEMES = new Set(['javascript', 'data', 'vbscript', 'file', 'about', 'blob', 'filesystem', 'view-source', 'jar', 'intent']);

@@ -49,7 +49,7 @@ export function parseYamlFile(file: string, text: string): YamlFile {
 }
 
 /** `rules[0].match.tool` */
-export function pathLabel(path: ConfigPath): string {
+function pathLabel(path: ConfigPath): string {
   return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : `${i > 0 ? '.' : ''}${String(p)}`)).join('');
 }
 

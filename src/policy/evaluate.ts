@@ -59,7 +59,7 @@ export function evaluateOperation(policy: RoutePolicy, operation: Operation, cal
 }
 
 /** The first rule that matches the operation, if any. */
-export function matchingRule(policy: RoutePolicy, operation: Operation): CompiledRule | undefined {
+function matchingRule(policy: RoutePolicy, operation: Operation): CompiledRule | undefined {
   return policy.rules.find((rule) => matches(rule, operation));
 }
 

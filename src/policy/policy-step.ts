@@ -23,7 +23,7 @@ const MAX_FILTERED_BYTES = 16 * 1024 * 1024;
  */
 export const MAX_AUDITED_MESSAGES = 10;
 
-export const DENIED_BY_POLICY = 'denied by policy: no scope allows this operation';
+const DENIED_BY_POLICY = 'denied by policy: no scope allows this operation';
 
 export interface PolicyRequest {
   method?: string;

@@ -55,7 +55,7 @@ export function checkOrigin(origin: string | undefined, allowed: readonly string
   return allowSet(allowed).has(normalized) ? 'allow' : 'deny';
 }
 
-export const forbiddenOrigin = () => new GatewayError(403, 'forbidden_origin', 'Origin not allowed');
+const forbiddenOrigin = () => new GatewayError(403, 'forbidden_origin', 'Origin not allowed');
 
 export interface PreflightAnswer {
   status: 204;

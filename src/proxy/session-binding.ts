@@ -10,7 +10,7 @@ import { translateKnown } from '../errors/translate.js';
 import { sessionBindingKey } from '../store/key-names.js';
 import type { Store } from '../store/store.js';
 
-export const DEFAULT_SESSION_TTL_MS = 24 * 60 * 60 * 1000;
+const DEFAULT_SESSION_TTL_MS = 24 * 60 * 60 * 1000;
 
 export interface SessionBinding {
   /** Throws 404 unless `sessionId` (when present) is bound to this principal on this route. */
@@ -25,7 +25,7 @@ export interface SessionBinding {
 const SESSION_ID = /^[\x21-\x7E]{1,256}$/;
 
 /** Whether a session id is syntactically acceptable (visible ASCII, at most 256 characters). */
-export const isValidSessionId = (sessionId: string): boolean => SESSION_ID.test(sessionId);
+const isValidSessionId = (sessionId: string): boolean => SESSION_ID.test(sessionId);
 
 const unknownSession = () => new GatewayError(404, 'not_found', 'Unknown session');
 

@@ -16,7 +16,7 @@ export type EvictionCheck =
   | { outcome: 'evicting'; policy: string }
   | { outcome: 'unknown'; reason: string };
 
-export async function readEvictionPolicy(store: Pick<RedisStore, 'checkEvictionPolicy'>): Promise<EvictionCheck> {
+async function readEvictionPolicy(store: Pick<RedisStore, 'checkEvictionPolicy'>): Promise<EvictionCheck> {
   let policy: string | undefined;
   try {
     policy = await store.checkEvictionPolicy();

@@ -20,7 +20,7 @@ export interface MemoryStoreOptions {
 const MIN_FLOOD_CLASS_BUDGET = 1000;
 
 /** The classes a flood writes, each with its own budget beside `maxEntries`. */
-export function floodClassBudgets(maxEntries: number): Record<string, number> {
+function floodClassBudgets(maxEntries: number): Record<string, number> {
   const budget = Math.max(MIN_FLOOD_CLASS_BUDGET, Math.floor(maxEntries / 10));
   return { [PENDING_AUTHORIZATION_CLASS]: budget, [RATE_LIMIT_CLASS]: budget };
 }

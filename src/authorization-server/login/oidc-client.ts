@@ -83,12 +83,12 @@ export class IdpRequestError extends Error {
 }
 
 /** OpenID Connect Back-Channel Logout 1.0 §2.4: the one member `events` must hold. */
-export const BACKCHANNEL_LOGOUT_EVENT = 'http://schemas.openid.net/event/backchannel-logout';
+const BACKCHANNEL_LOGOUT_EVENT = 'http://schemas.openid.net/event/backchannel-logout';
 /** A logout token is acted on this soon after its `iat`, and its `jti` remembered this long. */
 export const LOGOUT_TOKEN_MAX_AGE_SECONDS = 300;
 const LOGOUT_TOKEN_CLOCK_SKEW_SECONDS = 30;
 /** Without `expires_in` the IdP's access token is assumed to live this long (then refreshed), never forever. */
-export const UNKNOWN_IDP_TOKEN_LIFETIME_SECONDS = 60;
+const UNKNOWN_IDP_TOKEN_LIFETIME_SECONDS = 60;
 
 /** What a valid logout token says: which IdP session (`sid`) or user (`sub`) ended. At least one is present. */
 export interface LogoutClaims {
