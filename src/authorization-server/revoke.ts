@@ -4,6 +4,7 @@
 // (RevokedGrants). Only the client the token was issued to can revoke it.
 // Unknown, foreign or malformed tokens get the same 200 (§2.2).
 import { Hono } from 'hono';
+import { AS_ENDPOINTS } from '../config/reserved-paths.js';
 import { errorResponse } from '../errors/respond.js';
 import { toGatewayError } from '../errors/translate.js';
 import { grantOfAccessToken } from './access-token.js';
@@ -22,8 +23,8 @@ export interface RevokeDeps {
 
 export function revokeRoutes(ctx: AsContext, deps: RevokeDeps): Hono {
   const app = new Hono();
-  app.use('/revoke', publicCors);
-  app.post('/revoke', async (c) => {
+  app.use(AS_ENDPOINTS.revoke, publicCors);
+  app.post(AS_ENDPOINTS.revoke, async (c) => {
     try {
       const params = await readForm(c.req.raw);
       const client = await authenticateClient(deps.clients, params, c.req.header('authorization'), ctx.issuer);

@@ -2,6 +2,7 @@
 // each in grants/) and answers no-store, success or error. Unknown grant types
 // are unsupported_grant_type; a missing one, invalid_request.
 import { Hono, type Context } from 'hono';
+import { AS_ENDPOINTS } from '../config/reserved-paths.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import { errorResponse } from '../errors/respond.js';
 import { toGatewayError } from '../errors/translate.js';
@@ -28,8 +29,8 @@ export function tokenRoutes(ctx: AsContext, deps: TokenDeps): Hono {
   const realm = ctx.issuer;
   const handlers = new Map<string, GrantHandler>(Object.entries(GRANTS).map(([type, factory]) => [type, factory(ctx, deps)]));
 
-  app.use('/token', publicCors);
-  app.post('/token', async (c) => {
+  app.use(AS_ENDPOINTS.token, publicCors);
+  app.post(AS_ENDPOINTS.token, async (c) => {
     let grantType: string | undefined;
     try {
       const params = await readForm(c.req.raw);
