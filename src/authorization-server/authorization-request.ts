@@ -27,26 +27,9 @@ export async function validateAuthorizationRequest(ctx: AsContext, clients: Clie
   const first = (name: string) => values.get(name)?.[0];
   const repeated = (name: string) => (values.get(name)?.length ?? 0) > 1;
 
-  const clientId = first('client_id');
-  if (!clientId || repeated('client_id')) return page('Invalid request', 'The request names no client, or more than one.');
-  const lookup = await clients.find(clientId);
-  if (!lookup.found) return page('Unknown application', `The application that sent you here is not known to this server (${lookup.reason}).`);
-  const { client } = lookup;
-
-  if (repeated('redirect_uri')) return page('Invalid request', 'The request names more than one redirect URI.');
-  const sentRedirectUri = first('redirect_uri');
-  let redirectUri: string;
-  let registeredRedirectUri: string;
-  if (sentRedirectUri === undefined) {
-    // OAuth 2.1 §4.1.1: optional only when exactly one is registered.
-    if (client.redirectUris.length !== 1) return page('Invalid request', 'The request has no redirect_uri.');
-    redirectUri = registeredRedirectUri = client.redirectUris[0] as string;
-  } else {
-    const matched = matchRedirectUri(sentRedirectUri, client.redirectUris);
-    if (!matched) return page('Invalid redirect URI', 'The address this request wants to send you back to is not registered for the application.');
-    redirectUri = sentRedirectUri;
-    registeredRedirectUri = matched;
-  }
+  const verified = await verifyClientAndRedirectUri(clients, first, repeated);
+  if ('outcome' in verified) return verified;
+  const { clientId, client, sentRedirectUri, redirectUri, registeredRedirectUri } = verified;
 
   const state = repeated('state') ? undefined : first('state');
   const fail = (error: string, description: string): ValidatedRequest =>
@@ -92,3 +75,38 @@ export async function validateAuthorizationRequest(ctx: AsContext, clients: Clie
 }
 
 const page = (title: string, message: string): ValidatedRequest => ({ outcome: 'page', title, message });
+
+interface VerifiedClient {
+  clientId: string;
+  client: ClientRecord;
+  sentRedirectUri: string | undefined;
+  /** Where the response goes: as sent, or the one registered when none was sent. */
+  redirectUri: string;
+  /** The registered URI it matched (a native client's loopback port may differ). */
+  registeredRedirectUri: string;
+}
+
+/** The first checks, whose failures are a page (never a redirect): the client is known, and the redirect URI is one of its own. */
+async function verifyClientAndRedirectUri(
+  clients: ClientRegistry,
+  first: (name: string) => string | undefined,
+  repeated: (name: string) => boolean,
+): Promise<VerifiedClient | ValidatedRequest> {
+  const clientId = first('client_id');
+  if (!clientId || repeated('client_id')) return page('Invalid request', 'The request names no client, or more than one.');
+  const lookup = await clients.find(clientId);
+  if (!lookup.found) return page('Unknown application', `The application that sent you here is not known to this server (${lookup.reason}).`);
+  const { client } = lookup;
+
+  if (repeated('redirect_uri')) return page('Invalid request', 'The request names more than one redirect URI.');
+  const sentRedirectUri = first('redirect_uri');
+  if (sentRedirectUri === undefined) {
+    // OAuth 2.1 §4.1.1: optional only when exactly one is registered.
+    if (client.redirectUris.length !== 1) return page('Invalid request', 'The request has no redirect_uri.');
+    const only = client.redirectUris[0] as string;
+    return { clientId, client, sentRedirectUri, redirectUri: only, registeredRedirectUri: only };
+  }
+  const matched = matchRedirectUri(sentRedirectUri, client.redirectUris);
+  if (!matched) return page('Invalid redirect URI', 'The address this request wants to send you back to is not registered for the application.');
+  return { clientId, client, sentRedirectUri, redirectUri: sentRedirectUri, registeredRedirectUri: matched };
+}

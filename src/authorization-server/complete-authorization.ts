@@ -7,11 +7,11 @@ import type { Context } from 'hono';
 import type { AsContext } from './context.js';
 import { authorizationRedirectUrl } from './authorization-response.js';
 import { BrowserBinding } from './browser.js';
-import type { AuthorizationCodes } from './codes.js';
+import type { AuthorizationCodes, CodeRecord } from './codes.js';
 import type { ClientRegistry } from './clients.js';
 import { consentState, withConsent } from './consent-state.js';
 import { renderConsent } from './consent.js';
-import { Interactions, type Interaction } from './interactions.js';
+import { Interactions, type AuthorizationRequest, type Interaction } from './interactions.js';
 import type { AuthenticatedUser, LoginFailure } from './login/login-method.js';
 import { errorPage } from './pages/respond-page.js';
 import { randomToken } from './secrets.js';
@@ -41,17 +41,7 @@ export function createCompletion(ctx: AsContext, deps: CompletionDeps) {
     // A login paused for the consent page was bound to its grant before the page.
     const grantId = state.signedIn?.grantId ?? randomToken(16);
     if (!state.signedIn) await user.bindToGrant?.(grantId);
-    const code = await deps.codes.issue({
-      clientId: request.clientId,
-      redirectUri: request.redirectUri,
-      redirectUriSent: request.redirectUriSent,
-      codeChallenge: request.codeChallenge,
-      resource: request.resource,
-      scopes: request.scopes,
-      subject: user.subject,
-      grantId,
-      authTime: Math.floor(Date.now() / 1000),
-    });
+    const code = await deps.codes.issue(codeRecord(request, user.subject, grantId));
     await userConsents.remember(user.subject, request);
     const lookup = await deps.clients.find(request.clientId);
     if (lookup.found) await deps.clients.touch(lookup.client);
@@ -82,6 +72,21 @@ export function createCompletion(ctx: AsContext, deps: CompletionDeps) {
   }
 
   return { complete, fail };
+}
+
+/** What the code is bound to: the client, the redirect URI, the PKCE challenge, the resource, the scopes and the user, signed in now. */
+function codeRecord(request: AuthorizationRequest, subject: string, grantId: string): CodeRecord {
+  return {
+    clientId: request.clientId,
+    redirectUri: request.redirectUri,
+    redirectUriSent: request.redirectUriSent,
+    codeChallenge: request.codeChallenge,
+    resource: request.resource,
+    scopes: request.scopes,
+    subject,
+    grantId,
+    authTime: Math.floor(Date.now() / 1000),
+  };
 }
 
 /** 303 after a form post (302 after a GET): the browser follows with a GET; the code is never cached or sent as a referrer. */
