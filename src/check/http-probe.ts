@@ -38,7 +38,8 @@ export async function probe(url: string, init: ProbeInit = {}, readBody = true):
   const answer: ProbeAnswer = { status: response.statusCode, headers };
   const isJson = /json/i.test(headers.get('content-type') ?? '');
   if (readBody && isJson && answer.status < 300) answer.json = await readJson(response.body).catch(() => undefined);
-  else response.body.destroy();
+  // dump() reads and discards a little; destroy() would emit an error nobody listens to.
+  else await response.body.dump().catch(() => undefined);
   return answer;
 }
 
@@ -59,15 +60,13 @@ export function describeFailure(err: unknown): string {
   return `unreachable (${message.replace(/\b[a-z][a-z0-9+.-]*:\/\/[^\s"'<>]+/gi, (url) => redactUrl(url))})`;
 }
 
-async function readJson(body: AsyncIterable<Uint8Array> & { destroy(): void }): Promise<unknown> {
+async function readJson(body: AsyncIterable<Uint8Array>): Promise<unknown> {
   const chunks: Uint8Array[] = [];
   let size = 0;
   for await (const chunk of body) {
     size += chunk.byteLength;
-    if (size > MAX_BODY_BYTES) {
-      body.destroy();
-      throw new Error('too large');
-    }
+    // Leaving the loop ends the stream.
+    if (size > MAX_BODY_BYTES) throw new Error('too large');
     chunks.push(chunk);
   }
   return JSON.parse(Buffer.concat(chunks).toString('utf8'));

@@ -70,7 +70,22 @@ describe('mcp-auth-gateway check', () => {
     });
     const { code, stderr } = await run(['check', '--config', dir]);
     expect(code).toBe(1);
-    expect(stderr).toMatch(/bad\.yaml:5(:\d+)?: .*upstreem_auth/);
+    expect(stderr).toMatch(/bad\.yaml:5(:\d+)?: .*upstreem_auth: unknown key \(did you mean upstream_auth\?\)/);
+  });
+
+  it('--online reaches the key set and the upstream: 0 when both answer, 1 with the 404 of a wrong upstream path', async () => {
+    const route = (upstream: string) =>
+      stringify({ path: PATH, upstream, authorization_servers: [issuer.issuer], token: { jwt: { issuer: issuer.issuer, jwks_uri: issuer.jwksUri, algorithms: ['ES256'] } } });
+    const gatewayYaml = stringify({ public_url: PUBLIC_URL });
+    const good = await run(['check', '--online', '--config', await writeConfigDir({ 'gateway.yaml': gatewayYaml, 'a.yaml': route(everything.url) })]);
+    expect(good.code, good.stdout + good.stderr).toBe(0);
+    expect(good.stdout).toContain(`ok     jwks: ${issuer.jwksUri} has 1 key, 1 for ES256`);
+    expect(good.stdout).toContain(`ok     upstream: ${everything.url} answered initialize with HTTP 200`);
+    const origin = new URL(everything.url).origin;
+    const bad = await run(['check', '--online', '--config', await writeConfigDir({ 'gateway.yaml': gatewayYaml, 'a.yaml': route(origin) })]);
+    expect(bad.code).toBe(1);
+    expect(bad.stdout).toContain(`upstream: ${origin} has no path`);
+    expect(bad.stdout).toContain(`error  upstream: ${origin} answered initialize with HTTP 404: is the path right?`);
   });
 });
 
