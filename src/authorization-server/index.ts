@@ -24,7 +24,7 @@ import type { AsContext } from './context.js';
 import { Grants } from './grants.js';
 import { Interactions } from './interactions.js';
 import { jwksRoutes } from './jwks.js';
-import { loadSigningKeys } from './keys.js';
+import { loadSigningKeys } from './signing-keys.js';
 import { devLogin } from './login/dev-login.js';
 import { oidcLogin } from './login/oidc-login.js';
 import type { LoginMethodFactory, LoginServices } from './login/login-method.js';
