@@ -23,7 +23,8 @@ export function authenticate(route: RouteConfig, verifier: TokenVerifier, req: A
   const recalled = verifier.recall?.(req.socket, header);
   if (recalled !== undefined) return withRequiredScopes(route, recalled);
   const token = bearerTokenOf(header);
-  if (token === undefined) throw missingToken(route.requiredScopes);
+  // Another scheme (`Basic`, GitHub's `token`) counts as no token; the description says why.
+  if (token === undefined) throw missingToken(route.requiredScopes, 'A bearer token is required; the Authorization header uses another scheme');
   return verifier.verify(token, { connection: req.socket, header }).then((auth) => withRequiredScopes(route, auth));
 }
 

@@ -72,8 +72,8 @@ export class GatewayError extends Error {
 }
 
 /** No usable bearer token: 401 with a bare challenge (no `error`). */
-export const missingToken = (scope?: readonly string[]) =>
-  new GatewayError(401, 'invalid_token', 'A bearer token is required', { challenge: true, bareChallenge: true, scope });
+export const missingToken = (scope?: readonly string[], description = 'A bearer token is required') =>
+  new GatewayError(401, 'invalid_token', description, { challenge: true, bareChallenge: true, scope });
 
 export const invalidToken = (description: string, cause?: unknown) =>
   new GatewayError(401, 'invalid_token', description, { challenge: true, cause });

@@ -171,6 +171,13 @@ describe('authenticate', () => {
     }
   });
 
+  it('says in the description whether the token is missing or another scheme was used', async () => {
+    expect((await rejected(run(route, verifierFor([]), request([]), ''))).description).toBe('A bearer token is required');
+    expect((await rejected(run(route, verifierFor([]), request(auth('token ghp_x')), ''))).description).toBe(
+      'A bearer token is required; the Authorization header uses another scheme',
+    );
+  });
+
   it('answers a token without the route scopes with 403 insufficient_scope', async () => {
     const err = await rejected(run(route, verifierFor(['mcp:write']), request(auth('Bearer tok')), ''));
     expect(err).toMatchObject({ status: 403, code: 'insufficient_scope', scope: ['mcp:read'] });
