@@ -19,12 +19,14 @@ export interface OnlineReport {
 export async function checkOnline(config: GatewayConfig): Promise<OnlineReport> {
   const once = memo();
   const builtinIssuer = config.authorizationServer?.issuer;
-  const perRoute = await Promise.all(config.routes.map((route) => routeFindings(route, builtinIssuer, once)));
+  const sections = config.routes.map((route) => ({ title: `${route.path}  (tokens must carry aud ${route.resource})`, findings: routeFindings(route, builtinIssuer, once) }));
+  const login = config.authorizationServer?.login;
+  if (login?.kind === 'oidc') sections.push({ title: 'authorization_server.login', findings: loginFindings(login.issuer) });
   const lines = ['online:'];
   let errors = 0;
-  for (const [i, route] of config.routes.entries()) {
-    lines.push(`${route.path}  (tokens must carry aud ${route.resource})`);
-    for (const finding of perRoute[i] ?? []) {
+  for (const { title, findings } of sections) {
+    lines.push(title);
+    for (const finding of await findings) {
       if (finding.level === 'error') errors++;
       lines.push(formatFinding(finding));
     }
@@ -68,6 +70,13 @@ function tokenFindings(route: RouteConfig, once: Once): Promise<Finding[]> {
 function advertisedServers(route: RouteConfig, builtinIssuer: string | undefined): string[] {
   const probed = route.token.kind === 'jwt' ? route.token.issuer : undefined;
   return route.authorizationServers.filter((issuer) => issuer !== builtinIssuer && issuer !== probed);
+}
+
+/** The built-in AS's third-party login reads OpenID discovery only (login/oidc-client.ts), and checks its issuer exactly. */
+async function loginFindings(issuer: string): Promise<Finding[]> {
+  const found = await findMetadata(issuer, [`${issuer.replace(/\/$/, '')}/.well-known/openid-configuration`]);
+  if ('failures' in found) return [error('login issuer', `no OpenID metadata, so no one can sign in: ${found.failures.join('; ')}`)];
+  return [issuerFinding('login issuer', issuer, found)];
 }
 
 /** MCP clients find the authorization server through its metadata: without one they cannot sign in. */

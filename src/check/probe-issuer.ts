@@ -12,10 +12,10 @@ export interface MetadataFound {
   metadata: Record<string, unknown>;
 }
 
-/** The first metadata document the gateway would use, or why each place failed. */
-export async function findMetadata(issuer: string): Promise<MetadataFound | { failures: string[] }> {
+/** The first metadata document the gateway would use (at `urls`, in order), or why each place failed. */
+export async function findMetadata(issuer: string, urls = metadataUrls(issuer)): Promise<MetadataFound | { failures: string[] }> {
   const failures: string[] = [];
-  for (const url of metadataUrls(issuer)) {
+  for (const url of urls) {
     try {
       const answer = await probe(url);
       if (answer.status === 200 && isRecord(answer.json)) return { url, metadata: answer.json };

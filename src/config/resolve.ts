@@ -107,7 +107,10 @@ class Resolver {
     // Anyone could sign in as anyone: only for a gateway nobody else can reach.
     const devLoginRefusal = a.login.kind === 'dev' ? refuseDevLogin(publicUrl, listenHost) : undefined;
     if (devLoginRefusal) this.issue(at, [...base, 'login'], devLoginRefusal);
-    if (a.login.kind === 'oidc') this.warnHttp(at, [...base, 'login', 'issuer'], a.login.issuer);
+    if (a.login.kind === 'oidc') {
+      this.warnHttp(at, [...base, 'login', 'issuer'], a.login.issuer);
+      this.warn(at, [...base, 'login', 'issuer'], issuerWithTrailingSlash(a.login.issuer));
+    }
     const login = a.login.kind === 'dev' ? a.login : {
       kind: 'oidc' as const,
       issuer: a.login.issuer,

@@ -53,10 +53,10 @@ afterAll(async () => {
 });
 
 /** `check --online` over one route file; the report's lines, with the server's address shortened. */
-async function online(route: Record<string, unknown>): Promise<{ ok: boolean; text: string }> {
+async function online(route: Record<string, unknown>, gateway: Record<string, unknown> = {}): Promise<{ ok: boolean; text: string }> {
   const dir = await mkdtemp(join(tmpdir(), 'mag-online-'));
   try {
-    await writeFile(join(dir, 'gateway.yaml'), 'public_url: https://mcp.example.com\n');
+    await writeFile(join(dir, 'gateway.yaml'), stringify({ public_url: 'https://mcp.example.com', ...gateway }));
     const upstreamAuth = { kind: 'static', value: { env: 'PAT' } };
     await writeFile(join(dir, 'a.yaml'), stringify({ path: '/a/mcp', upstream: `${base}/mcp`, authorization_servers: [base], upstream_auth: upstreamAuth, ...route }));
     const report = await checkOnline(await loadConfig(dir, { PAT, SECRET }));
@@ -123,6 +123,19 @@ describe('check --online', () => {
     expect(ok).toBe(false);
     expect(text).toContain('error  authorization server: http://***@127.0.0.1:1/ has no metadata, so clients cannot sign in');
     expect(text).not.toContain('hunter2');
+  });
+});
+
+describe('check --online with the built-in authorization server', () => {
+  it("probes the third-party login's OpenID metadata, and has nothing to reach for the built-in tokens", async () => {
+    const login = (issuer: string) => ({ authorization_server: { login: { kind: 'oidc', issuer, client_id: 'gw' } } });
+    const good = await online({ authorization_servers: undefined }, login(base));
+    expect(good.text).toContain('ok     tokens: signed by the built-in authorization server (nothing to reach)');
+    expect(good.text).toContain('authorization_server.login\n  ok     login issuer: IDP/.well-known/openid-configuration names issuer IDP');
+    expect(good.ok).toBe(true);
+    const slash = await online({ authorization_servers: undefined }, login(`${base}/`));
+    expect(slash.ok).toBe(false);
+    expect(slash.text).toContain('error  login issuer: IDP/.well-known/openid-configuration names issuer "IDP", the configuration IDP/: the gateway needs them equal exactly (only a trailing slash differs)');
   });
 });
 

@@ -27,6 +27,12 @@ describe('warnings for valid settings that are almost always a mistake', () => {
     ]);
   });
 
+  it("warns about the built-in AS's login issuer with a trailing slash", async () => {
+    await writeFile(join(dir, 'gateway.yaml'), 'public_url: https://mcp.example.com\nauthorization_server:\n  login: { kind: oidc, issuer: https://idp.example.com/, client_id: gw }\n');
+    await writeFile(join(dir, 'a.yaml'), 'path: /a/mcp\nupstream: http://127.0.0.1:3000/mcp\n');
+    expect((await loadConfig(dir, {})).warnings).toEqual([expect.stringContaining('authorization_server.login.issuer: https://idp.example.com/ ends with a slash')]);
+  });
+
   it('says nothing about an upstream with a path or an issuer without a slash', () => {
     expect(upstreamWithoutPath('http://127.0.0.1:3000/mcp')).toBeUndefined();
     expect(upstreamWithoutPath('http://127.0.0.1:3000/?x=1')).toBeDefined();
