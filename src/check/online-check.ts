@@ -60,7 +60,8 @@ function tokenFindings(route: RouteConfig, once: Once): Promise<Finding[]> {
     case 'jwt':
       return once(`jwt ${JSON.stringify([token.issuer, token.jwksUri, token.algorithms])}`, () => probeJwtIssuer(token));
     case 'introspection':
-      return once(`introspection ${token.endpoint} ${token.clientId}`, async () => [await probeIntrospection(token)]);
+      // The key stays in memory: the secret tells two clients of one endpoint apart.
+      return once(`introspection ${JSON.stringify([token.endpoint, token.clientId, token.clientSecret])}`, async () => [await probeIntrospection(token)]);
     case 'builtin':
       return Promise.resolve([ok('tokens', 'signed by the built-in authorization server (nothing to reach)')]);
   }
