@@ -54,7 +54,7 @@ export function createApp(deps: AppDeps): GatewayApp {
     let target: { path: string; search: string };
     try {
       checkRequestFraming(req);
-      requireSingleHost(req.rawHeaders);
+      requireSingletonHeaders(req.rawHeaders);
       target = parseRequestTarget(req.url ?? '');
     } catch (err) {
       writeError(res, toGatewayError(err), undefined, { connection: 'close' });
@@ -72,16 +72,22 @@ export function createApp(deps: AppDeps): GatewayApp {
 
 /**
  * Exactly one Host (RFC 9112 §3.2): none or two make the authority ambiguous
- * (request smuggling, cache poisoning). Checked here rather than by Node's
+ * (request smuggling, cache poisoning). At most one Content-Type (a singleton
+ * field, RFC 9110 §5.3): Node keeps the first, an upstream may read the last,
+ * and the policy reads the body by it. Checked here rather than by Node's
  * requireHostHeader so the answer is the gateway's JSON error.
  */
-function requireSingleHost(rawHeaders: readonly string[]): void {
-  let seen = 0;
+function requireSingletonHeaders(rawHeaders: readonly string[]): void {
+  let hosts = 0;
+  let contentTypes = 0;
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i]!;
-    if (name.length === 4 && name.toLowerCase() === 'host' && ++seen > 1) {
+    if (name.length === 4 && name.toLowerCase() === 'host' && ++hosts > 1) {
       throw new GatewayError(400, 'invalid_request', 'Duplicate Host header');
     }
+    if (name.length === 12 && name.toLowerCase() === 'content-type' && ++contentTypes > 1) {
+      throw new GatewayError(400, 'invalid_request', 'Duplicate Content-Type header');
+    }
   }
-  if (seen === 0) throw new GatewayError(400, 'invalid_request', 'Missing Host header');
+  if (hosts === 0) throw new GatewayError(400, 'invalid_request', 'Missing Host header');
 }

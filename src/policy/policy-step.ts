@@ -9,6 +9,7 @@ import { deniedByPolicy, GatewayError, insufficientScope } from '../errors/gatew
 import type { Audit } from '../observability/audit.js';
 import type { ResponseTransform } from '../proxy/response-transform.js';
 import { evaluate, evaluateOperation, type Decision, type MessageDecision } from './evaluate.js';
+import { requireUtf8Body } from './body-charset.js';
 import { parseJsonRpcBody, type ParsedRequest } from './json-rpc.js';
 import { HeaderMismatchError, checkMcpHeaders } from './mcp-headers.js';
 import { compilePolicy, type RoutePolicy } from './route-policy.js';
@@ -118,6 +119,7 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
       }
       let request: ParsedRequest;
       try {
+        requireUtf8Body(req.headers['content-type']);
         request = parseJsonRpcBody(body);
         checkMcpHeaders(req.headers, request);
       } catch (err) {

@@ -13,7 +13,8 @@ import type { TestGateway } from '../helpers/gateway.js';
 import { comparable, gatewayReading, startGoReader, startPythonReader, type JsonReader, type ReaderAnswer } from '../helpers/json-readers.js';
 import { startJwtStage, stopJwtStage } from '../helpers/jwt-gateway.js';
 import { closeServer, listen } from '../helpers/net.js';
-import { expectRejection, gatewayYaml, jwtRoute, resourceOf, simplify, type RecordingUpstream, type TestIssuer } from '../helpers/security-fixtures.js';
+import { buildRequest, rawRequest } from '../helpers/raw-http.js';
+import { expectRejection, gatewayYaml, jwtRoute, resourceOf, simplify, simplifyRaw, type RecordingUpstream, type TestIssuer } from '../helpers/security-fixtures.js';
 
 interface CorpusCase {
   name: string;
@@ -135,6 +136,32 @@ describe('[J47] one reading: corpora/json-ambiguity.json through the real gatewa
     }
     // The exact spelling is denied by the rule (403), not by the reading.
     expect((await post('/rules/mcp', '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"shell"}}')).status).toBe(403);
+  });
+
+  // A Java or .NET upstream decodes by the declared charset: UTF-16 or Latin-1 bytes are other names than the UTF-8 the policy read.
+  const OTHER_CHARSETS = ['utf-16', 'UTF-16LE', 'iso-8859-1', 'latin1', 'windows-1252', '"utf-16"', 'us-ascii', 'utf-7', 'utf-8; charset=utf-16', 'utf-8, utf-16'];
+  const UTF8_CHARSETS = ['utf-8', 'UTF-8', '"utf-8"', 'utf8'];
+  const echo = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}';
+
+  it.each(OTHER_CHARSETS)('[J47] a body declared as charset=%s is refused with 400, nothing upstream', async (charset) => {
+    const { result, seen } = await upstreamDuring(async () => simplify(await post('/plain/mcp', echo, { 'content-type': `application/json; charset=${charset}` })));
+    expectRejection(result, { status: 400, error: 'invalid_request' });
+    expect(seen).toEqual([]);
+  });
+
+  it.each(UTF8_CHARSETS)('[J47] a body declared as charset=%s is read and forwarded', async (charset) => {
+    const { result, seen } = await upstreamDuring(async () => post('/plain/mcp', echo, { 'content-type': `application/json; charset=${charset}` }));
+    expect(result.status).toBe(200);
+    expect(seen).toHaveLength(1);
+  });
+
+  it('[J47] two Content-Type headers are refused with 400 before routing, nothing upstream', async () => {
+    for (const [first, second] of [['application/json', 'application/json; charset=utf-16'], ['application/json', 'application/json']]) {
+      const request = buildRequest({ method: 'POST', target: '/plain/mcp', host: `127.0.0.1:${gw.port}`, headers: [['Authorization', `Bearer ${token}`], ['Content-Type', first!], ['Content-Type', second!], ['Content-Length', String(Buffer.byteLength(echo))]] });
+      const { result, seen } = await upstreamDuring(async () => simplifyRaw(await rawRequest(gw.port, Buffer.concat([request, Buffer.from(echo)]))));
+      expectRejection(result, { status: 400, error: 'invalid_request' });
+      expect(seen).toEqual([]);
+    }
   });
 });
 
