@@ -3,9 +3,10 @@
 import { parseArgs } from 'node:util';
 import { loadConfig } from './config/load.js';
 import { ConfigError } from './config/config-error.js';
+import type { GatewayConfig } from './config/types.js';
 import { describeRoutes } from './config/describe.js';
 import { checkOnline } from './check/online-check.js';
-import { startGateway } from './gateway.js';
+import { startGateway, type RunningGateway } from './gateway.js';
 import { watchConfig } from './config/watch.js';
 import { generateSigningKey } from './authorization-server/signing-keys.js';
 import { demoCommand } from './demo/demo.js';
@@ -62,34 +63,30 @@ export async function main(argv: string[]): Promise<number | undefined> {
   return 2;
 }
 
-async function check(source: string, online: boolean): Promise<number> {
+/** The configuration, or undefined once its issues are printed as `file:line:column: message`. */
+async function loadOrReport(source: string): Promise<GatewayConfig | undefined> {
   try {
-    const config = await loadConfig(source);
-    console.log(describeRoutes(config));
-    if (!online) return 0;
-    const report = await checkOnline(config);
-    console.log(report.lines.join('\n'));
-    return report.ok ? 0 : 1;
+    return await loadConfig(source);
   } catch (err) {
-    if (err instanceof ConfigError) {
-      console.error(err.message);
-      return 1;
-    }
-    throw err;
+    if (!(err instanceof ConfigError)) throw err;
+    console.error(err.message);
+    return undefined;
   }
 }
 
+async function check(source: string, online: boolean): Promise<number> {
+  const config = await loadOrReport(source);
+  if (!config) return 1;
+  console.log(describeRoutes(config));
+  if (!online) return 0;
+  const report = await checkOnline(config);
+  console.log(report.lines.join('\n'));
+  return report.ok ? 0 : 1;
+}
+
 async function serve(source: string): Promise<number | undefined> {
-  let config;
-  try {
-    config = await loadConfig(source);
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      console.error(err.message);
-      return 1;
-    }
-    throw err;
-  }
+  const config = await loadOrReport(source);
+  if (!config) return 1;
   // Handlers before the listener opens: with none, a SIGTERM that arrives
   // while starting kills the process outright (the kernel's default action).
   let early: NodeJS.Signals | undefined;
@@ -99,8 +96,15 @@ async function serve(source: string): Promise<number | undefined> {
   process.on('SIGTERM', () => onSignal('SIGTERM'));
   process.on('SIGINT', () => onSignal('SIGINT'));
   const gateway = await startGateway(config);
-  const { logger } = gateway;
+  const watcher = reloadOnChange(source, gateway);
+  onSignal = shutdownOnSignal(gateway, watcher);
+  if (early) onSignal(early);
+  return undefined;
+}
 
+/** Reloads on a file change and on SIGHUP, one reload at a time; an invalid configuration leaves the last good one serving. */
+function reloadOnChange(source: string, gateway: RunningGateway): { close(): void } {
+  const { logger } = gateway;
   let reloading = Promise.resolve();
   const reload = (reason: string) => {
     reloading = reloading.then(async () => {
@@ -108,17 +112,20 @@ async function serve(source: string): Promise<number | undefined> {
         await gateway.reload(await loadConfig(source));
         logger.info({ reason }, 'configuration reloaded');
       } catch (err) {
-        // The last good configuration keeps serving.
         if (err instanceof ConfigError) logger.error({ reason, issues: err.message.split('\n') }, 'invalid configuration ignored');
         else logger.error({ reason, err }, 'reload failed');
       }
     });
   };
-  const watcher = watchConfig(source, () => reload('file change'));
   process.on('SIGHUP', () => reload('SIGHUP'));
+  return watchConfig(source, () => reload('file change'));
+}
 
+/** The SIGTERM / SIGINT handler: drain, then exit. */
+function shutdownOnSignal(gateway: RunningGateway, watcher: { close(): void }): (signal: NodeJS.Signals) => void {
+  const { logger } = gateway;
   let stopping = false;
-  const stop = (signal: NodeJS.Signals) => {
+  return (signal) => {
     if (stopping) {
       // Ctrl-C twice means now; a repeated SIGTERM (forwarded by a wrapper) changes nothing.
       if (signal !== 'SIGINT') return;
@@ -147,7 +154,4 @@ async function serve(source: string): Promise<number | undefined> {
       },
     );
   };
-  onSignal = stop;
-  if (early) stop(early);
-  return undefined;
 }
