@@ -82,6 +82,6 @@ export function keyFits(key: Record<string, unknown>, alg: string): boolean {
   return curve !== undefined && key.kty === 'EC' && key.crv === curve;
 }
 
-export function isRecord(value: unknown): value is Record<string, unknown> {
+function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
