@@ -5,13 +5,8 @@
  * answers one JSON line with what a server built on it would see. Used to check
  * that whatever the gateway forwards means the same to all of them.
  */
-import { execFile, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { createInterface } from 'node:readline';
-import { promisify } from 'node:util';
 import { NAME_MEMBER, idKey, idOf, type JsonRpcMessage, type ParsedRequest } from '../../src/policy/json-rpc.js';
+import { startReaders, type ReaderPair, type ReaderProcess } from './reader-processes.js';
 
 const FIXTURES = new URL('../security/fixtures/json-readers/', import.meta.url);
 
@@ -30,53 +25,12 @@ export interface ReaderAnswer {
   messages: ReaderMessage[];
 }
 
-export interface JsonReader {
-  readonly name: string;
-  read(body: Buffer): Promise<ReaderAnswer>;
-  close(): Promise<void>;
-}
+export type JsonReader = ReaderProcess<Buffer, ReaderAnswer>;
 
-function lineReader(name: string, child: ChildProcessWithoutNullStreams, cleanup: () => Promise<void> = async () => undefined): JsonReader {
-  const waiting: Array<{ resolve: (a: ReaderAnswer) => void; reject: (e: Error) => void }> = [];
-  let stderr = '';
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  createInterface({ input: child.stdout }).on('line', (line) => waiting.shift()?.resolve(JSON.parse(line) as ReaderAnswer));
-  child.once('exit', (code) => {
-    for (const w of waiting.splice(0)) w.reject(new Error(`${name} reader exited (${code}): ${stderr.slice(0, 500)}`));
-  });
-  return {
-    name,
-    read: (body) =>
-      new Promise<ReaderAnswer>((resolve, reject) => {
-        waiting.push({ resolve, reject });
-        child.stdin.write(`${body.toString('base64')}\n`);
-      }),
-    async close() {
-      child.stdin.end();
-      if (child.exitCode === null) await new Promise((r) => child.once('exit', r));
-      await cleanup();
-    },
-  };
-}
-
-export function startPythonReader(): JsonReader {
-  const child = spawn('python3', [new URL('reader.py', FIXTURES).pathname], { stdio: 'pipe' });
-  return lineReader('python json', child);
-}
-
-/** Go is needed (CI installs Debian's golang-go); undefined when `go` is not on PATH. */
-export async function startGoReader(): Promise<JsonReader | undefined> {
-  const go = await promisify(execFile)('go', ['version']).then(
-    () => true,
-    () => false,
-  );
-  if (!go) return undefined;
-  const dir = await mkdtemp(join(tmpdir(), 'mag-go-reader-'));
-  const binary = join(dir, 'reader');
-  // Built outside the repository: no go.mod is looked for, nothing is written into the checkout.
-  await promisify(execFile)('go', ['build', '-o', binary, new URL('reader.go', FIXTURES).pathname], { cwd: dir, env: { ...process.env, GO111MODULE: 'off' }, timeout: 120_000 });
-  const child = spawn(binary, [], { stdio: 'pipe' });
-  return lineReader('go encoding/json', child, () => rm(dir, { recursive: true, force: true }));
+/** Python's json and, when `go` is on PATH, Go's encoding/json; each is sent one base64 body per line. */
+export function startJsonReaders(): Promise<ReaderPair<Buffer, ReaderAnswer>> {
+  const answer = (raw: Record<string, unknown>) => raw as unknown as ReaderAnswer;
+  return startReaders(FIXTURES, (body: Buffer) => body.toString('base64'), { name: 'python json', decode: answer }, { name: 'go encoding/json', decode: answer });
 }
 
 /** What the gateway judged in each message, in the readers' terms. */

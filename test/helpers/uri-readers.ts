@@ -7,13 +7,9 @@
  * a server built on that reader would open or look up (the query is left out;
  * file://localhost counts as local, as file servers treat it).
  */
-import { execFile, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join, posix } from 'node:path';
-import { createInterface } from 'node:readline';
+import { posix } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
+import { startReaders, type ReaderPair, type ReaderProcess } from './reader-processes.js';
 
 const FIXTURES = new URL('../security/fixtures/uri-readers/', import.meta.url);
 
@@ -27,11 +23,7 @@ export interface UriReading {
   resource?: string;
 }
 
-export interface UriReader {
-  readonly name: string;
-  read(uri: string): Promise<UriReading>;
-  close(): Promise<void>;
-}
+export type UriReader = ReaderProcess<string, UriReading>;
 
 /** RFC 3986 Appendix B. */
 const RFC3986 = /^(?:([^:/?#]+):)?(?:\/\/([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?$/;
@@ -68,49 +60,13 @@ export function nodeReading(uri: string): UriReading {
   return { ok: true, serialized: url.href, path, normalized, resource: `${url.protocol}//${url.host}${normalized}` };
 }
 
-function lineReader(name: string, child: ChildProcessWithoutNullStreams, toReading: (raw: Record<string, unknown>) => UriReading, cleanup: () => Promise<void> = async () => undefined): UriReader {
-  const waiting: Array<{ resolve: (a: UriReading) => void; reject: (e: Error) => void }> = [];
-  let stderr = '';
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  createInterface({ input: child.stdout }).on('line', (line) => waiting.shift()?.resolve(toReading(JSON.parse(line) as Record<string, unknown>)));
-  child.once('exit', (code) => {
-    for (const w of waiting.splice(0)) w.reject(new Error(`${name} reader exited (${code}): ${stderr.slice(0, 500)}`));
-  });
-  return {
-    name,
-    read: (uri) =>
-      new Promise<UriReading>((resolve, reject) => {
-        waiting.push({ resolve, reject });
-        child.stdin.write(`${JSON.stringify(uri)}\n`);
-      }),
-    async close() {
-      child.stdin.end();
-      if (child.exitCode === null) await new Promise((r) => child.once('exit', r));
-      await cleanup();
-    },
-  };
+/** Python's urllib and, when `go` is on PATH, Go's net/url; each is sent one JSON string (a URI) per line. */
+export function startUriReaders(): Promise<ReaderPair<string, UriReading>> {
+  return startReaders(FIXTURES, (uri: string) => JSON.stringify(uri), { name: 'python urllib', decode: readingFrom('geturl', 'normalized') }, { name: 'go net/url', decode: readingFrom('string', 'cleaned') });
 }
 
-export function startPythonUriReader(): UriReader {
-  const child = spawn('python3', [new URL('reader.py', FIXTURES).pathname], { stdio: 'pipe' });
-  return lineReader('python urllib', child, (raw) =>
-    raw.ok ? { ok: true, serialized: raw.geturl as string, path: raw.path as string, normalized: raw.normalized as string, resource: raw.resource as string } : { ok: false },
-  );
-}
-
-/** Go is needed (CI installs Debian's golang-go); undefined when `go` is not on PATH. */
-export async function startGoUriReader(): Promise<UriReader | undefined> {
-  const run = promisify(execFile);
-  if (!(await run('go', ['version']).then(() => true, () => false))) return undefined;
-  const dir = await mkdtemp(join(tmpdir(), 'mag-go-uri-reader-'));
-  const binary = join(dir, 'reader');
-  // Built outside the repository: no go.mod is looked for, nothing is written into the checkout.
-  await run('go', ['build', '-o', binary, new URL('reader.go', FIXTURES).pathname], { cwd: dir, env: { ...process.env, GO111MODULE: 'off' }, timeout: 120_000 });
-  const child = spawn(binary, [], { stdio: 'pipe' });
-  return lineReader(
-    'go net/url',
-    child,
-    (raw) => (raw.ok ? { ok: true, serialized: raw.string as string, path: raw.path as string, normalized: raw.cleaned as string, resource: raw.resource as string } : { ok: false }),
-    () => rm(dir, { recursive: true, force: true }),
-  );
+/** A reader's answer as a UriReading; each reader names the written-back URI and the normalised path its own way. */
+function readingFrom(serialized: string, normalized: string) {
+  return (raw: Record<string, unknown>): UriReading =>
+    raw.ok ? { ok: true, serialized: raw[serialized] as string, path: raw.path as string, normalized: raw[normalized] as string, resource: raw.resource as string } : { ok: false };
 }

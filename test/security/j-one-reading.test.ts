@@ -10,7 +10,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseJsonRpcBody } from '../../src/policy/json-rpc.js';
 import type { TestGateway } from '../helpers/gateway.js';
-import { comparable, gatewayReading, startGoReader, startPythonReader, type JsonReader, type ReaderAnswer } from '../helpers/json-readers.js';
+import { comparable, gatewayReading, startJsonReaders, type JsonReader, type ReaderAnswer } from '../helpers/json-readers.js';
 import { startJwtStage, stopJwtStage } from '../helpers/jwt-gateway.js';
 import { closeServer, listen } from '../helpers/net.js';
 import { buildRequest, rawRequest } from '../helpers/raw-http.js';
@@ -52,9 +52,7 @@ beforeAll(async () => {
     };
   }));
   token = await issuer.mint({ aud: [resourceOf('/rules/mcp'), resourceOf('/plain/mcp'), resourceOf('/filter/mcp')], sub: 'alice', client_id: 'client-a', scope: 'mcp:read' });
-  python = startPythonReader();
-  go = await startGoReader();
-  if (!go) console.warn('[J47] `go` is not installed: the Go reader is skipped here (CI installs golang-go)');
+  ({ python, go } = await startJsonReaders());
 }, 180_000);
 
 afterAll(async () => {

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startJsonMcpServer, type JsonMcpServer } from '../integration/policy-harness.js';
 import { startJwtStage, stopJwtStage, type JwtStage } from '../helpers/jwt-gateway.js';
 import { expectRejection, gatewayYaml, jwtRoute, resourceOf, simplify } from '../helpers/security-fixtures.js';
-import { judgedResource, nodeReading, startGoUriReader, startPythonUriReader, type UriReader, type UriReading } from '../helpers/uri-readers.js';
+import { judgedResource, nodeReading, startUriReaders, type UriReader, type UriReading } from '../helpers/uri-readers.js';
 
 interface CorpusCase {
   uri: string;
@@ -67,9 +67,7 @@ beforeAll(async () => {
     'tools.yaml': jwtRoute(TOOLS, sdkServer.url, issuer, { rules: NAME_RULES }),
   }));
   token = await stage.issuer.mint({ aud: [resourceOf(ALLOW_LIST), resourceOf(DENY_LIST), resourceOf(TOOLS)] });
-  python = startPythonUriReader();
-  go = await startGoUriReader();
-  if (!go) console.warn('[J47] `go` is not installed: the Go reader is skipped here (CI installs golang-go)');
+  ({ python, go } = await startUriReaders());
 }, 180_000);
 
 afterAll(async () => {

@@ -10,7 +10,7 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseJsonRpcBody, type ParsedRequest } from '../../../src/policy/json-rpc.js';
-import { comparable, gatewayReading, startGoReader, startPythonReader, type JsonReader } from '../../helpers/json-readers.js';
+import { comparable, gatewayReading, startJsonReaders, type JsonReader } from '../../helpers/json-readers.js';
 import { fuzz } from './harness.js';
 
 /** Spellings of each member: the exact one first. Keys are written raw into the JSON text. */
@@ -200,9 +200,7 @@ describe('[J47] accepted ⇒ Python json and Go encoding/json read what the gate
   const tally = { accepted: 0, refused: 0, goDisagreedOnRefused: 0 };
 
   beforeAll(async () => {
-    python = startPythonReader();
-    go = await startGoReader();
-    if (!go) console.warn('[J47] `go` is not installed: the Go reader is skipped here (CI installs golang-go)');
+    ({ python, go } = await startJsonReaders());
   }, 180_000);
   afterAll(async () => {
     await Promise.all([python?.close(), go?.close()]);
