@@ -3,8 +3,8 @@ import fc from 'fast-check';
 import { evaluate, evaluateOperation, type PolicyCaller } from '../../src/policy/evaluate.js';
 import { parseJsonRpcBody, type JsonRpcMessage } from '../../src/policy/json-rpc.js';
 import { compilePolicy, describeRule } from '../../src/policy/route-policy.js';
-import { GatewayError } from '../../src/errors/gateway-error.js';
 import type { RuleConfig } from '../../src/config/types.js';
+import { bodyRefusal } from '../helpers/rejection.js';
 
 const RULES: RuleConfig[] = [
   { match: { method: 'tools/call', tool: 'delete_*' }, requireScopes: ['mcp:write'], source: 'github.yaml:10' },
@@ -142,16 +142,9 @@ describe('describeRule', () => {
 describe('parseJsonRpcBody', () => {
   const parse = (text: string | Buffer) => parseJsonRpcBody(typeof text === 'string' ? Buffer.from(text) : text);
   const refused = (text: string | Buffer) => {
-    try {
-      parse(text);
-    } catch (err) {
-      expect(err).toBeInstanceOf(GatewayError);
-      expect((err as GatewayError).status).toBe(400);
-      expect((err as GatewayError).code).toBe('invalid_request');
-      expect((err as GatewayError).challenge).toBe(false);
-      return (err as GatewayError).description;
-    }
-    throw new Error('not refused');
+    const err = bodyRefusal(text);
+    expect(err.challenge).toBe(false);
+    return err.description;
   };
 
   it('reads one message or a batch', () => {

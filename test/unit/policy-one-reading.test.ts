@@ -8,19 +8,10 @@ import { GatewayError } from '../../src/errors/gateway-error.js';
 import type { AuditEvent } from '../../src/observability/audit.js';
 import type { AuthContext } from '../../src/auth/principal.js';
 import type { RouteConfig } from '../../src/config/types.js';
+import { bodyRefusal } from '../helpers/rejection.js';
 
 const parse = (text: string) => parseJsonRpcBody(Buffer.from(text));
-const refusal = (text: string): string => {
-  try {
-    parse(text);
-  } catch (err) {
-    expect(err).toBeInstanceOf(GatewayError);
-    expect((err as GatewayError).status).toBe(400);
-    expect((err as GatewayError).code).toBe('invalid_request');
-    return (err as GatewayError).description;
-  }
-  throw new Error(`not refused: ${text.slice(0, 200)}`);
-};
+const refusal = (text: string): string => bodyRefusal(text).description;
 const call = (params: string, extra = '') => `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":${params}${extra}}`;
 
 describe('parseJsonRpcBody: one reading', () => {
