@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { followAuthorization } from '../helpers/mcp-client.js';
 import { freePort } from '../helpers/net.js';
 import { headlessUser, startAsGateway, type AsGateway } from '../helpers/authorization-server.js';
+import { authorizeUrl, getManual, type QueryParams } from '../helpers/oauth-requests.js';
 import { expandRedirect, redirectCorpus } from './corpora/redirect-uris.js';
 
 const CHALLENGE = 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM';
@@ -50,16 +51,7 @@ afterAll(async () => {
   await Promise.all([gateway?.stop(), multi?.stop()]);
 });
 
-function authorizeUrl(gw: AsGateway, params: Record<string, string | string[] | undefined>): URL {
-  const url = new URL(`${gw.issuer}/authorize`);
-  for (const [name, value] of Object.entries(params)) {
-    if (value === undefined) continue;
-    for (const v of Array.isArray(value) ? value : [value]) url.searchParams.append(name, v);
-  }
-  return url;
-}
-
-const valid = (over: Record<string, string | string[] | undefined> = {}) => ({
+const valid = (over: QueryParams = {}) => ({
   response_type: 'code',
   client_id: clientId,
   redirect_uri: redirectUri,
@@ -70,14 +62,9 @@ const valid = (over: Record<string, string | string[] | undefined> = {}) => ({
   ...over,
 });
 
-async function get(url: URL) {
-  const res = await fetch(url, { redirect: 'manual' });
-  return { status: res.status, headers: res.headers, body: await res.text() };
-}
-
 /** An /authorize refusal shown to the user: a framing-proof error page, no redirect, no cookie, nothing stored. */
-async function expectErrorPage(params: Record<string, string | string[] | undefined>, mark: number) {
-  const res = await get(authorizeUrl(gateway, params));
+async function expectErrorPage(params: QueryParams, mark: number) {
+  const res = await getManual(authorizeUrl(gateway.issuer, params));
   expect(res.status).toBe(400);
   expect(res.headers.get('location')).toBeNull();
   expect(res.headers.get('content-type')).toMatch(/^text\/html/);
@@ -94,14 +81,14 @@ describe('[E19] redirect_uri tricks at /authorize (corpora/redirect-uris.json)',
 
   it.each(redirectCorpus.authorize.matched.map((c) => [c.uri, c.why] as const))('%s (%s) → the consent page, and the code goes exactly there', async (uri) => {
     const sent = expandRedirect(uri, redirectUri);
-    const callback = await followAuthorization(authorizeUrl(gateway, valid({ redirect_uri: sent, state: 'm' })), sent, { onPage: headlessUser('mia') });
+    const callback = await followAuthorization(authorizeUrl(gateway.issuer, valid({ redirect_uri: sent, state: 'm' })), sent, { onPage: headlessUser('mia') });
     expect(`${callback.origin}${callback.pathname}`).toBe(new URL(sent).href.replace(/\?.*$/, ''));
     expect(callback.searchParams.getAll('code')).toHaveLength(1);
   });
 });
 
 describe('[E19] unknown client or unregistered redirect_uri → an error page, never a redirect, nothing stored', () => {
-  const cases: Array<[string, () => Record<string, string | string[] | undefined>]> = [
+  const cases: Array<[string, () => QueryParams]> = [
     ['an unknown client_id', () => valid({ client_id: 'no-such-client' })],
     ['no client_id', () => valid({ client_id: undefined })],
     ['two client_ids', () => valid({ client_id: [clientId, clientId] })],
@@ -125,7 +112,7 @@ describe('[E19] unknown client or unregistered redirect_uri → an error page, n
   });
 
   it('a loopback IP literal matches on any port (RFC 8252 §7.3)', async () => {
-    const res = await get(authorizeUrl(gateway, valid({ redirect_uri: redirectUri.replace(/:\d+\//, ':1/') })));
+    const res = await getManual(authorizeUrl(gateway.issuer, valid({ redirect_uri: redirectUri.replace(/:\d+\//, ':1/') })));
     expect(res.status).toBe(200);
     expect(res.body).toContain('Approve');
   });
@@ -143,7 +130,7 @@ function expectErrorRedirect(res: { status: number; headers: Headers }, error: s
 }
 
 describe('[E20] PKCE S256 is required; only response_type=code', () => {
-  const cases: Array<[string, Record<string, string | string[] | undefined>, string]> = [
+  const cases: Array<[string, QueryParams, string]> = [
     ['no code_challenge', { code_challenge: undefined }, 'invalid_request'],
     ['code_challenge_method plain', { code_challenge_method: 'plain' }, 'invalid_request'],
     ['no code_challenge_method (plain by default)', { code_challenge_method: undefined }, 'invalid_request'],
@@ -178,7 +165,7 @@ describe('[E20] PKCE S256 is required; only response_type=code', () => {
   ];
   it.each(cases)('%s → %s, nothing stored', async (_name, over, error) => {
     const mark = gateway.recording.writes.length;
-    const res = await get(authorizeUrl(gateway, valid(over)));
+    const res = await getManual(authorizeUrl(gateway.issuer, valid(over)));
     // A repeated state is not echoed: which one would be "the" state?
     expectErrorRedirect(res, error, Array.isArray(over.state) ? null : 'xyz');
     expect(gateway.recording.writes.slice(mark)).toEqual([]);
@@ -227,14 +214,14 @@ describe('[E21] resource must be one of the gateway canonical URIs', () => {
   it('refuses every non-canonical variant with invalid_target, nothing stored', async () => {
     for (const variant of variants().filter((v) => v !== '')) {
       const mark = gateway.recording.writes.length;
-      const res = await get(authorizeUrl(gateway, valid({ resource: variant })));
+      const res = await getManual(authorizeUrl(gateway.issuer, valid({ resource: variant })));
       expectErrorRedirect(res, 'invalid_target');
       expect(gateway.recording.writes.slice(mark)).toEqual([]);
     }
   });
 
   it('refuses two resources', async () => {
-    expectErrorRedirect(await get(authorizeUrl(gateway, valid({ resource: [resource, resource] }))), 'invalid_target');
+    expectErrorRedirect(await getManual(authorizeUrl(gateway.issuer, valid({ resource: [resource, resource] }))), 'invalid_target');
   });
 
   it('requires resource when the gateway has several routes', async () => {
@@ -242,17 +229,17 @@ describe('[E21] resource must be one of the gateway canonical URIs', () => {
     const id = await registerClient(multi, [uri]);
     const params = { response_type: 'code', client_id: id, redirect_uri: uri, code_challenge: CHALLENGE, code_challenge_method: 'S256', state: 'm' };
     // A dynamic client: the error is shown, not redirected ([J49]).
-    const without = await get(authorizeUrl(multi, params));
+    const without = await getManual(authorizeUrl(multi.issuer, params));
     expect(without.status).toBe(400);
     expect(without.headers.get('location')).toBeNull();
     expect(without.body).toContain('invalid_target');
-    const withResource = await get(authorizeUrl(multi, { ...params, resource: `${multi.issuer}/b/mcp` }));
+    const withResource = await getManual(authorizeUrl(multi.issuer, { ...params, resource: `${multi.issuer}/b/mcp` }));
     expect(withResource.status).toBe(200);
   });
 
   it('refuses a scope the route does not support (invalid_scope), accepts offline_access', async () => {
-    expectErrorRedirect(await get(authorizeUrl(gateway, valid({ scope: 'mcp:read mcp:root' }))), 'invalid_scope');
-    const ok = await get(authorizeUrl(gateway, valid({ scope: 'mcp:read offline_access' })));
+    expectErrorRedirect(await getManual(authorizeUrl(gateway.issuer, valid({ scope: 'mcp:read mcp:root' }))), 'invalid_scope');
+    const ok = await getManual(authorizeUrl(gateway.issuer, valid({ scope: 'mcp:read offline_access' })));
     expect(ok.status).toBe(200);
     expect(ok.body).toContain('mcp:read');
   });
@@ -266,7 +253,7 @@ describe('[E22] the success redirect', () => {
     ['a 2000-character state', 's'.repeat(2000)],
     ['a state that is only spaces', '   '],
   ])('%s comes back once and byte for byte, beside exactly one code and one iss', async (_name, state) => {
-    const callback = await followAuthorization(authorizeUrl(gateway, valid({ state })), redirectUri, { onPage: headlessUser('nina') });
+    const callback = await followAuthorization(authorizeUrl(gateway.issuer, valid({ state })), redirectUri, { onPage: headlessUser('nina') });
     expect(callback.searchParams.getAll('state')).toEqual([state]);
     expect(callback.searchParams.getAll('code')).toHaveLength(1);
     expect(callback.searchParams.get('code')).not.toBe('evil');
@@ -274,7 +261,7 @@ describe('[E22] the success redirect', () => {
   });
 
   it('an error redirect also carries iss exactly once and no code', async () => {
-    const res = await get(authorizeUrl(gateway, valid({ response_type: 'token', state: 'x&iss=https://evil.example&code=evil' })));
+    const res = await getManual(authorizeUrl(gateway.issuer, valid({ response_type: 'token', state: 'x&iss=https://evil.example&code=evil' })));
     const location = new URL(res.headers.get('location')!);
     expect(location.searchParams.getAll('iss')).toEqual([gateway.issuer]);
     expect(location.searchParams.getAll('code')).toEqual([]);
@@ -283,7 +270,7 @@ describe('[E22] the success redirect', () => {
 
   it('carries exactly one code, the state byte for byte, and iss', async () => {
     const state = 'a b+c/%25?&=é😀"<>\\';
-    const callback = await followAuthorization(authorizeUrl(gateway, valid({ state })), redirectUri, { onPage: headlessUser('erin') });
+    const callback = await followAuthorization(authorizeUrl(gateway.issuer, valid({ state })), redirectUri, { onPage: headlessUser('erin') });
     expect(callback.searchParams.getAll('code')).toHaveLength(1);
     expect(callback.searchParams.get('code')).toMatch(/^[A-Za-z0-9_-]{43,}$/);
     expect(callback.searchParams.getAll('state')).toEqual([state]);
@@ -300,7 +287,7 @@ describe('[E22] the success redirect', () => {
   });
 
   it('a denied consent goes back with access_denied, the state and iss', async () => {
-    const callback = await followAuthorization(authorizeUrl(gateway, valid({ state: 'deny-me' })), redirectUri, { onPage: headlessUser('frank', { decision: 'deny' }) });
+    const callback = await followAuthorization(authorizeUrl(gateway.issuer, valid({ state: 'deny-me' })), redirectUri, { onPage: headlessUser('frank', { decision: 'deny' }) });
     expect(callback.searchParams.get('error')).toBe('access_denied');
     expect(callback.searchParams.get('state')).toBe('deny-me');
     expect(callback.searchParams.get('iss')).toBe(gateway.issuer);

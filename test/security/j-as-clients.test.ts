@@ -7,7 +7,7 @@
  * J59 remembered consent is per user, not per browser.
  * Real gateways, a real https document server, real reloads; ∅store where a case says nothing is stored.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -24,11 +24,12 @@ import { clientKey } from '../../src/store/key-names.js';
 import { followAuthorization } from '../helpers/mcp-client.js';
 import { freePort } from '../helpers/net.js';
 import { headlessUser, parseForm, selfSignedCertificate, startAsGateway, type AsGateway } from '../helpers/authorization-server.js';
+import { authorizeUrl, getManual, newVerifier, s256, type QueryParams } from '../helpers/oauth-requests.js';
 
 const SVC_SECRET = 'svc-secret-value-0123456789';
 const ANY_SECRET = 'any-secret-value-0123456789';
-const verifier = randomBytes(32).toString('base64url');
-const challenge = createHash('sha256').update(verifier).digest('base64url');
+const verifier = newVerifier();
+const challenge = s256(verifier);
 
 let tls: { key: string; cert: string };
 let docServer: HttpsServer;
@@ -102,16 +103,7 @@ async function token(gw: AsGateway, params: Record<string, string>, basic?: [str
   return { status: res.status, json: (await res.json()) as Record<string, unknown> };
 }
 
-function authorizeUrl(gw: AsGateway, params: Record<string, string | string[] | undefined>): URL {
-  const url = new URL(`${gw.issuer}/authorize`);
-  for (const [name, value] of Object.entries(params)) {
-    if (value === undefined) continue;
-    for (const v of Array.isArray(value) ? value : [value]) url.searchParams.append(name, v);
-  }
-  return url;
-}
-
-const authorizeParams = (clientId: string, redirectUri: string, over: Record<string, string | string[] | undefined> = {}) => ({
+const authorizeParams = (clientId: string, redirectUri: string, over: QueryParams = {}) => ({
   response_type: 'code',
   client_id: clientId,
   redirect_uri: redirectUri,
@@ -122,18 +114,13 @@ const authorizeParams = (clientId: string, redirectUri: string, over: Record<str
   ...over,
 });
 
-async function get(url: URL) {
-  const res = await fetch(url, { redirect: 'manual' });
-  return { status: res.status, headers: res.headers, body: await res.text() };
-}
-
 const isConsentPage = (body: string) => body.includes('name="decision"');
 const isLoginPage = (body: string) => body.includes('name="username"');
 
 /** An /authorize refusal shown to the user: an HTML error page, no Location, no cookie, nothing stored. */
 async function expectErrorPage(gw: AsGateway, url: URL, error?: string) {
   const mark = gw.recording.writes.length;
-  const res = await get(url);
+  const res = await getManual(url);
   expect(res.status, `${url.search}: ${res.body.slice(0, 300)}`).toBe(400);
   expect(res.headers.get('location')).toBeNull();
   expect(res.headers.get('content-type')).toMatch(/^text\/html/);
@@ -150,7 +137,7 @@ async function redeem(gw: AsGateway, client: { id: string; redirectUri: string }
 
 /** The whole browser flow with the dev login: the code's token answer. */
 async function authorizeAndRedeem(gw: AsGateway, client: { id: string; redirectUri: string }, scope: string, user = 'ivy') {
-  const callback = await followAuthorization(authorizeUrl(gw, authorizeParams(client.id, client.redirectUri, { scope, resource: `${gw.issuer}/everything/mcp` })), client.redirectUri, {
+  const callback = await followAuthorization(authorizeUrl(gw.issuer, authorizeParams(client.id, client.redirectUri, { scope, resource: `${gw.issuer}/everything/mcp` })), client.redirectUri, {
     onPage: headlessUser(user),
   });
   const code = callback.searchParams.get('code');
@@ -266,7 +253,7 @@ describe('[J46] no machine token for an anonymous client', () => {
       const clientId = `${docOrigin}${path}`;
       const redirectUri = `http://127.0.0.1:${await freePort()}/cb`;
       docRoutes.set(path, (_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ client_id: clientId, redirect_uris: [redirectUri], ...extra })));
-      await expectErrorPage(gateway, authorizeUrl(gateway, authorizeParams(clientId, redirectUri)));
+      await expectErrorPage(gateway, authorizeUrl(gateway.issuer, authorizeParams(clientId, redirectUri)));
       const res = await token(gateway, { grant_type: 'client_credentials', client_id: clientId, resource });
       expect([400, 401]).toContain(res.status);
       expect(res.json).not.toHaveProperty('access_token');
@@ -312,9 +299,9 @@ describe('[J46] no machine token for an anonymous client', () => {
     it('DCR scope: /authorize outside it → an error page; inside → consent; refresh cannot widen', async () => {
       const client = await register(gateway, { scope: 'mcp:read mcp:write' });
       for (const scope of ['mcp:admin', 'mcp:read mcp:admin', 'mcp:read mcp:write mcp:admin']) {
-        await expectErrorPage(gateway, authorizeUrl(gateway, authorizeParams(client.id, client.redirectUri, { scope })), 'invalid_scope');
+        await expectErrorPage(gateway, authorizeUrl(gateway.issuer, authorizeParams(client.id, client.redirectUri, { scope })), 'invalid_scope');
       }
-      const inside = await get(authorizeUrl(gateway, authorizeParams(client.id, client.redirectUri, { scope: 'mcp:write' })));
+      const inside = await getManual(authorizeUrl(gateway.issuer, authorizeParams(client.id, client.redirectUri, { scope: 'mcp:write' })));
       expect(isConsentPage(inside.body)).toBe(true);
       const issued = await authorizeAndRedeem(gateway, client, 'mcp:read');
       const wider = await token(gateway, { grant_type: 'refresh_token', refresh_token: issued.refresh_token!, client_id: client.id, scope: 'mcp:read mcp:admin' });
@@ -323,7 +310,7 @@ describe('[J46] no machine token for an anonymous client', () => {
 
     it('DCR scope without the route required scope: a request without scope is refused, not widened', async () => {
       const client = await register(gateway, { scope: 'mcp:write' });
-      await expectErrorPage(gateway, authorizeUrl(gateway, authorizeParams(client.id, client.redirectUri)), 'invalid_scope');
+      await expectErrorPage(gateway, authorizeUrl(gateway.issuer, authorizeParams(client.id, client.redirectUri)), 'invalid_scope');
     });
 
     it('a metadata document scope bounds the same way', async () => {
@@ -331,12 +318,12 @@ describe('[J46] no machine token for an anonymous client', () => {
       const clientId = `${docOrigin}${path}`;
       const redirectUri = `http://127.0.0.1:${await freePort()}/cb`;
       docRoutes.set(path, (_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ client_id: clientId, redirect_uris: [redirectUri], scope: 'mcp:read' })));
-      await expectErrorPage(gateway, authorizeUrl(gateway, authorizeParams(clientId, redirectUri, { scope: 'mcp:write' })), 'invalid_scope');
-      expect(isConsentPage((await get(authorizeUrl(gateway, authorizeParams(clientId, redirectUri, { scope: 'mcp:read' })))).body)).toBe(true);
+      await expectErrorPage(gateway, authorizeUrl(gateway.issuer, authorizeParams(clientId, redirectUri, { scope: 'mcp:write' })), 'invalid_scope');
+      expect(isConsentPage((await getManual(authorizeUrl(gateway.issuer, authorizeParams(clientId, redirectUri, { scope: 'mcp:read' })))).body)).toBe(true);
     });
 
     it('a configured client: /authorize outside its configured scopes goes back with invalid_scope', async () => {
-      const res = await get(authorizeUrl(gateway, authorizeParams('web-app', webRedirect, { scope: 'mcp:admin' })));
+      const res = await getManual(authorizeUrl(gateway.issuer, authorizeParams('web-app', webRedirect, { scope: 'mcp:admin' })));
       expect(res.status).toBe(302);
       expect(new URL(res.headers.get('location')!).searchParams.get('error')).toBe('invalid_scope');
     });
@@ -344,7 +331,7 @@ describe('[J46] no machine token for an anonymous client', () => {
 });
 
 /** Invalid authorization requests (beyond the client and redirect URI checks). */
-const INVALID_REQUESTS: Array<[string, Record<string, string | string[] | undefined>, string]> = [
+const INVALID_REQUESTS: Array<[string, QueryParams, string]> = [
   ['prompt=none', { prompt: 'none' }, 'login_required'],
   ['prompt=none consent', { prompt: 'none consent' }, 'login_required'],
   ['response_type token', { response_type: 'token' }, 'unsupported_response_type'],
@@ -378,12 +365,12 @@ describe('[J49] no redirect to a dynamic client before its consent page (RFC 970
   });
 
   it.each(INVALID_REQUESTS)('DCR client, %s → an error page naming %s, nothing stored', async (_name, over, error) => {
-    const res = await expectErrorPage(gateway, authorizeUrl(gateway, authorizeParams(dynamic.id, dynamic.redirectUri, over)), error);
+    const res = await expectErrorPage(gateway, authorizeUrl(gateway.issuer, authorizeParams(dynamic.id, dynamic.redirectUri, over)), error);
     expect(res.body).not.toContain('evil.example');
   });
 
   it.each(INVALID_REQUESTS)('metadata document client, %s → an error page naming %s', async (_name, over, error) => {
-    await expectErrorPage(gateway, authorizeUrl(gateway, authorizeParams(documentClient.id, documentClient.redirectUri, over)), error);
+    await expectErrorPage(gateway, authorizeUrl(gateway.issuer, authorizeParams(documentClient.id, documentClient.redirectUri, over)), error);
   });
 
   it('sent by POST as a form too', async () => {
@@ -401,7 +388,7 @@ describe('[J49] no redirect to a dynamic client before its consent page (RFC 970
       fc.asyncProperty(
         fc.record({ response_type: value, code_challenge: value, code_challenge_method: value, prompt: value, scope: value, resource: value, response_mode: value, request: fc.constantFrom(undefined, 'x') }),
         async (over) => {
-          const res = await get(authorizeUrl(gateway, authorizeParams(dynamic.id, dynamic.redirectUri, over)));
+          const res = await getManual(authorizeUrl(gateway.issuer, authorizeParams(dynamic.id, dynamic.redirectUri, over)));
           expect([200, 400]).toContain(res.status);
           expect(res.headers.get('location')).toBeNull();
         },
@@ -412,7 +399,7 @@ describe('[J49] no redirect to a dynamic client before its consent page (RFC 970
 
   it('a configured client keeps the RFC 6749 error redirect (its redirect URI was set by the operator)', async () => {
     for (const [, over, error] of INVALID_REQUESTS.filter(([name]) => name !== 'two states')) {
-      const res = await get(authorizeUrl(gateway, authorizeParams('web-app', webRedirect, over)));
+      const res = await getManual(authorizeUrl(gateway.issuer, authorizeParams('web-app', webRedirect, over)));
       expect(res.status).toBe(302);
       const location = new URL(res.headers.get('location')!);
       expect(`${location.origin}${location.pathname}`).toBe(webRedirect);
@@ -422,7 +409,7 @@ describe('[J49] no redirect to a dynamic client before its consent page (RFC 970
 
   it('after the consent page, errors go back as usual: a denial redirects with access_denied', async () => {
     const client = await register(gateway);
-    const callback = await followAuthorization(authorizeUrl(gateway, authorizeParams(client.id, client.redirectUri, { state: 'd' })), client.redirectUri, {
+    const callback = await followAuthorization(authorizeUrl(gateway.issuer, authorizeParams(client.id, client.redirectUri, { state: 'd' })), client.redirectUri, {
       onPage: headlessUser('zoe', { decision: 'deny' }),
     });
     expect(callback.searchParams.get('error')).toBe('access_denied');
@@ -447,7 +434,7 @@ describe('[J56] Client ID Metadata Documents: no redirects, JSON only', () => {
     docRoutes.set(target, (_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(documentFor(`${docOrigin}${from}`))));
     const clientId = publish(from, status, { location: targetUrl });
     const before = docHits.length;
-    const res = await expectErrorPage(gateway, authorizeUrl(gateway, authorizeParams(clientId, redirectUri)));
+    const res = await expectErrorPage(gateway, authorizeUrl(gateway.issuer, authorizeParams(clientId, redirectUri)));
     expect(res.body).not.toContain('Trusted Host Client');
     expect(docHits.slice(before)).toEqual([from]);
   });
@@ -475,7 +462,7 @@ describe('[J56] Client ID Metadata Documents: no redirects, JSON only', () => {
 
   it.each(accepted)('Content-Type %s counts as JSON: the consent page', async (type) => {
     const clientId = publish(`/j56/ok-${encodeURIComponent(type)}.json`, 200, { 'content-type': type }, documentFor);
-    const res = await get(authorizeUrl(gateway, authorizeParams(clientId, redirectUri)));
+    const res = await getManual(authorizeUrl(gateway.issuer, authorizeParams(clientId, redirectUri)));
     expect(res.status).toBe(200);
     expect(isConsentPage(res.body)).toBe(true);
   });
@@ -488,7 +475,7 @@ describe('[J56] Client ID Metadata Documents: no redirects, JSON only', () => {
       if (type !== undefined) res.setHeader('content-type', type);
       res.writeHead(200).end(JSON.stringify(documentFor(url)));
     });
-    await expectErrorPage(gateway, authorizeUrl(gateway, authorizeParams(url, redirectUri)));
+    await expectErrorPage(gateway, authorizeUrl(gateway.issuer, authorizeParams(url, redirectUri)));
   });
 
   it('the content-type judgement on its own: JSON and +json types only, UTF-8 only', () => {
@@ -584,7 +571,7 @@ describe('[J58] a refresh grants only what the configuration loaded now allows',
   it('a code redeemed after a reload that withdrew one of its scopes does not carry it', async () => {
     await reload(gw, withRoute({}));
     const client = await register(gw);
-    const callback = await followAuthorization(authorizeUrl(gw, authorizeParams(client.id, client.redirectUri, { scope: 'mcp:read mcp:write', resource: `${gw.issuer}/everything/mcp` })), client.redirectUri, {
+    const callback = await followAuthorization(authorizeUrl(gw.issuer, authorizeParams(client.id, client.redirectUri, { scope: 'mcp:read mcp:write', resource: `${gw.issuer}/everything/mcp` })), client.redirectUri, {
       onPage: headlessUser('ula'),
     });
     await reload(gw, withRoute({ scopes_supported: ['mcp:read'] }));
@@ -634,7 +621,7 @@ class Browser {
 
 describe('[J59] remembered consent is per user', () => {
   const start = (browser: Browser, client: Registered, over: Record<string, string> = {}) =>
-    browser.request(authorizeUrl(gateway, authorizeParams(client.id, client.redirectUri, { scope: 'mcp:read', ...over })));
+    browser.request(authorizeUrl(gateway.issuer, authorizeParams(client.id, client.redirectUri, { scope: 'mcp:read', ...over })));
 
   /** Signs in on a login page; returns the answer (a redirect with the code, or a consent page of the user's own). */
   async function signIn(browser: Browser, page: { body: string }, user: string) {
