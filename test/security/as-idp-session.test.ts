@@ -8,7 +8,7 @@
  * tokens (G33); the IdP's tokens never reach the client (F26), nor the store unencrypted, nor the
  * logs.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IdpTokenCipher } from '../../src/authorization-server/idp-token-cipher.js';
@@ -16,6 +16,7 @@ import { idpTokenKey, pendingAuthorizationKey } from '../../src/store/key-names.
 import { DEFAULT_ROUTE, parseForm, startAsGateway, type AsGateway } from '../helpers/authorization-server.js';
 import { accessTokens, chooseIdpLogin, IDP_CALLBACK_PATH, newIdpClient, onIdpTokens, startGatewayIdp } from '../helpers/gateway-idp.js';
 import { connectWithToken } from '../helpers/mcp-client.js';
+import { codeRequestUrl, newVerifier, registerPublicClient, type PublicClient } from '../helpers/oauth-requests.js';
 import { freePort } from '../helpers/net.js';
 import type { OidcProviderHandle } from '../helpers/oidc-provider.js';
 import { startEverythingServer, startRecordingHop, type RecordingHop, type UpstreamHandle } from '../helpers/upstream.js';
@@ -96,51 +97,24 @@ class Browser {
   }
 }
 
-interface Client {
-  id: string;
-  redirectUri: string;
-}
-
-async function registerClient(): Promise<Client> {
-  const redirectUri = `http://127.0.0.1:${await freePort()}/cb`;
-  const res = await fetch(`${origin}/register`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ client_name: 'idp tests', redirect_uris: [redirectUri], token_endpoint_auth_method: 'none', grant_types: ['authorization_code', 'refresh_token'] }),
-  });
-  expect(res.status).toBe(201);
-  return { id: ((await res.json()) as { client_id: string }).client_id, redirectUri };
-}
+const registerClient = () => registerPublicClient(origin, 'idp tests', '/cb');
 
 interface Flow {
   browser: Browser;
-  client: Client;
+  client: PublicClient;
   verifier: string;
   state: string;
   /** The IdP's redirect to the gateway's callback (code, state, iss), not yet followed. */
   callback: URL;
 }
 
-function authorizeUrl(client: Client, state: string, verifier: string): URL {
-  const url = new URL(`${origin}/authorize`);
-  url.search = new URLSearchParams({
-    response_type: 'code',
-    client_id: client.id,
-    redirect_uri: client.redirectUri,
-    code_challenge: createHash('sha256').update(verifier).digest('base64url'),
-    code_challenge_method: 'S256',
-    state,
-    resource: mcpUrl,
-    scope: 'mcp:read',
-  }).toString();
-  return url;
-}
+const authorizeUrl = (client: PublicClient, state: string, verifier: string) => codeRequestUrl(origin, { client, verifier, state, resource: mcpUrl, scope: 'mcp:read' });
 
 /** /authorize → the gateway's consent page → approve → the IdP → up to (not into) the gateway callback. */
-async function toCallback(account: string, browser = new Browser(), client?: Client): Promise<Flow> {
+async function toCallback(account: string, browser = new Browser(), client?: PublicClient): Promise<Flow> {
   idpAccount = account;
   const registered = client ?? (await registerClient());
-  const verifier = randomBytes(32).toString('base64url');
+  const verifier = newVerifier();
   const state = `client-state-${randomBytes(4).toString('hex')}`;
   let step = await browser.request(authorizeUrl(registered, state, verifier));
   if (step.status === 200) {
@@ -225,7 +199,7 @@ describe('G27: the gateway consent comes before any redirect to the IdP', () => 
 
     // A new client, same browser: the gateway's own consent page, no redirect anywhere.
     const stranger = await registerClient();
-    const page = await browser.request(authorizeUrl(stranger, 's', randomBytes(32).toString('base64url')));
+    const page = await browser.request(authorizeUrl(stranger, 's', newVerifier()));
     expect(page.status).toBe(200);
     expect(page.location).toBeNull();
     expect(page.body).toContain('name="decision"');
@@ -299,7 +273,7 @@ describe('G32: the IdP callback refuses what is not the answer to this browser�
     if (c.browser === 'other') {
       browser = new Browser();
       // It has been to /authorize itself, so it holds a valid binding cookie of its own.
-      await browser.request(authorizeUrl(await registerClient(), 'x', randomBytes(32).toString('base64url')));
+      await browser.request(authorizeUrl(await registerClient(), 'x', newVerifier()));
     }
     const mark = gateway.recording.writes.length;
     const idpTokensBefore = idpIssued.length;

@@ -8,7 +8,6 @@
  * go to replica B. A replica that cannot read the revocations for longer than the bound answers
  * 503 for built-in tokens instead of accepting them silently, and recovers without a restart.
  */
-import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -19,6 +18,7 @@ import { generateSigningKey } from '../../src/authorization-server/signing-keys.
 import { headlessUser } from '../helpers/authorization-server.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { followAuthorization } from '../helpers/mcp-client.js';
+import { codeRequestUrl, newVerifier, registerPublicClient, type PublicClient } from '../helpers/oauth-requests.js';
 import { freePort } from '../helpers/net.js';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
@@ -76,21 +76,7 @@ afterAll(async () => {
   if (keyDir) await rm(keyDir, { recursive: true, force: true });
 });
 
-interface Client {
-  id: string;
-  redirectUri: string;
-}
-
-async function registerClient(): Promise<Client> {
-  const redirectUri = `http://127.0.0.1:${await freePort()}/callback`;
-  const res = await fetch(`${A.url}/register`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ client_name: 'j52', redirect_uris: [redirectUri], token_endpoint_auth_method: 'none', grant_types: ['authorization_code', 'refresh_token'] }),
-  });
-  expect(res.status).toBe(201);
-  return { id: ((await res.json()) as { client_id: string }).client_id, redirectUri };
-}
+const registerClient = () => registerPublicClient(A.url, 'j52');
 
 async function tokenRequest(params: Record<string, string>, basic?: [string, string]): Promise<{ status: number; json: Record<string, string> }> {
   const headers: Record<string, string> = { 'content-type': 'application/x-www-form-urlencoded' };
@@ -100,7 +86,7 @@ async function tokenRequest(params: Record<string, string>, basic?: [string, str
 }
 
 interface Grant {
-  client: Client;
+  client: PublicClient;
   code: string;
   verifier: string;
   accessToken: string;
@@ -110,18 +96,8 @@ interface Grant {
 /** A user's grant, obtained from replica A (consent and dev login by a headless user). */
 async function userGrant(user = 'j52-user'): Promise<Grant> {
   const client = await registerClient();
-  const verifier = randomBytes(32).toString('base64url');
-  const url = new URL(`${A.url}/authorize`);
-  url.search = new URLSearchParams({
-    response_type: 'code',
-    client_id: client.id,
-    redirect_uri: client.redirectUri,
-    code_challenge: createHash('sha256').update(verifier).digest('base64url'),
-    code_challenge_method: 'S256',
-    resource,
-    scope: 'mcp:read',
-    state: 's',
-  }).toString();
+  const verifier = newVerifier();
+  const url = codeRequestUrl(A.url, { client, verifier, state: 's', resource, scope: 'mcp:read' });
   const callback = await followAuthorization(url, client.redirectUri, { onPage: headlessUser(user) });
   const code = callback.searchParams.get('code')!;
   const issued = await tokenRequest({ grant_type: 'authorization_code', code, code_verifier: verifier, client_id: client.id, redirect_uri: client.redirectUri, resource });
