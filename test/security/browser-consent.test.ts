@@ -9,7 +9,7 @@
  *   on the dev login page, and the client gets its code (redeemed at /token).
  * Without /usr/bin/chromium these tests are skipped, with the reason in their names.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,6 +18,7 @@ import { chromium, type Browser, type BrowserContext, type Page } from 'playwrig
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { closeServer, listen } from '../helpers/net.js';
 import { parseForm, startAsGateway, type AsGateway } from '../helpers/authorization-server.js';
+import { codeRequestUrl, newVerifier } from '../helpers/oauth-requests.js';
 
 /** Debian's chromium (CHROMIUM_PATH overrides, e.g. to check the skip message). */
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -72,18 +73,8 @@ afterAll(async () => {
 });
 
 function authorizeUrl(verifier: string, state = 'browser-state'): string {
-  const url = new URL(`${gateway.issuer}/authorize`);
-  url.search = new URLSearchParams({
-    response_type: 'code',
-    client_id: clientId,
-    redirect_uri: redirectUri,
-    code_challenge: createHash('sha256').update(verifier).digest('base64url'),
-    code_challenge_method: 'S256',
-    state,
-    resource: `${gateway.issuer}/everything/mcp`,
-    scope: 'mcp:read mcp:write',
-  }).toString();
-  return url.href;
+  const client = { id: clientId, redirectUri };
+  return codeRequestUrl(gateway.issuer, { client, verifier, state, resource: `${gateway.issuer}/everything/mcp`, scope: 'mcp:read mcp:write' }).href;
 }
 
 /** A fresh browser profile (cookies of its own) with its console kept. */
@@ -104,7 +95,7 @@ describeBrowser(`[G28] the consent page cannot be framed${why}`, () => {
     const { context, page, console } = await newPage();
     try {
       attackerPages.set('/frame.html', `<!doctype html><title>Win a prize</title>
-        <iframe id="consent" name="consent" src="${authorizeUrl(randomBytes(32).toString('base64url'))}" width="600" height="400"></iframe>
+        <iframe id="consent" name="consent" src="${authorizeUrl(newVerifier())}" width="600" height="400"></iframe>
         <iframe id="control" name="control" src="${gateway.issuer}/healthz" width="300" height="100"></iframe>`);
       const consentResponse = page.waitForResponse((r) => r.url().startsWith(`${gateway.issuer}/authorize`));
       await page.goto(`http://localhost:${attackerPort}/frame.html`);
@@ -132,7 +123,7 @@ describeBrowser(`[G28] the consent page cannot be framed${why}`, () => {
 describeBrowser(`[G29] CSRF and cross-site form posts are refused${why}`, () => {
   /** The victim opens the consent page; returns its form (the attacker's best case: it knows the fields). */
   async function victimConsent(page: Page) {
-    await page.goto(authorizeUrl(randomBytes(32).toString('base64url')));
+    await page.goto(authorizeUrl(newVerifier()));
     await page.locator('button[value="approve"]').waitFor({ state: 'visible' });
     return parseForm(await page.content())!;
   }
@@ -180,7 +171,7 @@ describeBrowser(`[G27] a real user approves and signs in; the client gets its co
     const { context, page } = await newPage();
     try {
       callbacks = [];
-      const verifier = randomBytes(32).toString('base64url');
+      const verifier = newVerifier();
       await page.goto(authorizeUrl(verifier, 'real-user-state'));
       const text = await page.locator('main').innerText();
       expect(text).toContain('Allow Acme Assistant to use this MCP server?');

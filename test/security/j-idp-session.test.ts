@@ -12,7 +12,7 @@
  * - J61: after full OIDC logins, nothing the store was given holds the IdP request's `state`,
  *   nonce or PKCE verifier.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { decodeJwt, generateKeyPair, importJWK, SignJWT, type JWTPayload } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IdpTokenCipher } from '../../src/authorization-server/idp-token-cipher.js';
@@ -22,6 +22,7 @@ import { idpTokenKey } from '../../src/store/key-names.js';
 import { DEFAULT_ROUTE, parseForm, startAsGateway, type AsGateway } from '../helpers/authorization-server.js';
 import { chooseIdpLogin, IDP_BACKCHANNEL_LOGOUT_PATH, IDP_CALLBACK_PATH, newIdpClient, onIdpTokens, startGatewayIdp } from '../helpers/gateway-idp.js';
 import { freePort } from '../helpers/net.js';
+import { codeRequestUrl, newVerifier, registerPublicClient } from '../helpers/oauth-requests.js';
 import type { OidcProviderHandle } from '../helpers/oidc-provider.js';
 import { startEverythingServer, startRecordingHop, type RecordingHop, type UpstreamHandle } from '../helpers/upstream.js';
 
@@ -118,25 +119,10 @@ interface SignedIn {
 async function signIn(account: string, browser = new Browser(), path = DEFAULT_ROUTE.path): Promise<SignedIn> {
   idpAccount = account;
   const resource = `${origin}${path}`;
-  const redirectUri = `http://127.0.0.1:${await freePort()}/cb`;
-  const registered = await fetch(`${origin}/register`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ client_name: 'j60', redirect_uris: [redirectUri], token_endpoint_auth_method: 'none', grant_types: ['authorization_code', 'refresh_token'] }),
-  });
-  const clientId = ((await registered.json()) as { client_id: string }).client_id;
-  const verifier = randomBytes(32).toString('base64url');
-  const authorize = new URL(`${origin}/authorize`);
-  authorize.search = new URLSearchParams({
-    response_type: 'code',
-    client_id: clientId,
-    redirect_uri: redirectUri,
-    code_challenge: createHash('sha256').update(verifier).digest('base64url'),
-    code_challenge_method: 'S256',
-    state: 'client-state',
-    resource,
-    scope: 'mcp:read',
-  }).toString();
+  const client = await registerPublicClient(origin, 'j60', '/cb');
+  const { id: clientId, redirectUri } = client;
+  const verifier = newVerifier();
+  const authorize = codeRequestUrl(origin, { client, verifier, state: 'client-state', resource, scope: 'mcp:read' });
   let step = await browser.request(authorize);
   let url = authorize;
   if (step.status === 200) {
