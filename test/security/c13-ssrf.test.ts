@@ -5,9 +5,7 @@
  * test-only loopback permission, the gateway never fetches a loopback client_id at all — and the
  * configured fetches (JWKS, introspection) that never follow a redirect.
  */
-import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { createHash, randomBytes } from 'node:crypto';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,7 +15,8 @@ import { followAuthorization } from '../helpers/mcp-client.js';
 import { closeServer, freePort, listen } from '../helpers/net.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { gatewayYaml, jwtRoute, now, resourceOf, startRecordingUpstream, startTestIssuer, type RecordingUpstream, type TestIssuer } from '../helpers/security-fixtures.js';
-import { headlessUser, selfSignedCertificate, startAsGateway, type AsGateway } from '../helpers/authorization-server.js';
+import { headlessUser, startAsGateway, type AsGateway } from '../helpers/authorization-server.js';
+import { startDocumentServer, type DocumentServer } from '../helpers/https-documents.js';
 
 describe('[C13] the refusal table', () => {
   const forbidden = [
@@ -62,26 +61,13 @@ describe('[C13] the refusal table', () => {
   });
 });
 
-let tls: { key: string; cert: string };
-let server: HttpsServer;
-let origin: string;
-let hits: string[] = [];
-const routes = new Map<string, (req: IncomingMessage, res: ServerResponse) => void>();
+let documents: DocumentServer;
 
 beforeAll(async () => {
-  tls = await selfSignedCertificate();
-  server = createHttpsServer({ key: tls.key, cert: tls.cert }, (req, res) => {
-    hits.push(req.url ?? '');
-    const handler = routes.get((req.url ?? '').split('?')[0]!);
-    if (handler) handler(req, res);
-    else res.writeHead(404).end();
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  origin = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  documents = await startDocumentServer();
 });
 afterAll(async () => {
-  server?.closeAllConnections();
-  await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+  await documents?.close();
 });
 
 const redirectTo = (location: string) => (_req: IncomingMessage, res: ServerResponse) => res.writeHead(302, { location }).end();
@@ -100,10 +86,10 @@ async function failure(promise: Promise<unknown>): Promise<string> {
 
 describe('[C13] the guard against real servers', () => {
   it('refuses loopback in every spelling without the test permission, before connecting', async () => {
-    const port = new URL(origin).port;
-    const fetcher = createSafeFetcher({ ca: tls.cert });
+    const port = new URL(documents.origin).port;
+    const fetcher = createSafeFetcher({ ca: documents.cert });
     try {
-      hits = [];
+      documents.hits.length = 0;
       for (const host of [
         '127.0.0.1', '2130706433', '0x7f.0.0.1', '017700000001', '127.1', '[::1]', '[::ffff:127.0.0.1]', '[::ffff:7f00:1]', 'localhost',
         '0177.0.0.1', '0x7f.1', '127.0.1', '127.000.000.001', '0x7F000001', '127.0.0.1.', 'LOCALHOST', 'localhost.', '[0:0:0:0:0:0:0:1]',
@@ -112,7 +98,7 @@ describe('[C13] the guard against real servers', () => {
         // A name the resolver may not know (`localhost.`) fails as a network error instead: never a connection either way.
         expect(host === 'localhost.' ? ['forbidden_address', 'network'] : ['forbidden_address'], host).toContain(await failure(fetcher.fetch(`https://${host}:${port}/doc`)));
       }
-      expect(hits).toEqual([]);
+      expect(documents.hits).toEqual([]);
       expect(await failure(fetcher.fetch(`http://example.com/doc`))).toBe('not_https');
       expect(await failure(fetcher.fetch(`https://user:pw@example.com/doc`))).toBe('not_https');
       for (const url of ['HTTP://example.com/doc', 'ftp://example.com/doc', 'file:///etc/passwd', 'gopher://example.com/_', 'data:application/json,{}', 'ws://example.com/', 'https://user@example.com/doc']) {
@@ -124,59 +110,59 @@ describe('[C13] the guard against real servers', () => {
   });
 
   it('follows at most three redirects, re-checking each hop', async () => {
-    const fetcher = createSafeFetcher({ allowLoopback: true, ca: tls.cert });
-    routes.set('/final', json({ ok: true }));
-    routes.set('/r1', redirectTo('/r2'));
-    routes.set('/r2', redirectTo('/r3'));
-    routes.set('/r3', redirectTo(`${origin}/final`));
-    routes.set('/r0', redirectTo('/r1'));
-    routes.set('/to-http', redirectTo(`http://127.0.0.1:${new URL(origin).port}/final`));
-    routes.set('/to-private', redirectTo('https://10.0.0.1/doc'));
-    routes.set('/to-metadata', redirectTo('https://[::ffff:169.254.169.254]/latest/meta-data/'));
-    routes.set('/to-decimal', redirectTo('https://2852039166/latest/'));
-    routes.set('/to-compat', redirectTo('https://[::a9fe:a9fe]/latest/'));
-    routes.set('/to-nat64', redirectTo('https://[64:ff9b::a9fe:a9fe]/latest/'));
-    routes.set('/to-localhost', redirectTo(`https://localhost:${new URL(origin).port}/final`));
-    routes.set('/to-file', redirectTo('file:///etc/passwd'));
-    routes.set('/to-userinfo', redirectTo(`https://user:pw@127.0.0.1:${new URL(origin).port}/final`));
-    routes.set('/to-scheme-relative', redirectTo('//10.0.0.1/doc'));
+    const fetcher = createSafeFetcher({ allowLoopback: true, ca: documents.cert });
+    documents.routes.set('/final', json({ ok: true }));
+    documents.routes.set('/r1', redirectTo('/r2'));
+    documents.routes.set('/r2', redirectTo('/r3'));
+    documents.routes.set('/r3', redirectTo(`${documents.origin}/final`));
+    documents.routes.set('/r0', redirectTo('/r1'));
+    documents.routes.set('/to-http', redirectTo(`http://127.0.0.1:${new URL(documents.origin).port}/final`));
+    documents.routes.set('/to-private', redirectTo('https://10.0.0.1/doc'));
+    documents.routes.set('/to-metadata', redirectTo('https://[::ffff:169.254.169.254]/latest/meta-data/'));
+    documents.routes.set('/to-decimal', redirectTo('https://2852039166/latest/'));
+    documents.routes.set('/to-compat', redirectTo('https://[::a9fe:a9fe]/latest/'));
+    documents.routes.set('/to-nat64', redirectTo('https://[64:ff9b::a9fe:a9fe]/latest/'));
+    documents.routes.set('/to-localhost', redirectTo(`https://localhost:${new URL(documents.origin).port}/final`));
+    documents.routes.set('/to-file', redirectTo('file:///etc/passwd'));
+    documents.routes.set('/to-userinfo', redirectTo(`https://user:pw@127.0.0.1:${new URL(documents.origin).port}/final`));
+    documents.routes.set('/to-scheme-relative', redirectTo('//10.0.0.1/doc'));
     try {
-      const ok = await fetcher.fetch(`${origin}/r1`);
+      const ok = await fetcher.fetch(`${documents.origin}/r1`);
       expect(ok.status).toBe(200);
-      expect(ok.url).toBe(`${origin}/final`);
-      expect(await failure(fetcher.fetch(`${origin}/r0`))).toBe('too_many_redirects');
-      expect(await failure(fetcher.fetch(`${origin}/to-http`))).toBe('not_https');
-      expect(await failure(fetcher.fetch(`${origin}/to-private`))).toBe('forbidden_address');
-      expect(await failure(fetcher.fetch(`${origin}/to-metadata`))).toBe('forbidden_address');
-      expect(await failure(fetcher.fetch(`${origin}/to-decimal`))).toBe('forbidden_address');
-      expect(await failure(fetcher.fetch(`${origin}/to-compat`))).toBe('forbidden_address');
-      expect(await failure(fetcher.fetch(`${origin}/to-nat64`))).toBe('forbidden_address');
-      expect(await failure(fetcher.fetch(`${origin}/to-file`))).toBe('not_https');
-      expect(await failure(fetcher.fetch(`${origin}/to-userinfo`))).toBe('not_https');
-      expect(await failure(fetcher.fetch(`${origin}/to-scheme-relative`))).toBe('forbidden_address');
+      expect(ok.url).toBe(`${documents.origin}/final`);
+      expect(await failure(fetcher.fetch(`${documents.origin}/r0`))).toBe('too_many_redirects');
+      expect(await failure(fetcher.fetch(`${documents.origin}/to-http`))).toBe('not_https');
+      expect(await failure(fetcher.fetch(`${documents.origin}/to-private`))).toBe('forbidden_address');
+      expect(await failure(fetcher.fetch(`${documents.origin}/to-metadata`))).toBe('forbidden_address');
+      expect(await failure(fetcher.fetch(`${documents.origin}/to-decimal`))).toBe('forbidden_address');
+      expect(await failure(fetcher.fetch(`${documents.origin}/to-compat`))).toBe('forbidden_address');
+      expect(await failure(fetcher.fetch(`${documents.origin}/to-nat64`))).toBe('forbidden_address');
+      expect(await failure(fetcher.fetch(`${documents.origin}/to-file`))).toBe('not_https');
+      expect(await failure(fetcher.fetch(`${documents.origin}/to-userinfo`))).toBe('not_https');
+      expect(await failure(fetcher.fetch(`${documents.origin}/to-scheme-relative`))).toBe('forbidden_address');
     } finally {
       await fetcher.close();
     }
   });
 
   it('bounds size (declared or streamed) and time', async () => {
-    const fetcher = createSafeFetcher({ allowLoopback: true, ca: tls.cert, timeoutMs: 500 });
-    routes.set('/big-declared', (_req, res) => res.writeHead(200, { 'content-length': String(100_000) }).end('x'.repeat(100_000)));
-    routes.set('/big-chunked', (_req, res) => {
+    const fetcher = createSafeFetcher({ allowLoopback: true, ca: documents.cert, timeoutMs: 500 });
+    documents.routes.set('/big-declared', (_req, res) => res.writeHead(200, { 'content-length': String(100_000) }).end('x'.repeat(100_000)));
+    documents.routes.set('/big-chunked', (_req, res) => {
       res.writeHead(200);
       for (let i = 0; i < 10; i++) res.write('x'.repeat(10_000));
       res.end();
     });
-    routes.set('/slow', (_req, res) => {
+    documents.routes.set('/slow', (_req, res) => {
       res.writeHead(200);
       res.write('{');
       setTimeout(() => res.end('}'), 3_000).unref();
     });
     try {
-      expect(await failure(fetcher.fetch(`${origin}/big-declared`))).toBe('too_large');
-      expect(await failure(fetcher.fetch(`${origin}/big-chunked`))).toBe('too_large');
+      expect(await failure(fetcher.fetch(`${documents.origin}/big-declared`))).toBe('too_large');
+      expect(await failure(fetcher.fetch(`${documents.origin}/big-chunked`))).toBe('too_large');
       const started = Date.now();
-      expect(await failure(fetcher.fetch(`${origin}/slow`))).toBe('timeout');
+      expect(await failure(fetcher.fetch(`${documents.origin}/slow`))).toBe('timeout');
       expect(Date.now() - started).toBeLessThan(2_000);
     } finally {
       await fetcher.close();
@@ -192,7 +178,7 @@ describe('[C13] [D14] Client ID Metadata Documents through the gateway', () => {
   const challenge = createHash('sha256').update(verifier).digest('base64url');
 
   beforeAll(async () => {
-    gateway = await startAsGateway({ upstream: 'http://127.0.0.1:9/mcp', options: { safeFetch: { allowLoopback: true, ca: tls.cert } } });
+    gateway = await startAsGateway({ upstream: 'http://127.0.0.1:9/mcp', options: { safeFetch: { allowLoopback: true, ca: documents.cert } } });
     guarded = await startAsGateway({ upstream: 'http://127.0.0.1:9/mcp' });
     redirectUri = `http://127.0.0.1:${await freePort()}/callback`;
   });
@@ -201,8 +187,8 @@ describe('[C13] [D14] Client ID Metadata Documents through the gateway', () => {
   });
 
   function publish(path: string, doc: (url: string) => Record<string, unknown>, headers?: Record<string, string>): string {
-    const url = `${origin}${path}`;
-    routes.set(path, json(doc(url), headers));
+    const url = `${documents.origin}${path}`;
+    documents.routes.set(path, json(doc(url), headers));
     return url;
   }
 
@@ -216,12 +202,12 @@ describe('[C13] [D14] Client ID Metadata Documents through the gateway', () => {
     const clientId = publish('/good/client.json', (url) => ({ client_id: url, client_name: 'Doc Client', redirect_uris: [redirectUri], token_endpoint_auth_method: 'none' }), {
       'cache-control': 'max-age=1',
     });
-    hits = [];
+    documents.hits.length = 0;
     const page = await fetch(authorize(gateway, clientId), { redirect: 'manual' });
     expect(page.status).toBe(200);
     const html = await page.text();
     expect(html).toContain('Doc Client');
-    expect(html).toContain(`published by 127.0.0.1:${new URL(origin).port}`);
+    expect(html).toContain(`published by 127.0.0.1:${new URL(documents.origin).port}`);
 
     const callback = await followAuthorization(authorize(gateway, clientId), redirectUri, { onPage: headlessUser('judy') });
     const res = await fetch(`${gateway.issuer}/token`, {
@@ -232,7 +218,7 @@ describe('[C13] [D14] Client ID Metadata Documents through the gateway', () => {
     const { access_token } = (await res.json()) as { access_token: string };
     expect(decodeJwt(access_token)).toMatchObject({ client_id: clientId, sub: 'judy' });
     // max-age=1 is held to the 5-minute minimum: fetched once for all of the above.
-    expect(hits.filter((h) => h === '/good/client.json')).toHaveLength(1);
+    expect(documents.hits.filter((h) => h === '/good/client.json')).toHaveLength(1);
   });
 
   it.each([
@@ -251,23 +237,23 @@ describe('[C13] [D14] Client ID Metadata Documents through the gateway', () => {
   });
 
   it('a missing document, a non-JSON one, or a redirect to a private address → an error page', async () => {
-    routes.set('/not-json.json', (_req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end('<html>'));
-    routes.set('/bounce.json', redirectTo('https://192.168.0.1/client.json'));
+    documents.routes.set('/not-json.json', (_req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end('<html>'));
+    documents.routes.set('/bounce.json', redirectTo('https://192.168.0.1/client.json'));
     for (const path of ['/missing.json', '/not-json.json', '/bounce.json']) {
-      const res = await fetch(authorize(gateway, `${origin}${path}`), { redirect: 'manual' });
+      const res = await fetch(authorize(gateway, `${documents.origin}${path}`), { redirect: 'manual' });
       expect(res.status, path).toBe(400);
     }
   });
 
   it('without the test-only permission the gateway never fetches a loopback client_id', async () => {
     const clientId = publish('/guarded/client.json', (url) => ({ client_id: url, redirect_uris: [redirectUri] }));
-    hits = [];
+    documents.hits.length = 0;
     for (const id of [clientId, clientId.replace('127.0.0.1', 'localhost'), clientId.replace('127.0.0.1', '2130706433')]) {
       const res = await fetch(authorize(guarded, id), { redirect: 'manual' });
       expect(res.status, id).toBe(400);
       expect(await res.text()).toContain('forbidden_address');
     }
-    expect(hits).toEqual([]);
+    expect(documents.hits).toEqual([]);
   });
 });
 

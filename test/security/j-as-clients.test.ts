@@ -9,9 +9,6 @@
  */
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { decodeJwt } from 'jose';
@@ -23,7 +20,8 @@ import { loadConfig } from '../../src/config/load.js';
 import { clientKey } from '../../src/store/key-names.js';
 import { followAuthorization } from '../helpers/mcp-client.js';
 import { freePort } from '../helpers/net.js';
-import { headlessUser, parseForm, selfSignedCertificate, startAsGateway, type AsGateway } from '../helpers/authorization-server.js';
+import { headlessUser, parseForm, startAsGateway, type AsGateway } from '../helpers/authorization-server.js';
+import { startDocumentServer, type DocumentServer } from '../helpers/https-documents.js';
 import { authorizeUrl, getManual, newVerifier, s256, type QueryParams } from '../helpers/oauth-requests.js';
 
 const SVC_SECRET = 'svc-secret-value-0123456789';
@@ -31,26 +29,15 @@ const ANY_SECRET = 'any-secret-value-0123456789';
 const verifier = newVerifier();
 const challenge = s256(verifier);
 
-let tls: { key: string; cert: string };
-let docServer: HttpsServer;
-let docOrigin: string;
-const docHits: string[] = [];
-const docRoutes = new Map<string, (req: IncomingMessage, res: ServerResponse) => void>();
+/** Where client ID metadata documents are served from. */
+let documents: DocumentServer;
 
 let gateway: AsGateway;
 let resource: string;
 let webRedirect: string;
 
 beforeAll(async () => {
-  tls = await selfSignedCertificate();
-  docServer = createHttpsServer({ key: tls.key, cert: tls.cert }, (req, res) => {
-    docHits.push(req.url ?? '');
-    const handler = docRoutes.get((req.url ?? '').split('?')[0]!);
-    if (handler) handler(req, res);
-    else res.writeHead(404).end();
-  });
-  await new Promise<void>((resolve) => docServer.listen(0, '127.0.0.1', resolve));
-  docOrigin = `https://127.0.0.1:${(docServer.address() as AddressInfo).port}`;
+  documents = await startDocumentServer();
   webRedirect = `http://127.0.0.1:${await freePort()}/web-cb`;
   gateway = await startAsGateway({
     upstream: 'http://127.0.0.1:9/mcp',
@@ -62,14 +49,13 @@ beforeAll(async () => {
       ],
     },
     env: { SVC_SECRET, ANY_SECRET },
-    options: { registrationRateLimit: { max: 10_000, windowMs: 60_000 }, safeFetch: { allowLoopback: true, ca: tls.cert } },
+    options: { registrationRateLimit: { max: 10_000, windowMs: 60_000 }, safeFetch: { allowLoopback: true, ca: documents.cert } },
   });
   resource = `${gateway.issuer}/everything/mcp`;
 });
 afterAll(async () => {
   await gateway?.stop();
-  docServer?.closeAllConnections();
-  await new Promise<void>((resolve) => (docServer ? docServer.close(() => resolve()) : resolve()));
+  await documents?.close();
 });
 
 interface Registered {
@@ -250,9 +236,9 @@ describe('[J46] no machine token for an anonymous client', () => {
     ];
     it.each(docs)('%s → an error page at /authorize, and nothing at /token', async (name, extra) => {
       const path = `/j46/${encodeURIComponent(name)}.json`;
-      const clientId = `${docOrigin}${path}`;
+      const clientId = `${documents.origin}${path}`;
       const redirectUri = `http://127.0.0.1:${await freePort()}/cb`;
-      docRoutes.set(path, (_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ client_id: clientId, redirect_uris: [redirectUri], ...extra })));
+      documents.routes.set(path, (_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ client_id: clientId, redirect_uris: [redirectUri], ...extra })));
       await expectErrorPage(gateway, authorizeUrl(gateway.issuer, authorizeParams(clientId, redirectUri)));
       const res = await token(gateway, { grant_type: 'client_credentials', client_id: clientId, resource });
       expect([400, 401]).toContain(res.status);
@@ -315,9 +301,9 @@ describe('[J46] no machine token for an anonymous client', () => {
 
     it('a metadata document scope bounds the same way', async () => {
       const path = '/j46/scoped.json';
-      const clientId = `${docOrigin}${path}`;
+      const clientId = `${documents.origin}${path}`;
       const redirectUri = `http://127.0.0.1:${await freePort()}/cb`;
-      docRoutes.set(path, (_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ client_id: clientId, redirect_uris: [redirectUri], scope: 'mcp:read' })));
+      documents.routes.set(path, (_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ client_id: clientId, redirect_uris: [redirectUri], scope: 'mcp:read' })));
       await expectErrorPage(gateway, authorizeUrl(gateway.issuer, authorizeParams(clientId, redirectUri, { scope: 'mcp:write' })), 'invalid_scope');
       expect(isConsentPage((await getManual(authorizeUrl(gateway.issuer, authorizeParams(clientId, redirectUri, { scope: 'mcp:read' })))).body)).toBe(true);
     });
@@ -360,8 +346,8 @@ describe('[J49] no redirect to a dynamic client before its consent page (RFC 970
     dynamic = await register(gateway, { redirect_uris: ['https://evil.example/collect'], client_name: 'attacker' });
     dynamic.redirectUri = 'https://evil.example/collect';
     const path = '/j49/client.json';
-    documentClient = { id: `${docOrigin}${path}`, redirectUri: 'https://evil.example/doc-collect' };
-    docRoutes.set(path, (_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ client_id: documentClient.id, redirect_uris: [documentClient.redirectUri] })));
+    documentClient = { id: `${documents.origin}${path}`, redirectUri: 'https://evil.example/doc-collect' };
+    documents.routes.set(path, (_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ client_id: documentClient.id, redirect_uris: [documentClient.redirectUri] })));
   });
 
   it.each(INVALID_REQUESTS)('DCR client, %s → an error page naming %s, nothing stored', async (_name, over, error) => {
@@ -420,23 +406,23 @@ describe('[J49] no redirect to a dynamic client before its consent page (RFC 970
 describe('[J56] Client ID Metadata Documents: no redirects, JSON only', () => {
   const redirectUri = 'https://app.example/cb';
   const publish = (path: string, status: number, headers: Record<string, string>, body?: (url: string) => unknown) => {
-    const url = `${docOrigin}${path}`;
-    docRoutes.set(path, (_req, res) => res.writeHead(status, headers).end(body ? JSON.stringify(body(url)) : ''));
+    const url = `${documents.origin}${path}`;
+    documents.routes.set(path, (_req, res) => res.writeHead(status, headers).end(body ? JSON.stringify(body(url)) : ''));
     return url;
   };
   const documentFor = (url: string) => ({ client_id: url, client_name: 'Trusted Host Client', redirect_uris: [redirectUri] });
 
   it.each([301, 302, 303, 307, 308])('a %i redirect, even to a valid document on the same host → an error page; the target is never fetched', async (status) => {
     const target = `/j56/target-${status}.json`;
-    const targetUrl = `${docOrigin}${target}`;
+    const targetUrl = `${documents.origin}${target}`;
     // The target names the redirecting URL as its client_id: it would be accepted if the redirect were followed.
     const from = `/j56/redirect-${status}.json`;
-    docRoutes.set(target, (_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(documentFor(`${docOrigin}${from}`))));
+    documents.routes.set(target, (_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(documentFor(`${documents.origin}${from}`))));
     const clientId = publish(from, status, { location: targetUrl });
-    const before = docHits.length;
+    const before = documents.hits.length;
     const res = await expectErrorPage(gateway, authorizeUrl(gateway.issuer, authorizeParams(clientId, redirectUri)));
     expect(res.body).not.toContain('Trusted Host Client');
-    expect(docHits.slice(before)).toEqual([from]);
+    expect(documents.hits.slice(before)).toEqual([from]);
   });
 
   const accepted = ['application/json', 'application/json; charset=utf-8', 'Application/JSON', 'application/json;charset="UTF-8"', 'application/client-metadata+json', 'application/vnd.example+json; v=1'];
@@ -469,8 +455,8 @@ describe('[J56] Client ID Metadata Documents: no redirects, JSON only', () => {
 
   it.each(refused.map((t) => [String(t), t] as const))('Content-Type %s → an error page, never a consent page', async (_label, type) => {
     const path = `/j56/refused-${encodeURIComponent(String(type))}.json`;
-    const url = `${docOrigin}${path}`;
-    docRoutes.set(path, (_req, res) => {
+    const url = `${documents.origin}${path}`;
+    documents.routes.set(path, (_req, res) => {
       // Node sets no Content-Type of its own: undefined is a document without one.
       if (type !== undefined) res.setHeader('content-type', type);
       res.writeHead(200).end(JSON.stringify(documentFor(url)));
