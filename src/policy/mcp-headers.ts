@@ -26,26 +26,42 @@ export class HeaderMismatchError extends GatewayError {
   }
 }
 
-// Values that are not plain visible ASCII travel as `=?base64?<base64 of UTF-8>?=`.
+// A plain value is visible ASCII without surrounding space. Node hands header
+// bytes over as latin1 while an upstream may read them as UTF-8, so any other
+// byte would give the gateway and the upstream two different names.
+const PLAIN_VALUE = /^(?:[\x21-\x7E](?:[\x20-\x7E]*[\x21-\x7E])?)?$/;
+// Anything else travels as `=?base64?<base64 of UTF-8>?=`, markers lower case.
+// Every value opening with `=?` must be exactly that form: clients encode a
+// plain value that looks like it, and a lenient decoder would read
+// `=?BASE64?…?=` or `=?b?…?=` as a name the gateway took literally.
+const ENCODED_PREFIX = '=?';
 const BASE64_VALUE = /^=\?base64\?([A-Za-z0-9+/]*={0,2})\?=$/;
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
-/** The header's value as the client meant it; undefined when it cannot be decoded. */
+/** The header's value as the client meant it; undefined when it is neither plain nor validly encoded. */
 export function decodeHeaderValue(raw: string): string | undefined {
-  if (!raw.startsWith('=?base64?')) return raw;
+  if (!raw.startsWith(ENCODED_PREFIX)) return PLAIN_VALUE.test(raw) ? raw : undefined;
   const encoded = BASE64_VALUE.exec(raw)?.[1];
-  if (encoded === undefined || encoded.length % 4 !== 0) return undefined;
+  if (encoded === undefined) return undefined;
+  const bytes = Buffer.from(encoded, 'base64');
+  // Canonical base64 only (padding, zero trailing bits): Node's decoder forgives what others refuse.
+  if (bytes.toString('base64') !== encoded) return undefined;
   try {
-    return new TextDecoder('utf-8', { fatal: true }).decode(Buffer.from(encoded, 'base64'));
+    return utf8.decode(bytes);
   } catch {
     return undefined;
   }
 }
 
+const isPlainMethod = (raw: string) => PLAIN_VALUE.test(raw) && !raw.startsWith(ENCODED_PREFIX);
+
+type RequestHeaders = Readonly<Record<string, string | string[] | undefined>>;
+
 /**
  * Throws HeaderMismatchError when `Mcp-Method` or `Mcp-Name` is present and
- * differs from the body. Absent headers are fine (older revisions send none).
+ * malformed or differs from the body. Absent headers are fine (older revisions send none).
  */
-export function checkMcpHeaders(headers: Readonly<Record<string, string | string[] | undefined>>, request: ParsedRequest): void {
+export function checkMcpHeaders(headers: RequestHeaders, request: ParsedRequest): void {
   const methodHeader = headers['mcp-method'];
   const nameHeader = headers['mcp-name'];
   if (methodHeader === undefined && nameHeader === undefined) return;
@@ -61,14 +77,28 @@ export function checkMcpHeaders(headers: Readonly<Record<string, string | string
   if (Array.isArray(methodHeader) || Array.isArray(nameHeader)) fail('Mcp-Method and Mcp-Name may appear once');
 
   const operation = operationOf(first);
-  if (methodHeader !== undefined && methodHeader !== operation?.method) {
-    fail('Mcp-Method header does not match the method in the body');
+  if (methodHeader !== undefined) {
+    if (!isPlainMethod(methodHeader as string)) fail('Mcp-Method header is not a plain visible-ASCII value');
+    if (methodHeader !== operation?.method) fail('Mcp-Method header does not match the method in the body');
   }
-  // Mcp-Name is judged only where policy reads a name; other methods (the
+  if (nameHeader === undefined) return;
+  // Well-formed whatever the method: the upstream reads it even where the policy does not.
+  const name = decodeHeaderValue(nameHeader as string);
+  if (name === undefined) fail('Mcp-Name header is neither visible ASCII nor a valid =?base64?…?= value');
+  // Mcp-Name is compared only where policy reads a name; other methods (the
   // tasks extension's taskId, say) are the upstream's to validate.
-  if (nameHeader !== undefined && operation?.method !== undefined && NAME_MEMBER[operation.method] !== undefined) {
-    const name = decodeHeaderValue(nameHeader as string);
-    if (name === undefined) fail('Mcp-Name header is not a valid encoded value');
-    if (operation?.name === undefined || name !== operation.name) fail('Mcp-Name header does not match the name in the body');
+  if (operation?.method !== undefined && NAME_MEMBER[operation.method] !== undefined) {
+    if (operation.name === undefined || name !== operation.name) fail('Mcp-Name header does not match the name in the body');
+  }
+}
+
+/**
+ * GET and DELETE carry no message for the headers to mirror, and the
+ * 2026-07-28 transport that defines them has neither: refused rather than
+ * passed to an upstream (or a router behind the gateway) unchecked.
+ */
+export function refuseMcpHeadersWithoutBody(headers: RequestHeaders): void {
+  if (headers['mcp-method'] !== undefined || headers['mcp-name'] !== undefined) {
+    throw new HeaderMismatchError('Mcp-Method and Mcp-Name belong on a POST, with the message they describe', null);
   }
 }

@@ -9,9 +9,9 @@ import { deniedByPolicy, GatewayError, insufficientScope } from '../errors/gatew
 import type { Audit } from '../observability/audit.js';
 import type { ResponseTransform } from '../proxy/response-transform.js';
 import { evaluate, evaluateOperation, type Decision, type MessageDecision } from './evaluate.js';
-import { requireUtf8Body } from './body-charset.js';
+import { requireIdentityEncoding, requireUtf8Body } from './body-charset.js';
 import { parseJsonRpcBody, type ParsedRequest } from './json-rpc.js';
-import { HeaderMismatchError, checkMcpHeaders } from './mcp-headers.js';
+import { HeaderMismatchError, checkMcpHeaders, refuseMcpHeadersWithoutBody } from './mcp-headers.js';
 import { compilePolicy, type RoutePolicy } from './route-policy.js';
 import { toolsListFilter } from './tools-list-filter.js';
 
@@ -113,6 +113,12 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
     policy,
     check(req, body, auth) {
       if (req.method !== 'POST') {
+        try {
+          refuseMcpHeadersWithoutBody(req.headers);
+        } catch (err) {
+          recordRejected(auth, 'header_mismatch', 400);
+          throw err;
+        }
         // A GET stream carries no request of the client's, but a resumed POST
         // stream may deliver a tools/list answer on it.
         return req.method === 'GET' && route.filterToolsList ? { transform: filterFor(auth) } : NOTHING_TO_DO;
@@ -120,6 +126,7 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
       let request: ParsedRequest;
       try {
         requireUtf8Body(req.headers['content-type']);
+        requireIdentityEncoding(req.headers['content-encoding']);
         request = parseJsonRpcBody(body);
         checkMcpHeaders(req.headers, request);
       } catch (err) {
