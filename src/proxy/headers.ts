@@ -16,12 +16,16 @@ const HOP_BY_HOP = new Set([
   'upgrade',
 ]);
 
+// What never reaches an upstream: exact names here, families in
+// DROP_FROM_REQUEST_PREFIXES. One list, judged once per name (judgeRequestHeader).
 const DROP_FROM_REQUEST = new Set([
   ...HOP_BY_HOP,
   // Set to the upstream's own authority.
   'host',
-  // The client's token never passes, in any mode (README, first list).
+  // The client's token never passes, in any mode (README, first list), nor
+  // the DPoP proof bound to it (RFC 9449; DESIGN §7.4).
   'authorization',
+  'dpop',
   // The gateway's own cookies (AS session, consent) share its origin; MCP
   // clients authenticate with bearer tokens, so no cookie is the upstream's.
   'cookie',
@@ -37,8 +41,17 @@ const DROP_FROM_REQUEST = new Set([
   'cf-connecting-ip',
   'x-user',
   'x-email',
-  'remote-user',
-  'x-remote-user',
+  // A TLS client certificate a terminating proxy vouches for (RFC 9440).
+  'client-cert',
+  'client-cert-chain',
+  // Kong's OpenID Connect plugin; oauth2-proxy (`x-access-token`, `gap-auth`).
+  'x-userinfo',
+  'x-access-token',
+  'x-id-token',
+  'gap-auth',
+  // Google Cloud Endpoints and API Gateway: the verified JWT's claims.
+  'x-endpoint-api-userinfo',
+  'x-apigateway-api-userinfo',
   // Would let a client bypass per-method routing or rewrite the path upstream.
   'x-http-method-override',
   'x-http-method',
@@ -46,7 +59,55 @@ const DROP_FROM_REQUEST = new Set([
   'x-rewrite-url',
 ]);
 
-const DROP_FROM_REQUEST_PREFIX = /^(?:proxy-|x-(?:forwarded|auth|authenticated|remote|user|email|original)-)/;
+/**
+ * Header families an upstream behind an identity-aware proxy trusts as the
+ * proxy's word about the user or the client certificate. Whichever proxy the
+ * operator might put behind the gateway, a client must not be able to speak
+ * for it.
+ */
+const DROP_FROM_REQUEST_PREFIXES = [
+  // Proxy-Authorization and the other hop-by-hop `Proxy-*` headers.
+  'proxy-',
+  // X-Forwarded-For/-Host/-Proto, and oauth2-proxy's -User, -Email, -Access-Token.
+  'x-forwarded-',
+  // oauth2-proxy's X-Auth-Request-*; X-Auth-Token and the like.
+  'x-auth-',
+  // Kong (X-Authenticated-Userid, -Scope), and generic ones.
+  'x-authenticated-',
+  'x-user-',
+  'x-email-',
+  'x-original-',
+  // Apache/CGI REMOTE_USER; Authelia's Remote-User, -Groups, -Email, -Name.
+  'remote-',
+  'x-remote-',
+  // Azure App Service authentication (Easy Auth): X-MS-Client-Principal,
+  // X-MS-Client-Principal-Name/-Id/-Idp, X-MS-Token-AAD-Access-Token/-Id-Token.
+  'x-ms-client-principal',
+  'x-ms-token-',
+  // Cloudflare Access: Cf-Access-Jwt-Assertion, Cf-Access-Authenticated-User-Email.
+  'cf-access-',
+  // AWS Application Load Balancer: X-Amzn-Oidc-Identity/-Data/-Accesstoken.
+  'x-amzn-oidc-',
+  // Google Identity-Aware Proxy: X-Goog-Authenticated-User-*, X-Goog-IAP-JWT-Assertion.
+  'x-goog-authenticated-',
+  'x-goog-iap-',
+  // Pomerium: X-Pomerium-Jwt-Assertion, X-Pomerium-Claim-*.
+  'x-pomerium-',
+  // Grafana's and others' auth-proxy mode: X-WEBAUTH-USER, -EMAIL, -NAME.
+  'x-webauth-',
+  // authentik and Vouch Proxy outposts.
+  'x-authentik-',
+  'x-vouch-',
+  // Kong consumers: X-Consumer-Id, -Username, -Custom-Id, -Groups.
+  'x-consumer-',
+  // TLS client certificates from nginx, HAProxy, F5 and Envoy-style setups:
+  // X-SSL-Client-Cert, X-SSL-Client-S-DN, SSL-Client-Cert, X-Client-Cert(-Chain).
+  'x-ssl-',
+  'ssl-client-',
+  'x-client-cert',
+];
+
+const DROP_FROM_REQUEST_PREFIX = new RegExp(`^(?:${DROP_FROM_REQUEST_PREFIXES.join('|')})`);
 
 const DROP_FROM_RESPONSE = new Set([
   ...HOP_BY_HOP,
