@@ -21,6 +21,7 @@ import { clientKey } from '../../src/store/key-names.js';
 import { followAuthorization } from '../helpers/mcp-client.js';
 import { freePort } from '../helpers/net.js';
 import { headlessUser, parseForm, startAsGateway, type AsGateway } from '../helpers/authorization-server.js';
+import { CookieBrowser } from '../helpers/cookie-browser.js';
 import { startDocumentServer, type DocumentServer } from '../helpers/https-documents.js';
 import { authorizeUrl, getManual, newVerifier, s256, type QueryParams } from '../helpers/oauth-requests.js';
 
@@ -581,45 +582,25 @@ describe('[J58] a refresh grants only what the configuration loaded now allows',
   });
 });
 
-/** A user agent with its own cookie jar: one browser, several people. */
-class Browser {
-  readonly cookies = new Map<string, string>();
-
-  async request(url: string | URL, init: { method?: string; body?: URLSearchParams } = {}) {
-    const res = await fetch(url, {
-      method: init.method ?? 'GET',
-      body: init.body,
-      redirect: 'manual',
-      headers: { cookie: [...this.cookies].map(([k, v]) => `${k}=${v}`).join('; ') },
-    });
-    for (const line of res.headers.getSetCookie()) {
-      const [pair = ''] = line.split(';');
-      const eq = pair.indexOf('=');
-      this.cookies.set(pair.slice(0, eq).trim(), pair.slice(eq + 1).trim());
-    }
-    return { status: res.status, headers: res.headers, body: await res.text() };
-  }
-
-  submit(action: string, fields: Record<string, string>) {
-    return this.request(new URL(action, gateway.issuer), { method: 'POST', body: new URLSearchParams(fields) });
-  }
-}
+/** Posts a page's form from `browser` (one browser, several people: its cookie jar is shared by them). */
+const submit = (browser: CookieBrowser, action: string, fields: Record<string, string>) =>
+  browser.request(new URL(action, gateway.issuer), { method: 'POST', body: new URLSearchParams(fields) });
 
 describe('[J59] remembered consent is per user', () => {
-  const start = (browser: Browser, client: Registered, over: Record<string, string> = {}) =>
+  const start = (browser: CookieBrowser, client: Registered, over: Record<string, string> = {}) =>
     browser.request(authorizeUrl(gateway.issuer, authorizeParams(client.id, client.redirectUri, { scope: 'mcp:read', ...over })));
 
   /** Signs in on a login page; returns the answer (a redirect with the code, or a consent page of the user's own). */
-  async function signIn(browser: Browser, page: { body: string }, user: string) {
+  async function signIn(browser: CookieBrowser, page: { body: string }, user: string) {
     expect(isLoginPage(page.body)).toBe(true);
     const form = parseForm(page.body)!;
-    return browser.submit(form.action, { ...form.fields, username: user });
+    return submit(browser, form.action, { ...form.fields, username: user });
   }
 
-  async function decide(browser: Browser, page: { body: string }, decision: 'approve' | 'deny') {
+  async function decide(browser: CookieBrowser, page: { body: string }, decision: 'approve' | 'deny') {
     expect(isConsentPage(page.body)).toBe(true);
     const form = parseForm(page.body)!;
-    return browser.submit(form.action, { ...form.fields, decision });
+    return submit(browser, form.action, { ...form.fields, decision });
   }
 
   async function subjectOfRedirect(client: Registered, res: { status: number; headers: Headers }) {
@@ -634,7 +615,7 @@ describe('[J59] remembered consent is per user', () => {
 
   it("another user of the same browser sees a consent page of their own, and gets no code until they approve", async () => {
     const client = await register(gateway, { client_name: 'Shared Browser App' });
-    const browser = new Browser();
+    const browser = new CookieBrowser();
     const consent = await start(browser, client);
     const afterConsent = await decide(browser, consent, 'approve');
     expect(await subjectOfRedirect(client, await signIn(browser, afterConsent, 'alice'))).toBe('alice');
@@ -659,7 +640,7 @@ describe('[J59] remembered consent is per user', () => {
 
   it('a user who denies on their own page gets access_denied and no code', async () => {
     const client = await register(gateway);
-    const browser = new Browser();
+    const browser = new CookieBrowser();
     await signIn(browser, await decide(browser, await start(browser, client), 'approve'), 'dave');
     const erinPage = await signIn(browser, await start(browser, client), 'erin');
     const denied = await decide(browser, erinPage, 'deny');
@@ -673,25 +654,25 @@ describe('[J59] remembered consent is per user', () => {
 
   it("a user's remembered consent covers only what they approved: wider scopes or another client ask again", async () => {
     const client = await register(gateway);
-    const browser = new Browser();
+    const browser = new CookieBrowser();
     await signIn(browser, await decide(browser, await start(browser, client), 'approve'), 'fay');
     // Approved mcp:read only; the browser asks for mcp:read mcp:write: the consent page before the login.
     expect(isConsentPage((await start(browser, client, { scope: 'mcp:read mcp:write' })).body)).toBe(true);
     // fay in another browser with the same client: the consent page first (the browser has no record).
-    expect(isConsentPage((await start(new Browser(), client)).body)).toBe(true);
+    expect(isConsentPage((await start(new CookieBrowser(), client)).body)).toBe(true);
   });
 
   it("a user's post-login consent form is bound to this browser and used once", async () => {
     const client = await register(gateway);
-    const browser = new Browser();
+    const browser = new CookieBrowser();
     await signIn(browser, await decide(browser, await start(browser, client), 'approve'), 'gus');
     const page = await signIn(browser, await start(browser, client), 'hal');
     const form = parseForm(page.body)!;
-    const elsewhere = new Browser();
-    const foreign = await elsewhere.submit(form.action, { ...form.fields, decision: 'approve' });
+    const elsewhere = new CookieBrowser();
+    const foreign = await submit(elsewhere, form.action, { ...form.fields, decision: 'approve' });
     expect(foreign.status).toBe(403);
-    expect(await subjectOfRedirect(client, await browser.submit(form.action, { ...form.fields, decision: 'approve' }))).toBe('hal');
-    const again = await browser.submit(form.action, { ...form.fields, decision: 'approve' });
+    expect(await subjectOfRedirect(client, await submit(browser, form.action, { ...form.fields, decision: 'approve' }))).toBe('hal');
+    const again = await submit(browser, form.action, { ...form.fields, decision: 'approve' });
     expect(again.status).toBe(400);
     expect(again.headers.get('location')).toBeNull();
   });

@@ -21,6 +21,7 @@ import { generateSigningKey } from '../../src/authorization-server/signing-keys.
 import { idpTokenKey } from '../../src/store/key-names.js';
 import { DEFAULT_ROUTE, parseForm, startAsGateway, type AsGateway } from '../helpers/authorization-server.js';
 import { chooseIdpLogin, IDP_BACKCHANNEL_LOGOUT_PATH, IDP_CALLBACK_PATH, newIdpClient, onIdpTokens, startGatewayIdp } from '../helpers/gateway-idp.js';
+import { CookieBrowser } from '../helpers/cookie-browser.js';
 import { freePort } from '../helpers/net.js';
 import { codeRequestUrl, newVerifier, registerPublicClient } from '../helpers/oauth-requests.js';
 import type { OidcProviderHandle } from '../helpers/oidc-provider.js';
@@ -84,26 +85,6 @@ afterAll(async () => {
   await everything?.close();
 });
 
-/** A user agent with a cookie jar per host:port. */
-class Browser {
-  readonly jars = new Map<string, Map<string, string>>();
-  /** Every redirect it was sent, in order. */
-  readonly locations: URL[] = [];
-
-  async request(url: URL, init: { method?: string; body?: URLSearchParams } = {}) {
-    const jar = this.jars.get(url.host) ?? new Map<string, string>();
-    this.jars.set(url.host, jar);
-    const res = await fetch(url, { method: init.method ?? 'GET', body: init.body, redirect: 'manual', headers: { cookie: [...jar].map(([k, v]) => `${k}=${v}`).join('; ') } });
-    for (const line of res.headers.getSetCookie()) {
-      const [pair = ''] = line.split(';');
-      jar.set(pair.slice(0, pair.indexOf('=')).trim(), pair.slice(pair.indexOf('=') + 1).trim());
-    }
-    const location = res.headers.get('location');
-    if (location) this.locations.push(new URL(location, url));
-    return { status: res.status, location, body: await res.text() };
-  }
-}
-
 interface SignedIn {
   clientId: string;
   accessToken: string;
@@ -116,7 +97,7 @@ interface SignedIn {
 }
 
 /** A full login through the IdP for a new client, ending with the gateway's tokens for `resource`. */
-async function signIn(account: string, browser = new Browser(), path = DEFAULT_ROUTE.path): Promise<SignedIn> {
+async function signIn(account: string, browser = new CookieBrowser(), path = DEFAULT_ROUTE.path): Promise<SignedIn> {
   idpAccount = account;
   const resource = `${origin}${path}`;
   const client = await registerPublicClient(origin, 'j60', '/cb');
@@ -192,7 +173,7 @@ async function logoutToken(claims: JWTPayload, opts: { omit?: string[]; key?: 'i
 
 describe('[J60] back-channel logout ends the grants of that IdP session', () => {
   it('[J60] the IdP’s own logout token for alice’s session → 200; both her grants of that session refused at once, refresh dead; bob untouched', async () => {
-    const browser = new Browser();
+    const browser = new CookieBrowser();
     const first = await signIn('alice', browser);
     const second = await signIn('alice', browser);
     const bob = await signIn('bob');
@@ -392,7 +373,7 @@ describe('[J60] the gateway’s refresh and the IdP’s tokens', () => {
 
 describe('[J61] the IdP login’s state, nonce and PKCE verifier are not in the store', () => {
   it('[J61] after several full OIDC logins, nothing written to the store holds any of them', async () => {
-    const logins = [await signIn('kate'), await signIn('kate'), await signIn('liam', new Browser(), IDP_ROUTE.path)];
+    const logins = [await signIn('kate'), await signIn('kate'), await signIn('liam', new CookieBrowser(), IDP_ROUTE.path)];
     const dump = gateway.recording.dump();
     for (const { idpRequest } of logins) {
       expect(idpRequest.state).toMatch(/^[A-Za-z0-9_-]{43}$/);
