@@ -42,9 +42,8 @@ export function backchannelLogoutRoutes(path: `/${string}`, deps: BackchannelLog
       const token = (await readForm(c.req.raw)).get('logout_token');
       if (!token) throw new GatewayError(400, 'invalid_request', 'logout_token is required');
       const logout = await verified(deps, token);
-      if (!(await deps.store.setIfAbsent(logoutTokenKey(logout.issuer, logout.jti), '1', JTI_TTL_MS))) {
-        throw new GatewayError(400, 'invalid_request', 'The logout token was already used');
-      }
+      const jtiKey = logoutTokenKey(logout.issuer, logout.jti);
+      if ((await deps.store.get(jtiKey)) !== undefined) throw new GatewayError(400, 'invalid_request', 'The logout token was already used');
       const grantIds = await deps.sessions.grantsEndedBy(logout);
       let revoked = 0;
       for (const grantId of grantIds) {
@@ -52,6 +51,10 @@ export function backchannelLogoutRoutes(path: `/${string}`, deps: BackchannelLog
         await deps.grants.revoke(grantId, 'idp_session_ended');
         revoked++;
       }
+      // Recorded only once every grant is revoked: a store failing above leaves the jti
+      // free, so the IdP's retry of the same token finishes the job. Revoking is idempotent,
+      // so two deliveries racing each other do no harm.
+      await deps.store.set(jtiKey, '1', JTI_TTL_MS);
       deps.audit.record({ event: 'idp_logout', by: logout.sid !== undefined ? 'sid' : 'sub', grants_revoked: revoked });
       return c.body(null, 200, { 'cache-control': 'no-store' });
     } catch (err) {
