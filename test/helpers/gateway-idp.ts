@@ -74,3 +74,13 @@ export function chooseIdpLogin(idp: OidcProviderHandle, choose: () => IdpLoginOu
 export function onIdpTokens(idp: OidcProviderHandle, seen: (ctx: TokenEndpointContext) => void): void {
   idp.provider.on('grant.success', (event: unknown) => seen(event as TokenEndpointContext));
 }
+
+/** Revokes the gateway's refresh token at the IdP (RFC 7009, as the gateway's client): its session there ends. Returns the status. */
+export async function revokeAtIdp(idp: OidcProviderHandle, client: IdpClient, refreshToken: string): Promise<number> {
+  const res = await fetch(`${idp.issuer}/token/revocation`, {
+    method: 'POST',
+    headers: { authorization: `Basic ${Buffer.from(`${client.client_id}:${client.client_secret}`).toString('base64')}` },
+    body: new URLSearchParams({ token: refreshToken, token_type_hint: 'refresh_token' }),
+  });
+  return res.status;
+}

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IdpTokenCipher } from '../../src/authorization-server/idp-token-cipher.js';
 import { idpTokenKey, pendingAuthorizationKey } from '../../src/store/key-names.js';
 import { DEFAULT_ROUTE, parseForm, startAsGateway, type AsGateway } from '../helpers/authorization-server.js';
-import { accessTokens, chooseIdpLogin, IDP_CALLBACK_PATH, newIdpClient, onIdpTokens, startGatewayIdp } from '../helpers/gateway-idp.js';
+import { accessTokens, chooseIdpLogin, IDP_CALLBACK_PATH, newIdpClient, onIdpTokens, revokeAtIdp, startGatewayIdp } from '../helpers/gateway-idp.js';
 import { CookieBrowser, type Seen } from '../helpers/cookie-browser.js';
 import { connectWithToken } from '../helpers/mcp-client.js';
 import { codeRequestUrl, newVerifier, registerPublicClient, type PublicClient } from '../helpers/oauth-requests.js';
@@ -345,12 +345,7 @@ describe('G33 and F26: the IdP tokens stay bound to their grant and away from th
   it('when the IdP refuses the refresh (its session ended), the grant is revoked and the client must sign in again', async () => {
     const erin = await signIn('erin');
     const idpRefresh = idpIssued.at(-1)!.refreshToken!;
-    const revokedAtIdp = await fetch(`${idp.issuer}/token/revocation`, {
-      method: 'POST',
-      headers: { authorization: `Basic ${Buffer.from(`${IDP_CLIENT.client_id}:${IDP_CLIENT.client_secret}`).toString('base64')}` },
-      body: new URLSearchParams({ token: idpRefresh, token_type_hint: 'refresh_token' }),
-    });
-    expect(revokedAtIdp.status).toBe(200);
+    expect(await revokeAtIdp(idp, IDP_CLIENT, idpRefresh)).toBe(200);
     await new Promise((resolve) => setTimeout(resolve, IDP_TOKEN_TTL * 1000 + 200));
     const call = await initialize(erin.accessToken);
     expect(call.status).toBe(401);

@@ -20,7 +20,7 @@ import { loadSigningKeys } from '../../src/authorization-server/signing-keys.js'
 import { generateSigningKey } from '../../src/authorization-server/signing-keys.js';
 import { idpTokenKey } from '../../src/store/key-names.js';
 import { DEFAULT_ROUTE, parseForm, startAsGateway, type AsGateway } from '../helpers/authorization-server.js';
-import { chooseIdpLogin, IDP_BACKCHANNEL_LOGOUT_PATH, IDP_CALLBACK_PATH, newIdpClient, onIdpTokens, startGatewayIdp } from '../helpers/gateway-idp.js';
+import { chooseIdpLogin, IDP_BACKCHANNEL_LOGOUT_PATH, IDP_CALLBACK_PATH, newIdpClient, onIdpTokens, revokeAtIdp, startGatewayIdp } from '../helpers/gateway-idp.js';
 import { CookieBrowser } from '../helpers/cookie-browser.js';
 import { freePort } from '../helpers/net.js';
 import { codeRequestUrl, newVerifier, registerPublicClient } from '../helpers/oauth-requests.js';
@@ -318,12 +318,7 @@ describe('[J60] the gateway’s refresh and the IdP’s tokens', () => {
 
     // The user's session at the IdP ends: the gateway's IdP refresh token is revoked there.
     const idpRefresh = await findIdpRefreshToken(grace.grantId);
-    const revokedAtIdp = await fetch(`${idp.issuer}/token/revocation`, {
-      method: 'POST',
-      headers: { authorization: `Basic ${Buffer.from(`${IDP_CLIENT.client_id}:${IDP_CLIENT.client_secret}`).toString('base64')}` },
-      body: new URLSearchParams({ token: idpRefresh, token_type_hint: 'refresh_token' }),
-    });
-    expect(revokedAtIdp.status).toBe(200);
+    expect(await revokeAtIdp(idp, IDP_CLIENT, idpRefresh)).toBe(200);
     await new Promise((r) => setTimeout(r, IDP_TOKEN_TTL * 1000 + 200));
     const refused = await refresh(next);
     expect(refused.status).toBe(400);
