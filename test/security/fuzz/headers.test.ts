@@ -4,6 +4,8 @@
  * no hop-by-hop, credential or identity header reaches the upstream, the injected credential always
  * does (once, with its value, unremovable), and every ordinary header passes unchanged and in order.
  * And on the way back: no hop-by-hop, challenge, cookie or CORS header from the upstream.
+ * [J47] `Mcp-Name` values the gateway accepts mean one name to every reader: a UTF-8 reader of the
+ * header bytes and a lenient `=?…?=` decoder read what the gateway compared.
  * [J50] And read as a CGI, WSGI or Rack upstream reads them (`HTTP_` + upper case, `-` → `_`), the
  * forwarded headers carry exactly the session id, method and name that Node handed the gateway.
  */
@@ -11,6 +13,8 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect } from 'vitest';
+import { parseJsonRpcBody } from '../../../src/policy/json-rpc.js';
+import { checkMcpHeaders, decodeHeaderValue } from '../../../src/policy/mcp-headers.js';
 import { buildUpstreamHeaders, filterResponseHeaders } from '../../../src/proxy/headers.js';
 import { buildRequest, rawRequest } from '../../helpers/raw-http.js';
 import { fuzz } from './harness.js';
@@ -23,8 +27,15 @@ const NEVER_FORWARDED = [
   'authorization', 'proxy-authorization', 'cookie', 'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto',
   'x-forwarded-user', 'x-forwarded-email', 'x-forwarded-access-token', 'x-auth-request-user', 'x-auth-request-email',
   'x-authenticated-user', 'x-remote-user', 'x-real-ip', 'x-user', 'x-email', 'remote-user', 'x-original-url', 'proxy-foo',
+  // Second review (finding 3): DPoP, RFC 9440 and the identity-aware proxies' headers.
+  'dpop', 'client-cert', 'client-cert-chain', 'x-ms-client-principal', 'x-ms-client-principal-name', 'x-ms-token-aad-id-token',
+  'cf-access-jwt-assertion', 'cf-access-authenticated-user-email', 'x-amzn-oidc-identity', 'x-amzn-oidc-data', 'x-goog-authenticated-user-email',
+  'x-goog-iap-jwt-assertion', 'x-pomerium-jwt-assertion', 'x-pomerium-claim-email', 'x-webauth-user', 'x-ssl-client-cert', 'x-ssl-client-s-dn',
+  'ssl-client-cert', 'x-client-cert', 'x-client-cert-chain', 'x-consumer-username', 'x-consumer-id', 'x-userinfo', 'x-access-token', 'x-id-token',
+  'gap-auth', 'x-auth-request-groups', 'remote-groups', 'x-remote-group', 'x-authentik-username', 'x-vouch-user', 'x-endpoint-api-userinfo',
 ];
-const NEVER_FORWARDED_PREFIX = /^(?:proxy-|x-forwarded-)/;
+const NEVER_FORWARDED_PREFIX =
+  /^(?:proxy-|x-forwarded-|x-auth-|x-ms-client-principal|x-ms-token-|cf-access-|x-amzn-oidc-|x-goog-(?:authenticated|iap)-|x-pomerium-|x-webauth-|x-ssl-|ssl-client-|x-client-cert|x-consumer-|remote-|x-remote-)/;
 /** Headers an MCP client legitimately sends: they must pass unless a Connection header names them. */
 const ORDINARY = ['content-type', 'accept', 'mcp-session-id', 'mcp-protocol-version', 'last-event-id', 'user-agent', 'x-request-id', 'x-custom', 'mcp-method', 'mcp-name'];
 const INJECTABLE = ['authorization', 'x-api-key', 'x-upstream-token', 'proxy-authorization', 'x-forwarded-user'];
@@ -120,6 +131,83 @@ describe('[H36] [H38] response headers to the client', () => {
         }
       }),
     { numRuns: 1000 },
+  );
+});
+
+describe('[J47] Mcp-Name values have one reading', () => {
+  /** Header bytes as Node hands them over: one char per byte. */
+  const bytesOf = (text: string) => Buffer.from(text, 'utf8').toString('latin1');
+  const b64 = (text: string) => Buffer.from(text, 'utf8').toString('base64');
+  /**
+   * A lenient upstream: reads the header bytes as UTF-8, takes the markers in any case, `b` for
+   * `base64` and an RFC 2047 charset word, forgives whitespace, URL-safe letters and missing padding,
+   * and decodes UTF-8 without complaint (dropping a byte-order mark, as TextDecoder does).
+   */
+  function lenientReading(raw: string): string {
+    const text = Buffer.from(raw, 'latin1').toString('utf8');
+    const sentinel = /^=\?(?:[^?]*\?)?(?:base64|b)\?([^?]*)\?=$/i.exec(text.trim());
+    return sentinel ? new TextDecoder().decode(Buffer.from(sentinel[1]!.replace(/\s/g, ''), 'base64')) : text;
+  }
+  /** Whether the whole gateway accepts `raw` as the Mcp-Name of a tools/call naming `name`. */
+  function gatewayAccepts(raw: string, name: string): boolean {
+    try {
+      const request = parseJsonRpcBody(Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name } })));
+      checkMcpHeaders({ 'mcp-method': 'tools/call', 'mcp-name': raw }, request);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+  const anyName = fc.oneof(fc.string({ unit: 'grapheme', maxLength: 12 }), fc.stringMatching(/^[\x20-\x7E]{0,12}$/), fc.constantFrom('shell', 'café', '=?x', ' a '));
+  const payload = anyName.chain((name) =>
+    fc.constantFrom(
+      b64(name),
+      b64(name).replace(/=+$/, ''),
+      b64(name).replaceAll('+', '-').replaceAll('/', '_'),
+      `${b64(name).slice(0, 2)} ${b64(name).slice(2)}`,
+      `${b64(name)}=`,
+      b64(name).replace(/.(=*)$/, 'A$1'),
+      b64(`\ufeff${name}`),
+    ),
+  );
+  const sentinelLike = fc
+    .tuple(fc.constantFrom('=?base64?', '=?BASE64?', '=?Base64?', '=?b?', '=?B?', '=?utf-8?b?', '=?UTF-8?B?', '=?base64? ', '=?'), payload, fc.constantFrom('?=', '?=x', '', ' ?=', '?'))
+    .map(([open, body, close]) => `${open}${body}${close}`);
+  const rawValue = fc.oneof(
+    fc.stringMatching(/^[\x20-\x7E]{0,16}$/),
+    fc.string({ unit: fc.integer({ min: 0x20, max: 0xff }).map((c) => String.fromCharCode(c)), maxLength: 16 }),
+    anyName.map(bytesOf),
+    sentinelLike,
+    sentinelLike.map(bytesOf),
+  );
+
+  fuzz(
+    'an accepted Mcp-Name is visible ASCII and reads as the same name to the gateway, a UTF-8 reader and a lenient decoder',
+    () =>
+      fc.property(rawValue, fc.option(anyName, { nil: undefined }), (raw, other) => {
+        const meant = decodeHeaderValue(raw);
+        // Against the name the gateway decoded, and against an unrelated one.
+        for (const name of [meant, other]) {
+          if (name === undefined || !gatewayAccepts(raw, name)) continue;
+          expect(raw).toMatch(/^[\x20-\x7E]*$/);
+          expect(name).toBe(meant);
+          expect(lenientReading(raw)).toBe(name);
+        }
+      }),
+    { numRuns: 3000 },
+  );
+
+  fuzz(
+    'every name a client can send survives the encoding: plain when visible ASCII (and not opening with =?), else =?base64?…?=',
+    () =>
+      fc.property(anyName, (name) => {
+        const plain = /^[\x21-\x7E](?:[\x20-\x7E]*[\x21-\x7E])?$/.test(name) && !name.startsWith('=?');
+        const encoded = `=?base64?${b64(name)}?=`;
+        expect(decodeHeaderValue(encoded)).toBe(name);
+        if (plain) expect(decodeHeaderValue(name)).toBe(name);
+        else expect(decodeHeaderValue(name) === undefined || name === '').toBe(true);
+      }),
+    { numRuns: 2000 },
   );
 });
 
