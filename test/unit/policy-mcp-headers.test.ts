@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { HEADER_MISMATCH, HeaderMismatchError, checkMcpHeaders, decodeHeaderValue } from '../../src/policy/mcp-headers.js';
+import { HEADER_MISMATCH, HeaderMismatchError, checkMcpHeaders, decodeHeaderValue, refuseMcpHeadersWithoutBody } from '../../src/policy/mcp-headers.js';
 import { parseJsonRpcBody } from '../../src/policy/json-rpc.js';
 
 const body = (value: unknown) => parseJsonRpcBody(Buffer.from(JSON.stringify(value)));
@@ -66,5 +66,39 @@ describe('decodeHeaderValue', () => {
     expect(decodeHeaderValue('=?base64?aGk=?=')).toBe('hi');
     expect(decodeHeaderValue('=?base64?aGk?=')).toBeUndefined();
     expect(decodeHeaderValue('=?base64?//79?=')).toBeUndefined(); // not UTF-8
+  });
+
+  it('refuses plain values that are not visible ASCII: Node reads the bytes as latin1, an upstream may read UTF-8', () => {
+    for (const raw of ['caf\xe9', 'caf\xc3\xa9', 'she\tll', 'shell\x7f', 'shell\x00', 'shell\x85', ' shell', 'shell ']) {
+      expect(decodeHeaderValue(raw), JSON.stringify(raw)).toBeUndefined();
+    }
+    expect(decodeHeaderValue('my tool: v2')).toBe('my tool: v2');
+    expect(decodeHeaderValue('')).toBe('');
+  });
+
+  it('takes a value opening with =? only in the exact lower-case, canonical base64 form of UTF-8', () => {
+    for (const raw of ['=?BASE64?aGk=?=', '=?Base64?aGk=?=', '=?b?aGk=?=', '=?utf-8?b?aGk=?=', '=?x', '=?', '=?base64?aGk=?=x', '=?base64?aGk=', '=?base64?aGl=?=', '=?base64?aGk==?=', '=?base64?aG k=?=', '=?base64?Pz8_?=', '=?base64?wK8=?=', '=?base64?7aCA?=']) {
+      expect(decodeHeaderValue(raw), raw).toBeUndefined();
+    }
+    expect(decodeHeaderValue('=?base64?Pz8/?=')).toBe('???');
+    expect(decodeHeaderValue('=?base64??=')).toBe('');
+    // A byte-order mark is part of the name, not dropped as TextDecoder would by default.
+    expect(decodeHeaderValue(b64('\ufeffhi'))).toBe('\ufeffhi');
+  });
+});
+
+describe('routing headers on GET and DELETE', () => {
+  it('refuses Mcp-Method or Mcp-Name, whatever their value, with id null', () => {
+    for (const headers of [{ 'mcp-method': 'tools/call' }, { 'mcp-name': 'shell' }, { 'mcp-method': '' }, { 'mcp-method': 'tools/call', 'mcp-name': 'x' }]) {
+      let thrown: unknown;
+      try {
+        refuseMcpHeadersWithoutBody(headers);
+      } catch (err) {
+        thrown = err;
+      }
+      expect(thrown).toBeInstanceOf(HeaderMismatchError);
+      expect((thrown as HeaderMismatchError).id).toBeNull();
+    }
+    expect(() => refuseMcpHeadersWithoutBody({ 'mcp-session-id': 's', 'mcp-protocol-version': '2025-06-18' })).not.toThrow();
   });
 });

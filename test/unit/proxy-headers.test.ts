@@ -76,6 +76,19 @@ describe('buildUpstreamHeaders', () => {
     expect(out.get('authorization')).toEqual(['Bearer upstream-credential']);
   });
 
+  it('[H35] drops DPoP, RFC 9440 certificates and the identity-aware proxies\' headers; keeps look-alikes and X-Api-Key', () => {
+    const identity = [
+      'DPoP', 'Client-Cert', 'Client-Cert-Chain', 'X-MS-Client-Principal', 'X-MS-Client-Principal-Name', 'X-MS-TOKEN-AAD-ID-TOKEN',
+      'Cf-Access-Jwt-Assertion', 'CF-Access-Authenticated-User-Email', 'X-Amzn-Oidc-Data', 'X-Goog-Authenticated-User-Email', 'X-Goog-IAP-JWT-Assertion',
+      'X-Pomerium-Claim-Email', 'X-WEBAUTH-USER', 'X-SSL-Client-S-DN', 'SSL-Client-Cert', 'X-Client-Cert', 'X-Client-Certificate', 'X-Consumer-Username',
+      'X-Userinfo', 'X-Access-Token', 'X-Id-Token', 'Gap-Auth', 'X-Auth-Request-Groups', 'Remote-Groups', 'X-Remote-Addr', 'X-authentik-jwt',
+      'X-Vouch-User', 'X-Endpoint-API-UserInfo', 'X-Apigateway-Api-Userinfo',
+    ];
+    const kept = ['X-Api-Key', 'Dpop-Nonce-Hint', 'X-Cert', 'X-Ms-Request-Id', 'Cf-Ray', 'X-Amzn-Trace-Id', 'X-Goog-Api-Client', 'X-Userinfo-Hint', 'Mcp-Name'];
+    const out = byName(buildUpstreamHeaders([...identity, ...kept].flatMap((name) => [name, 'v']), opts));
+    expect([...out.keys()].sort()).toEqual(['authorization', 'host', ...kept.map((n) => n.toLowerCase())].sort());
+  });
+
   it('[J50] drops every name a CGI, WSGI or Rack upstream would fold onto another: only letters, digits and `-` pass', () => {
     const folded = [
       'Mcp_Session_Id', 'mcp_session-id', 'MCP_SESSION_ID', 'Mcp_Method', 'Mcp_Name', 'mcp_protocol_version', 'Last_Event_ID',
