@@ -8,6 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { expect } from 'vitest';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import type { Store } from '../../src/store/store.js';
 import type { AuthorizationServerOptions } from '../../src/authorization-server/index.js';
@@ -15,6 +16,7 @@ import type { Audit, AuditEvent } from '../../src/observability/audit.js';
 import { startTestGateway, type TestGateway } from './gateway.js';
 import type { PageHandler } from './mcp-client.js';
 import { freePort } from './net.js';
+import { getManual } from './oauth-requests.js';
 
 /** A real MemoryStore that remembers which keys were written (set, setIfAbsent that wrote). */
 export class RecordingStore implements Store {
@@ -197,4 +199,16 @@ export async function selfSignedCertificate(): Promise<{ key: string; cert: stri
 export function recordingAudit(): Audit & { events: AuditEvent[] } {
   const events: AuditEvent[] = [];
   return { enabled: true, events, record: (event) => void events.push(event) };
+}
+
+/** An /authorize refusal shown to the user: a 400 HTML page, no redirect, no cookie, nothing stored. Returns the page. */
+export async function expectAuthorizeErrorPage(gw: AsGateway, url: URL) {
+  const mark = gw.recording.writes.length;
+  const res = await getManual(url);
+  expect(res.status, `${url.search}: ${res.body.slice(0, 300)}`).toBe(400);
+  expect(res.headers.get('location')).toBeNull();
+  expect(res.headers.get('content-type')).toMatch(/^text\/html/);
+  expect(res.headers.get('set-cookie')).toBeNull();
+  expect(gw.recording.writes.slice(mark)).toEqual([]);
+  return res;
 }

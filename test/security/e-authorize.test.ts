@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { followAuthorization } from '../helpers/mcp-client.js';
 import { freePort } from '../helpers/net.js';
-import { headlessUser, startAsGateway, type AsGateway } from '../helpers/authorization-server.js';
+import { expectAuthorizeErrorPage, headlessUser, startAsGateway, type AsGateway } from '../helpers/authorization-server.js';
 import { authorizeUrl, getManual, type QueryParams } from '../helpers/oauth-requests.js';
 import { expandRedirect, redirectCorpus } from './corpora/redirect-uris.js';
 
@@ -62,21 +62,16 @@ const valid = (over: QueryParams = {}) => ({
   ...over,
 });
 
-/** An /authorize refusal shown to the user: a framing-proof error page, no redirect, no cookie, nothing stored. */
-async function expectErrorPage(params: QueryParams, mark: number) {
-  const res = await getManual(authorizeUrl(gateway.issuer, params));
-  expect(res.status).toBe(400);
-  expect(res.headers.get('location')).toBeNull();
-  expect(res.headers.get('content-type')).toMatch(/^text\/html/);
-  expect(res.headers.get('set-cookie')).toBeNull();
+/** An /authorize refusal shown to the user (expectAuthorizeErrorPage), framing-proof, nothing of the attacker's host shown. */
+async function expectErrorPage(params: QueryParams) {
+  const res = await expectAuthorizeErrorPage(gateway, authorizeUrl(gateway.issuer, params));
   expect(res.headers.get('x-frame-options')).toBe('DENY');
   expect(res.body).not.toContain('evil.example');
-  expect(gateway.recording.writes.slice(mark)).toEqual([]);
 }
 
 describe('[E19] redirect_uri tricks at /authorize (corpora/redirect-uris.json)', () => {
   it.each(redirectCorpus.authorize.mismatched.map((c) => [JSON.stringify(c.uri), c.why, c.uri] as const))('%s (%s) → an error page', async (_label, _why, uri) => {
-    await expectErrorPage(valid({ redirect_uri: expandRedirect(uri, redirectUri) }), gateway.recording.writes.length);
+    await expectErrorPage(valid({ redirect_uri: expandRedirect(uri, redirectUri) }));
   });
 
   it.each(redirectCorpus.authorize.matched.map((c) => [c.uri, c.why] as const))('%s (%s) → the consent page, and the code goes exactly there', async (uri) => {
@@ -108,7 +103,7 @@ describe('[E19] unknown client or unregistered redirect_uri → an error page, n
     ['javascript:', () => valid({ redirect_uri: 'javascript:alert(1)' })],
   ];
   it.each(cases)('%s', async (_name, params) => {
-    await expectErrorPage(params(), gateway.recording.writes.length);
+    await expectErrorPage(params());
   });
 
   it('a loopback IP literal matches on any port (RFC 8252 §7.3)', async () => {

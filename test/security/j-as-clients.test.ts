@@ -20,7 +20,7 @@ import { loadConfig } from '../../src/config/load.js';
 import { clientKey } from '../../src/store/key-names.js';
 import { followAuthorization } from '../helpers/mcp-client.js';
 import { freePort } from '../helpers/net.js';
-import { headlessUser, parseForm, startAsGateway, type AsGateway } from '../helpers/authorization-server.js';
+import { expectAuthorizeErrorPage, headlessUser, parseForm, startAsGateway, type AsGateway } from '../helpers/authorization-server.js';
 import { CookieBrowser } from '../helpers/cookie-browser.js';
 import { startDocumentServer, type DocumentServer } from '../helpers/https-documents.js';
 import { authorizeUrl, getManual, newVerifier, s256, type QueryParams } from '../helpers/oauth-requests.js';
@@ -104,17 +104,11 @@ const authorizeParams = (clientId: string, redirectUri: string, over: QueryParam
 const isConsentPage = (body: string) => body.includes('name="decision"');
 const isLoginPage = (body: string) => body.includes('name="username"');
 
-/** An /authorize refusal shown to the user: an HTML error page, no Location, no cookie, nothing stored. */
+/** An /authorize refusal shown to the user (expectAuthorizeErrorPage), and not a consent page. */
 async function expectErrorPage(gw: AsGateway, url: URL, error?: string) {
-  const mark = gw.recording.writes.length;
-  const res = await getManual(url);
-  expect(res.status, `${url.search}: ${res.body.slice(0, 300)}`).toBe(400);
-  expect(res.headers.get('location')).toBeNull();
-  expect(res.headers.get('content-type')).toMatch(/^text\/html/);
-  expect(res.headers.get('set-cookie')).toBeNull();
+  const res = await expectAuthorizeErrorPage(gw, url);
   expect(isConsentPage(res.body)).toBe(false);
   if (error) expect(res.body).toContain(error);
-  expect(gw.recording.writes.slice(mark)).toEqual([]);
   return res;
 }
 
