@@ -14,7 +14,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
-import { authorize, dumpRedis, newVerifier, registerClient, startRedisAsGateway, tokenRequest, type RedisAsGateway } from './fixtures/as-on-redis.js';
+import { newVerifier } from '../helpers/oauth-requests.js';
+import { authorize, dumpRedis, registerClient, startRedisAsGateway, tokenRequest, type RedisAsGateway } from './fixtures/as-on-redis.js';
 
 const STORE_TIMEOUT_MS = 500;
 /** HTTP and scheduling on a loaded machine, on top of the store timeout. */
