@@ -21,10 +21,25 @@ export const PENDING_AUTHORIZATION_CLASS = 'pending-authz';
 /** Rate-limit counters: one per client address and window, written by unauthenticated requests. */
 export const RATE_LIMIT_CLASS = 'ratelimit';
 
+/** Session bindings: one per `initialize` of an authenticated principal, so the memory store also bounds them per principal and route. */
+export const SESSION_BINDING_CLASS = 'session';
+
+const REVOKED_GRANT_CLASS = 'grant';
+const USED_CODE_CLASS = 'code-used';
+const USED_REFRESH_TOKEN_CLASS = 'refresh-used';
+const LOGOUT_TOKEN_CLASS = 'idp-logout-jti';
+
+/**
+ * Revocations and spent one-time values: forgetting one before its TTL would
+ * lift a refusal (a revoked grant refreshing again, a replay passing), so the
+ * memory store never evicts them; a full class refuses new writes instead.
+ */
+export const NEVER_EVICTED_CLASSES: readonly string[] = [REVOKED_GRANT_CLASS, USED_CODE_CLASS, USED_REFRESH_TOKEN_CLASS, LOGOUT_TOKEN_CLASS];
+
 // --- protected resource / proxy ---------------------------------------------
 
 /** Principal that created an upstream session (`Mcp-Session-Id`) on a route. */
-export const sessionBindingKey = (routePath: string, sessionId: string) => key('session', routePath, sessionId);
+export const sessionBindingKey = (routePath: string, sessionId: string) => key(SESSION_BINDING_CLASS, routePath, sessionId);
 
 // --- built-in authorization server (reserved for it) ------------------------
 
@@ -41,7 +56,7 @@ export const refreshTokenKey = (refreshToken: string) => key('refresh', refreshT
 export const refreshFamilyKey = (familyId: string) => key('refresh-family', familyId);
 
 /** A grant: what a code or refresh token was issued under, revoked as one. */
-export const grantKey = (grantId: string) => key('grant', grantId);
+export const grantKey = (grantId: string) => key(REVOKED_GRANT_CLASS, grantId);
 
 /** A user's consent for one client (and its redirect URI and scopes, in the value). */
 export const consentKey = (issuer: string, subject: string, clientId: string) =>
@@ -57,10 +72,10 @@ export const idpTokenKey = (grantId: string) => key('idp-token', grantId);
 export const rateLimitKey = (bucket: string, subject: string) => key(RATE_LIMIT_CLASS, bucket, subject);
 
 /** A redeemed authorization code → its grant, so a replay can revoke what the code issued. */
-export const usedCodeKey = (code: string) => key('code-used', code);
+export const usedCodeKey = (code: string) => key(USED_CODE_CLASS, code);
 
 /** Claimed (SET NX) by the one request that rotates a refresh token: a second use is reuse. */
-export const usedRefreshTokenKey = (refreshToken: string) => key('refresh-used', refreshToken);
+export const usedRefreshTokenKey = (refreshToken: string) => key(USED_REFRESH_TOKEN_CLASS, refreshToken);
 
 /** Claimed (SET NX) by the one replica refreshing a grant's IdP tokens; the others wait for the result. */
 export const idpRefreshLockKey = (grantId: string) => key('idp-refresh', grantId);
@@ -75,4 +90,4 @@ export const idpSessionGrantsKey = (idpIssuer: string, sid: string) => key('idp-
 export const idpSubjectGrantsKey = (idpIssuer: string, sub: string) => key('idp-subject', idpIssuer, sub);
 
 /** A back-channel logout token's `jti`, claimed (SET NX) once: a replayed logout token is refused. */
-export const logoutTokenKey = (idpIssuer: string, jti: string) => key('idp-logout-jti', idpIssuer, jti);
+export const logoutTokenKey = (idpIssuer: string, jti: string) => key(LOGOUT_TOKEN_CLASS, idpIssuer, jti);

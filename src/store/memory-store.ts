@@ -1,42 +1,30 @@
-// In-process store for a single replica: LRUs bounded by entry count, with
-// a TTL on every entry. Node runs it on one thread, so get+delete is atomic.
-// Key classes that unauthenticated requests write (pending authorizations,
-// rate-limit counters) each live in an LRU of their own: a flood of them
-// evicts only its own kind, never a session binding, grant, consent or
-// registration in the main LRU.
-import { LRUCache } from 'lru-cache';
-import { PENDING_AUTHORIZATION_CLASS, RATE_LIMIT_CLASS } from './key-names.js';
+// In-process store for a single replica: every key class (a key's namespace)
+// in a bounded LRU of its own, with a TTL on every entry. Node runs it on one
+// thread, so get+delete is atomic. A flood of one class (session bindings from
+// `initialize`, pending authorizations from /authorize) evicts only its own
+// kind; revocations and spent one-time values are never evicted at all
+// (memory-class-budgets.ts says which class gets what).
+import { memoryClassBudget, type ClassBudget } from './memory-class-budgets.js';
+import { MemoryClassCache } from './memory-class-cache.js';
 import type { LogEntry, Store } from './store.js';
 import { assertTtl } from './ttl.js';
 
 export interface MemoryStoreOptions {
-  /** Upper bound on entries of the main LRU; the least recently used entry goes first. */
+  /** The entry budget each key class derives from (`store.max_entries`). */
   maxEntries: number;
-  /** Entry budgets of the key classes kept apart from the main LRU (default: `floodClassBudgets(maxEntries)`). */
-  classBudgets?: Readonly<Record<string, number>>;
-}
-
-/** A tenth of the main budget, and never under this: enough for every user mid-login on a busy replica. */
-const MIN_FLOOD_CLASS_BUDGET = 1000;
-
-/** The classes a flood writes, each with its own budget beside `maxEntries`. */
-function floodClassBudgets(maxEntries: number): Record<string, number> {
-  const budget = Math.max(MIN_FLOOD_CLASS_BUDGET, Math.floor(maxEntries / 10));
-  return { [PENDING_AUTHORIZATION_CLASS]: budget, [RATE_LIMIT_CLASS]: budget };
+  /** The budget of a key class (default: `memoryClassBudget(keyClass, maxEntries)`). */
+  budgetOf?: (keyClass: string) => ClassBudget;
 }
 
 export class MemoryStore implements Store {
   readonly kind = 'memory' as const;
-  readonly #main: LRUCache<string, string>;
-  readonly #byClass = new Map<string, LRUCache<string, string>>();
+  readonly #budgetOf: (keyClass: string) => ClassBudget;
+  readonly #classes = new Map<string, MemoryClassCache>();
   /** Time-ordered logs (appendToLog): member → stamp in stamp order; outside the LRUs, so no flood evicts a revocation. */
   readonly #logs = new Map<string, { members: Map<string, number>; expiresAt: number }>();
 
   constructor(options: MemoryStoreOptions) {
-    this.#main = new LRUCache<string, string>({ max: options.maxEntries, ttlAutopurge: false });
-    for (const [name, max] of Object.entries(options.classBudgets ?? floodClassBudgets(options.maxEntries))) {
-      this.#byClass.set(name, new LRUCache<string, string>({ max, ttlAutopurge: false }));
-    }
+    this.#budgetOf = options.budgetOf ?? ((keyClass) => memoryClassBudget(keyClass, options.maxEntries));
   }
 
   async get(key: string): Promise<string | undefined> {
@@ -44,7 +32,7 @@ export class MemoryStore implements Store {
   }
 
   async set(key: string, value: string, ttlMs: number): Promise<void> {
-    this.#cacheOf(key).set(key, value, { ttl: assertTtl(ttlMs) });
+    this.#cacheOf(key).set(key, value, assertTtl(ttlMs));
   }
 
   async setIfAbsent(key: string, value: string, ttlMs: number): Promise<boolean> {
@@ -52,7 +40,7 @@ export class MemoryStore implements Store {
     const cache = this.#cacheOf(key);
     // has() treats an expired entry as absent.
     if (cache.has(key)) return false;
-    cache.set(key, value, { ttl });
+    cache.set(key, value, ttl);
     return true;
   }
 
@@ -68,7 +56,7 @@ export class MemoryStore implements Store {
     const cache = this.#cacheOf(key);
     // get() drops an expired counter, so a new window starts at 1 with a new TTL.
     const count = Number(cache.get(key) ?? 0) + 1;
-    cache.set(key, String(count), { ttl, noUpdateTTL: true });
+    cache.set(key, String(count), ttl, true);
     return count;
   }
 
@@ -106,14 +94,18 @@ export class MemoryStore implements Store {
   async ping(): Promise<void> {}
 
   async close(): Promise<void> {
-    this.#main.clear();
     this.#logs.clear();
-    for (const cache of this.#byClass.values()) cache.clear();
+    for (const cache of this.#classes.values()) cache.clear();
   }
 
-  /** The LRU of the key's class (its namespace, before the first `:`), or the main one. */
-  #cacheOf(key: string): LRUCache<string, string> {
-    const colon = key.indexOf(':');
-    return (colon > 0 && this.#byClass.get(key.slice(0, colon))) || this.#main;
+  /** The cache of the key's class: its namespace, before the first `:` (a key without one is a class of its own). */
+  #cacheOf(key: string): MemoryClassCache {
+    const keyClass = key.slice(0, Math.max(0, key.indexOf(':')));
+    let cache = this.#classes.get(keyClass);
+    if (!cache) {
+      cache = new MemoryClassCache(keyClass, this.#budgetOf(keyClass));
+      this.#classes.set(keyClass, cache);
+    }
+    return cache;
   }
 }

@@ -9,13 +9,31 @@
  * - [H35] identity and credential headers that identity-aware proxies and TLS terminators set
  *   (corpora/header-tricks.json "identityProxies"), DPoP and RFC 9440 certificates never reach the
  *   upstream, in any spelling.
+ * - [J54] on the memory store every key class has a budget of its own: one principal flooding
+ *   `initialize` loses only its own oldest sessions, never another user's session, refresh token,
+ *   registration or revoked grant; revocations and spent one-time values are never evicted.
  */
 import { readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
+import { auth } from '@modelcontextprotocol/sdk/client/auth.js';
+import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { memoryClassBudget } from '../../src/store/memory-class-budgets.js';
+import { MemoryStore } from '../../src/store/memory-store.js';
+import * as keyNames from '../../src/store/key-names.js';
+import { StoreUnavailableError } from '../../src/store/store.js';
+import { headlessUser } from '../helpers/authorization-server.js';
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { startJwtStage, stopJwtStage, type JwtStage } from '../helpers/jwt-gateway.js';
+import { connectWithOAuth, followAuthorization } from '../helpers/mcp-client.js';
+import { freePort } from '../helpers/net.js';
+import { codeRequestUrl, newVerifier, registerPublicClient } from '../helpers/oauth-requests.js';
 import { buildRequest, rawRequest, type RawResponse } from '../helpers/raw-http.js';
 import { expectRejection, gatewayYaml, jwtRoute, resourceOf, simplifyRaw, type RecordedRequest } from '../helpers/security-fixtures.js';
+import { startEverythingServer, type UpstreamHandle } from '../helpers/upstream.js';
 
 /** Runs `run` against `stage`; returns its result and the requests the recording upstream got meanwhile. */
 async function upstreamDuring<T>(stage: JwtStage, run: () => Promise<T>): Promise<{ result: T; seen: RecordedRequest[] }> {
@@ -352,5 +370,276 @@ describe('[H35] identity-proxy, DPoP and client-certificate headers never reach 
     expect(forwarded.filter(([n]) => n.toLowerCase() === 'x-api-key').map(([, v]) => v)).toEqual(['client-chosen-key']);
     const sent = new Set(all.map(([n]) => n.toLowerCase()));
     expect(forwarded.filter(([n]) => sent.has(n.toLowerCase()))).toEqual([]);
+  });
+});
+
+describe('[J54] one principal flooding `initialize` evicts only its own sessions (second review, finding 1; memory store, max_entries 200)', () => {
+  const MAX_ENTRIES = 200;
+  /** Well past the session budget: before the fix, 210 evicted another user's session. */
+  const FLOOD = 260;
+  let everything: UpstreamHandle;
+  let gateway: TestGateway;
+  let issuer: string;
+  let keyDir: string;
+  const mcpUrl = () => `${issuer}/everything/mcp`;
+
+  beforeAll(async () => {
+    everything = await startEverythingServer();
+    keyDir = await mkdtemp(join(tmpdir(), 'mag-keys-'));
+    const port = await freePort();
+    issuer = `http://127.0.0.1:${port}`;
+    gateway = await startTestGateway(
+      {
+        'gateway.yaml': {
+          listen: { host: '127.0.0.1', port },
+          public_url: issuer,
+          store: { kind: 'memory', max_entries: MAX_ENTRIES },
+          audit: { sink: 'none' },
+          log_level: 'warn',
+          authorization_server: { enabled: true, login: { kind: 'dev' } },
+        },
+        'everything.yaml': { path: '/everything/mcp', upstream: everything.url, scopes_supported: ['mcp:read', 'mcp:write'], required_scopes: ['mcp:read'] },
+      },
+      {},
+      { authorizationServer: { devKeyDirectory: keyDir } },
+    );
+  });
+  afterAll(async () => {
+    await gateway?.stop();
+    await everything?.close();
+    if (keyDir) await rm(keyDir, { recursive: true, force: true });
+  });
+
+  /** A user's grant through a client registered by hand: its access and refresh tokens. */
+  async function grantOf(user: string) {
+    const client = await registerPublicClient(issuer, `j54-${user}`);
+    const verifier = newVerifier();
+    const callback = await followAuthorization(codeRequestUrl(issuer, { client, verifier, state: 's', resource: mcpUrl(), scope: 'mcp:read' }), client.redirectUri, { onPage: headlessUser(user) });
+    const issued = await tokenRequest({ grant_type: 'authorization_code', code: callback.searchParams.get('code')!, code_verifier: verifier, client_id: client.id, redirect_uri: client.redirectUri, resource: mcpUrl() });
+    expect(issued.status).toBe(200);
+    return { client, accessToken: issued.json.access_token!, refreshToken: issued.json.refresh_token! };
+  }
+
+  async function tokenRequest(params: Record<string, string>) {
+    const res = await fetch(`${issuer}/token`, { method: 'POST', body: new URLSearchParams(params) });
+    return { status: res.status, json: (await res.json()) as Record<string, string> };
+  }
+
+  /** One MCP POST with `token` (and `session`): status, the session id handed out, the body. */
+  async function mcpPost(token: string, message: Record<string, unknown>, session?: string) {
+    const res = await fetch(mcpUrl(), {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...(session && { 'mcp-session-id': session, 'mcp-protocol-version': '2025-06-18' }) },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, ...message }),
+    });
+    return { status: res.status, session: res.headers.get('mcp-session-id') ?? undefined, body: await res.text() };
+  }
+  const initialize = (token: string) => mcpPost(token, { method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'j54', version: '0' } } });
+  const ping = (token: string, session: string) => mcpPost(token, { method: 'ping' }, session);
+
+  it('[J54] 260 initialize by mallory: alice\'s session, refresh token, registration and revoked grant are untouched; mallory loses only her own oldest sessions', async () => {
+    // Alice, through the SDK: a live MCP session, a refresh token, a registered client.
+    const alice = await connectWithOAuth(mcpUrl(), { onPage: headlessUser('alice') });
+    try {
+      const aliceSession = alice.transport.sessionId!;
+      expect(aliceSession).toBeTruthy();
+      // A second grant of alice's, revoked: its refresh token is refused from now on.
+      const revoked = await grantOf('alice');
+      expect((await fetch(`${issuer}/revoke`, { method: 'POST', body: new URLSearchParams({ token: revoked.refreshToken, client_id: revoked.client.id }) })).status).toBe(200);
+      const refreshRevoked = () => tokenRequest({ grant_type: 'refresh_token', refresh_token: revoked.refreshToken, client_id: revoked.client.id });
+      expect((await refreshRevoked()).json.error).toBe('invalid_grant');
+
+      // Mallory floods initialize; every one is a new upstream session, so a new binding in the store.
+      const mallory = await grantOf('mallory');
+      const floodSessions: string[] = [];
+      for (let batch = 0; batch < FLOOD; batch += 20) {
+        const answers = await Promise.all(Array.from({ length: 20 }, () => initialize(mallory.accessToken)));
+        for (const answer of answers) {
+          expect(answer.status, answer.body).toBe(200);
+          floodSessions.push(answer.session!);
+        }
+      }
+      expect(new Set(floodSessions).size).toBe(FLOOD);
+
+      // Alice's session binding: her session still works, through the SDK and by hand.
+      const echoed = await alice.client.callTool({ name: 'echo', arguments: { message: 'after the flood' } });
+      expect(echoed.content).toEqual([{ type: 'text', text: 'Echo: after the flood' }]);
+      expect((await ping(alice.tokens()!.access_token, aliceSession)).status).toBe(200);
+      // Her refresh token still rotates (refresh: and refresh-family: survived).
+      const before = alice.tokens()!;
+      await expect(auth(alice.provider, { serverUrl: mcpUrl() })).resolves.toBe('AUTHORIZED');
+      expect(alice.tokens()!.refresh_token).not.toBe(before.refresh_token);
+      // Her registration: the client is still known (a consent page, not an unknown-client page).
+      const clientId = alice.provider.clientInformation()!.client_id;
+      const page = await fetch(codeRequestUrl(issuer, { client: { id: clientId, redirectUri: alice.provider.redirectUrl }, verifier: newVerifier(), state: 's', resource: mcpUrl() }));
+      expect(page.status).toBe(200);
+      expect(await page.text()).toContain('mcp-auth-gateway test harness');
+      // The revoked grant stays revoked (its grant: marker survived).
+      expect(await refreshRevoked()).toMatchObject({ status: 400, json: { error: 'invalid_grant' } });
+
+      // Mallory's own oldest sessions went; her newest still work.
+      const oldest = await ping(mallory.accessToken, floodSessions[0]!);
+      expect(oldest.status).toBe(404);
+      expect(JSON.parse(oldest.body)).toEqual({ error: 'not_found', error_description: 'Unknown session' });
+      expect((await ping(mallory.accessToken, floodSessions.at(-1)!)).status).toBe(200);
+      // Alice's session is hers alone: mallory presenting it is refused, as before the flood.
+      expect((await ping(mallory.accessToken, aliceSession)).status).toBe(404);
+    } finally {
+      await alice.close();
+    }
+  });
+});
+
+describe('[J54] memory store: every key class has a budget of its own (second review, finding 1)', () => {
+  const LONG_TTL = 3_600_000;
+  /** One key builder per class, each from key-names.ts: index i → the i-th key of that class. */
+  const CLASSES: Record<string, (i: number) => string> = {
+    session: (i) => keyNames.sessionBindingKey('/r/mcp', `sid-${i}`),
+    client: (i) => keyNames.clientKey(`client-${i}`),
+    code: (i) => keyNames.authorizationCodeKey(`code-${i}`),
+    'code-used': (i) => keyNames.usedCodeKey(`code-${i}`),
+    refresh: (i) => keyNames.refreshTokenKey(`rt-${i}`),
+    'refresh-used': (i) => keyNames.usedRefreshTokenKey(`rt-${i}`),
+    'refresh-family': (i) => keyNames.refreshFamilyKey(`grant-${i}`),
+    grant: (i) => keyNames.grantKey(`grant-${i}`),
+    consent: (i) => keyNames.consentKey('https://as.example', `user-${i}`, 'client'),
+    'pending-authz': (i) => keyNames.pendingAuthorizationKey(`state-${i}`),
+    'idp-token': (i) => keyNames.idpTokenKey(`grant-${i}`),
+    'idp-refresh': (i) => keyNames.idpRefreshLockKey(`grant-${i}`),
+    ratelimit: (i) => keyNames.rateLimitKey('authorize', `10.0.0.${i}`),
+    'idp-logout-jti': (i) => keyNames.logoutTokenKey('https://idp.example', `jti-${i}`),
+  };
+  const CLASS_NAMES = Object.keys(CLASSES);
+
+  /** Time-ordered logs: kept apart from every LRU (appendToLog), so no class budget applies. */
+  const LOG_CLASSES = ['revoked-grants', 'idp-session', 'idp-subject'];
+
+  it('[J54] the builders cover every class key-names.ts names, and each key lands in its namespace', () => {
+    for (const [name, build] of Object.entries(CLASSES)) expect(build(1).split(':')[0]).toBe(name);
+    const namespaces = Object.entries(keyNames)
+      .filter(([name, value]) => name !== 'hashKeyPart' && typeof value === 'function')
+      .map(([, build]) => (build as (...parts: string[]) => string)('x', 'x', 'x').split(':')[0]);
+    expect(new Set(namespaces)).toEqual(new Set([...CLASS_NAMES, ...LOG_CLASSES]));
+    expect(memoryClassBudget('grant', 10)).toEqual({ maxEntries: 10, whenFull: 'refuse' });
+    for (const name of ['grant', 'refresh-used', 'code-used', 'idp-logout-jti']) expect(memoryClassBudget(name, 10).whenFull).toBe('refuse');
+  });
+
+  type FloodOp = { op: 'set' | 'setIfAbsent' | 'increment' | 'take' | 'delete'; index: number; owner: number };
+  const floodOp: fc.Arbitrary<FloodOp> = fc.record({
+    op: fc.constantFrom('set', 'setIfAbsent', 'increment', 'take', 'delete'),
+    index: fc.nat({ max: 400 }),
+    owner: fc.nat({ max: 3 }),
+  });
+
+  /** Applies one flood write to `store`; a class that never evicts may refuse it (503), nothing else may fail. */
+  async function apply(store: MemoryStore, key: string, write: FloodOp): Promise<void> {
+    const value = `owner-${write.owner}`;
+    try {
+      if (write.op === 'set') await store.set(key, value, LONG_TTL);
+      else if (write.op === 'setIfAbsent') await store.setIfAbsent(key, value, LONG_TTL);
+      else if (write.op === 'increment') await store.increment(key, LONG_TTL);
+      else if (write.op === 'take') await store.take(key);
+      else await store.delete(key);
+    } catch (err) {
+      expect(err).toBeInstanceOf(StoreUnavailableError);
+    }
+  }
+
+  it('[J54] any interleaving of writes in one class never removes a key of another class before its TTL', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 2, max: 24 }),
+        fc.constantFrom(...CLASS_NAMES),
+        // Victims: other classes' keys, interleaved with the flood (each victim write is a `null` slot in the flood's order).
+        fc.array(fc.tuple(fc.constantFrom(...CLASS_NAMES), fc.nat({ max: 40 })), { maxLength: 60 }),
+        fc.array(fc.option(floodOp, { nil: null, freq: 6 }), { minLength: 1, maxLength: 500 }),
+        async (maxEntries, flooded, victimPicks, schedule) => {
+          const store = new MemoryStore({ maxEntries });
+          // At most a class's own budget of victims (so the victims never evict each other), distinct owners for sessions.
+          const victims = new Map<string, string>();
+          const perClass = new Map<string, number>();
+          for (const [name, i] of victimPicks) {
+            if (name === flooded) continue;
+            const count = perClass.get(name) ?? 0;
+            if (count >= Math.min(memoryClassBudget(name, maxEntries).maxEntries, memoryClassBudget(name, maxEntries).perOwner ?? Infinity)) continue;
+            const key = CLASSES[name]!(1000 + i);
+            if (victims.has(key)) continue;
+            perClass.set(name, count + 1);
+            victims.set(key, `victim-${name}-${i}`);
+          }
+          const pending = [...victims];
+          for (const slot of schedule) {
+            if (slot === null) {
+              const next = pending.shift();
+              if (next) await store.set(next[0], next[1], LONG_TTL);
+            } else await apply(store, CLASSES[flooded]!(slot.index), slot);
+          }
+          for (const [key, value] of pending) await store.set(key, value, LONG_TTL);
+          for (const [key, value] of victims) expect(await store.get(key), key).toBe(value);
+        },
+      ),
+      { numRuns: 150 },
+    );
+  });
+
+  it('[J54] revocations and spent one-time values are never evicted: a full class refuses the new key (503), every old one stays', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 30 }),
+        fc.constantFrom('grant', 'refresh-used', 'code-used', 'idp-logout-jti'),
+        fc.array(fc.nat({ max: 100 }), { minLength: 1, maxLength: 200 }),
+        async (maxEntries, name, writes) => {
+          const store = new MemoryStore({ maxEntries });
+          const kept = new Set<string>();
+          for (const i of writes) {
+            const key = CLASSES[name]!(i);
+            const fresh = !kept.has(key);
+            const wrote = await store.setIfAbsent(key, 'marker', LONG_TTL).then(
+              (claimed) => claimed,
+              (err: unknown) => (expect(err).toBeInstanceOf(StoreUnavailableError), 'refused' as const),
+            );
+            if (wrote === 'refused') expect(kept.size).toBe(maxEntries);
+            else expect(wrote).toBe(fresh);
+            if (wrote === true) kept.add(key);
+          }
+          for (const key of kept) expect(await store.get(key)).toBe('marker');
+        },
+      ),
+      { numRuns: 100 },
+    );
+  });
+
+  it('[J54] a full never-evicted class takes new keys again once old ones reach their TTL', async () => {
+    const store = new MemoryStore({ maxEntries: 3 });
+    for (let i = 0; i < 3; i++) await store.set(keyNames.grantKey(`g${i}`), 'revoked', 40);
+    await expect(store.set(keyNames.grantKey('late'), 'revoked', LONG_TTL)).rejects.toBeInstanceOf(StoreUnavailableError);
+    await new Promise((r) => setTimeout(r, 60));
+    await store.set(keyNames.grantKey('late'), 'revoked', LONG_TTL);
+    expect(await store.get(keyNames.grantKey('late'))).toBe('revoked');
+  });
+
+  it('[J54] session bindings: one principal over its share on a route loses its own oldest, never another principal\'s', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 10, max: 200 }), fc.integer({ min: 1, max: 600 }), fc.nat({ max: 3 }), async (maxEntries, flood, others) => {
+        const store = new MemoryStore({ maxEntries });
+        const perOwner = memoryClassBudget('session', maxEntries).perOwner!;
+        // Other principals: each up to its own share, together within what the flooder leaves.
+        const victims: Array<[string, string]> = [];
+        for (let o = 0; o < others && victims.length + perOwner <= maxEntries - perOwner; o++) {
+          for (let s = 0; s < perOwner; s++) victims.push([keyNames.sessionBindingKey('/r', `victim-${o}-${s}`), `["iss","user-${o}","c"]`]);
+        }
+        for (const [key, owner] of victims) await store.setIfAbsent(key, owner, LONG_TTL);
+        for (let i = 0; i < flood; i++) await store.setIfAbsent(keyNames.sessionBindingKey('/r', `flood-${i}`), '["iss","mallory","evil"]', LONG_TTL);
+        for (const [key, owner] of victims) expect(await store.get(key)).toBe(owner);
+        // The flooder keeps exactly its newest `perOwner` sessions on that route.
+        const live = [];
+        for (let i = 0; i < flood; i++) if ((await store.get(keyNames.sessionBindingKey('/r', `flood-${i}`))) !== undefined) live.push(i);
+        expect(live).toEqual(Array.from({ length: Math.min(flood, perOwner) }, (_, k) => flood - Math.min(flood, perOwner) + k));
+        // Another route is another share.
+        await store.setIfAbsent(keyNames.sessionBindingKey('/other', 'flood-0'), '["iss","mallory","evil"]', LONG_TTL);
+        expect(await store.get(keyNames.sessionBindingKey('/r', `flood-${flood - 1}`))).toBeDefined();
+      }),
+      { numRuns: 60 },
+    );
   });
 });
