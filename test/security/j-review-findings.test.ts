@@ -329,7 +329,7 @@ describe('[H35] identity-proxy, DPoP and client-certificate headers never reach 
   }
   const normalise = (name: string) => name.toLowerCase().replaceAll('_', '-');
 
-  it('the corpus covers every family the review named, several spellings each', () => {
+  it('[H35] the corpus covers every family the review named, several spellings each', () => {
     const names = families.flatMap((f) => f.headers.map(([n]) => n.toLowerCase()));
     for (const required of ['dpop', 'client-cert', 'client-cert-chain', 'x-ms-client-principal', 'x-userinfo', 'x-access-token', 'x-id-token', 'gap-auth', 'remote-user']) {
       expect(names, required).toContain(required);
