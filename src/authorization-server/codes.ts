@@ -6,8 +6,12 @@ import type { Store } from '../store/store.js';
 import { randomToken } from './secrets.js';
 
 export const CODE_TTL_MS = 60_000;
-/** How long a redeemed code is remembered for replay detection. */
-const USED_CODE_TTL_MS = 24 * 3600_000;
+/**
+ * How long a redeemed code is remembered for replay detection: ten times its
+ * life, past any replay that races the client's redemption, and short, so the
+ * markers a flood of sign-ins leaves stay few (docs/storage.md).
+ */
+const USED_CODE_TTL_MS = 10 * CODE_TTL_MS;
 
 export interface CodeRecord {
   clientId: string;

@@ -6,7 +6,9 @@
 //
 // Keys: refresh:<h(token)> → the grant it belongs to (kept after rotation, so
 // reuse is recognised); refresh-family:<h(grant)> → the current member;
-// refresh-used:<h(token)> → claimed (SET NX) by the one rotation allowed;
+// refresh-used:<h(token)> → claimed (SET NX) by the one rotation allowed, kept
+// only while that rotation runs: once the family names the new member, reuse of
+// the old token is recognised by the family alone;
 // grant:<h(grant)> → written only to revoke, never cleared, so a late write of
 // the family cannot undo a revocation. A revocation also enters RevokedGrants,
 // so the grant's access tokens are refused too (on every replica within 5 s).
@@ -28,6 +30,13 @@ interface FamilyState {
   /** hash of the current refresh token */
   current: string;
 }
+
+/**
+ * How long a rotation's claim is kept: far longer than one rotation takes (each
+ * store call is bounded by the store timeout), and short, so the claims a client
+ * can pile up by rotating in a loop stay few (docs/storage.md).
+ */
+const ROTATION_CLAIM_TTL_MS = 10 * 60_000;
 
 export type RevocationReason = 'refresh_token_reuse' | 'code_replay' | 'revoked_by_client' | 'idp_session_ended';
 
@@ -75,7 +84,7 @@ export class Grants {
     // transient reason (the IdP unreachable) leaves the token usable.
     if (isCurrent) for (const check of this.#refreshChecks) await check(grant);
     // SET NX: of concurrent rotations of one token, one wins; the others are reuse.
-    const claimed = isCurrent && (await this.store.setIfAbsent(usedRefreshTokenKey(refreshToken), '1', this.refreshTtlMs));
+    const claimed = isCurrent && (await this.store.setIfAbsent(usedRefreshTokenKey(refreshToken), '1', ROTATION_CLAIM_TTL_MS));
     if (!claimed) {
       await this.revoke(grant.grantId, 'refresh_token_reuse', { subject: grant.subject, clientId: grant.clientId });
       throw invalidGrant('The refresh token was already used: the grant is revoked');

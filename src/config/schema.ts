@@ -141,7 +141,15 @@ export const RouteSchema = z.strictObject({
 }).meta({ id: 'RouteFile', description: 'One route: a file under the config directory other than gateway.yaml' });
 
 export const StoreSchema = z.discriminatedUnion('kind', [
-  z.strictObject({ kind: z.literal('memory'), max_entries: z.number().int().positive().default(100_000) }),
+  z.strictObject({
+    kind: z.literal('memory'),
+    max_entries: z
+      .number()
+      .int()
+      .positive()
+      .default(100_000)
+      .describe('entries per key class (sessions, registrations, refresh tokens, revocations, …), each class bounded apart; see docs/storage.md'),
+  }),
   z.strictObject({
     kind: z.literal('redis'),
     url: z.string().regex(/^rediss?(\+sentinel|\+cluster)?:\/\//, 'expected a redis:// or rediss:// URL'),

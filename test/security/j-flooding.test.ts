@@ -397,10 +397,11 @@ describe('[J54] memory store budgets per key class', () => {
       fc.asyncProperty(fc.integer({ min: 1, max: 40 }), fc.integer({ min: 0, max: 3000 }), fc.integer({ min: 0, max: 3000 }), async (durable, pending, counters) => {
         const store: Store = new MemoryStore({ maxEntries: 50 });
         const kept = Array.from({ length: durable }, (_, i) => [sessionBindingKey('/r', `s${i}`), grantKey(`g${i}`), clientKey(`c${i}`)][i % 3]!);
-        for (const key of kept) await store.set(key, 'kept', ttl);
+        // A value each: sessions of one principal (one value) are capped per principal on their own.
+        for (const key of kept) await store.set(key, `kept ${key}`, ttl);
         for (let i = 0; i < pending; i++) await store.set(pendingAuthorizationKey(`p${i}`), 'x', ttl);
         for (let i = 0; i < counters; i++) await store.increment(rateLimitKey('authorize', `a${i}`), ttl);
-        for (const key of kept) expect(await store.get(key)).toBe('kept');
+        for (const key of kept) expect(await store.get(key)).toBe(`kept ${key}`);
         // The flood's own classes stay bounded: the newest survive, the oldest go.
         if (pending > 1000) expect(await store.get(pendingAuthorizationKey('p0'))).toBeUndefined();
         if (pending > 0) expect(await store.get(pendingAuthorizationKey(`p${pending - 1}`))).toBe('x');
