@@ -17,6 +17,7 @@ import { startTestGateway, type TestGateway } from './gateway.js';
 import type { PageHandler } from './mcp-client.js';
 import { freePort } from './net.js';
 import { getManual } from './oauth-requests.js';
+import { startEverythingServer } from './upstream.js';
 
 /** A real MemoryStore that remembers which keys were written (set, setIfAbsent that wrote). */
 export class RecordingStore implements Store {
@@ -133,6 +134,45 @@ export async function startAsGateway(opts: AsGatewayOptions): Promise<AsGateway>
       throw err;
     }
   }
+}
+
+/**
+ * The built-in AS (dev login) in front of server-everything, on the gateway's own memory store
+ * bounded to `maxEntries` as configured (startAsGateway's recording store has no budget): for
+ * floods that must not evict what others hold. `gateway` is merged into gateway.yaml.
+ */
+export async function startBoundedAsGateway(maxEntries: number, gateway: Record<string, unknown> = {}): Promise<{ issuer: string; stop(): Promise<void> }> {
+  const everything = await startEverythingServer();
+  const keyDir = await mkdtemp(join(tmpdir(), 'mag-keys-'));
+  const cleanup = async () => {
+    await everything.close();
+    await rm(keyDir, { recursive: true, force: true });
+  };
+  const port = await freePort();
+  const issuer = `http://127.0.0.1:${port}`;
+  const files = {
+    'gateway.yaml': {
+      listen: { host: '127.0.0.1', port },
+      public_url: issuer,
+      store: { kind: 'memory', max_entries: maxEntries },
+      audit: { sink: 'none' },
+      log_level: 'warn',
+      authorization_server: { enabled: true, login: { kind: 'dev' } },
+      ...gateway,
+    },
+    'everything.yaml': { path: '/everything/mcp', upstream: everything.url, scopes_supported: ['mcp:read', 'mcp:write'], required_scopes: ['mcp:read'] },
+  };
+  const started = await startTestGateway(files, {}, { authorizationServer: { devKeyDirectory: keyDir } }).catch(async (err: unknown) => {
+    await cleanup();
+    throw err;
+  });
+  return {
+    issuer,
+    async stop() {
+      await started.stop();
+      await cleanup();
+    },
+  };
 }
 
 /** The first POST form of a page: its action and every named input's value. */

@@ -17,12 +17,11 @@ import { floodLimitOf } from '../../src/authorization-server/flood-limits.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { pendingAuthorizationKey, sessionBindingKey, grantKey, clientKey, rateLimitKey } from '../../src/store/key-names.js';
 import { StoreUnavailableError, type Store } from '../../src/store/store.js';
-import { headlessUser, startAsGateway, type AsGateway } from '../helpers/authorization-server.js';
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { headlessUser, startAsGateway, startBoundedAsGateway, type AsGateway } from '../helpers/authorization-server.js';
+import { startTestGateway } from '../helpers/gateway.js';
 import { connectWithOAuth } from '../helpers/mcp-client.js';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
 import { freePort } from '../helpers/net.js';
-import { startEverythingServer, type UpstreamHandle } from '../helpers/upstream.js';
 
 const CHALLENGE = 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM';
 /** Small limits in windows long enough that no test straddles two of them. */
@@ -316,38 +315,16 @@ describe('[J54] replicas on one Redis share every limit', () => {
 });
 
 describe('[J54] a flood of /authorize never evicts sessions, grants or registrations (memory store)', () => {
-  let everything: UpstreamHandle;
-  let gateway: TestGateway;
+  let gateway: { issuer: string; stop(): Promise<void> };
   let issuer: string;
-  let keyDir: string;
   const MAX_ENTRIES = 300;
 
   beforeAll(async () => {
-    everything = await startEverythingServer();
-    keyDir = await mkdtemp(join(tmpdir(), 'mag-keys-'));
-    const port = await freePort();
-    issuer = `http://127.0.0.1:${port}`;
-    gateway = await startTestGateway(
-      {
-        'gateway.yaml': {
-          listen: { host: '127.0.0.1', port },
-          public_url: issuer,
-          trust_proxy: true,
-          store: { kind: 'memory', max_entries: MAX_ENTRIES },
-          audit: { sink: 'none' },
-          log_level: 'warn',
-          authorization_server: { enabled: true, login: { kind: 'dev' } },
-        },
-        'everything.yaml': { path: '/everything/mcp', upstream: everything.url, scopes_supported: ['mcp:read', 'mcp:write'], required_scopes: ['mcp:read'] },
-      },
-      {},
-      { authorizationServer: { devKeyDirectory: keyDir } },
-    );
+    gateway = await startBoundedAsGateway(MAX_ENTRIES, { trust_proxy: true });
+    issuer = gateway.issuer;
   });
   afterAll(async () => {
     await gateway?.stop();
-    await everything?.close();
-    await rm(keyDir, { recursive: true, force: true });
   });
 
   it('[J54] 2,500 pending authorizations from 2,500 addresses; the MCP session, the refresh token and the registration still work', async () => {
