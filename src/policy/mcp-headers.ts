@@ -57,11 +57,24 @@ const isPlainMethod = (raw: string) => PLAIN_VALUE.test(raw) && !raw.startsWith(
 
 type RequestHeaders = Readonly<Record<string, string | string[] | undefined>>;
 
+/** Whether `Mcp-Method` or `Mcp-Name` appears more than once in Node's `[name, value, …]` list. */
+function repeatsRoutingHeader(rawHeaders: readonly string[]): boolean {
+  let methods = 0;
+  let names = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!;
+    if (name.length !== 10 && name.length !== 8) continue;
+    const lower = name.toLowerCase();
+    if ((lower === 'mcp-method' && ++methods > 1) || (lower === 'mcp-name' && ++names > 1)) return true;
+  }
+  return false;
+}
+
 /**
  * Throws HeaderMismatchError when `Mcp-Method` or `Mcp-Name` is present and
  * malformed or differs from the body. Absent headers are fine (older revisions send none).
  */
-export function checkMcpHeaders(headers: RequestHeaders, request: ParsedRequest): void {
+export function checkMcpHeaders(headers: RequestHeaders, request: ParsedRequest, rawHeaders?: readonly string[]): void {
   const methodHeader = headers['mcp-method'];
   const nameHeader = headers['mcp-name'];
   if (methodHeader === undefined && nameHeader === undefined) return;
@@ -73,8 +86,10 @@ export function checkMcpHeaders(headers: RequestHeaders, request: ParsedRequest)
   };
   // The headers describe one message; a batch cannot match them.
   if (request.batch) fail('Mcp-Method and Mcp-Name describe a single message, not a batch');
-  // Node joins repeated headers with ", ": never a valid single value here.
-  if (Array.isArray(methodHeader) || Array.isArray(nameHeader)) fail('Mcp-Method and Mcp-Name may appear once');
+  // Node joins repeated headers with ", " while an upstream may read the first or the last: one of each.
+  if (Array.isArray(methodHeader) || Array.isArray(nameHeader) || (rawHeaders && repeatsRoutingHeader(rawHeaders))) {
+    fail('Mcp-Method and Mcp-Name may appear once');
+  }
 
   const operation = operationOf(first);
   if (methodHeader !== undefined) {

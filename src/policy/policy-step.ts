@@ -29,6 +29,8 @@ const DENIED_BY_POLICY = 'denied by policy: no scope allows this operation';
 export interface PolicyRequest {
   method?: string;
   headers: IncomingHttpHeaders;
+  /** Node's `[name, value, …]` list, where repeated headers are still apart. */
+  rawHeaders?: readonly string[];
 }
 
 export interface PolicyOutcome {
@@ -128,7 +130,7 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
         requireUtf8Body(req.headers['content-type']);
         requireIdentityEncoding(req.headers['content-encoding']);
         request = parseJsonRpcBody(body);
-        checkMcpHeaders(req.headers, request);
+        checkMcpHeaders(req.headers, request, req.rawHeaders);
       } catch (err) {
         recordRejected(auth, err instanceof HeaderMismatchError ? 'header_mismatch' : 'malformed', 400);
         throw err;

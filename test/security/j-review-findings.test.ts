@@ -139,6 +139,18 @@ describe('[J47] Mcp-Method and Mcp-Name have one reading (second review, finding
     }
   });
 
+  it('[J47] a repeated Mcp-Name or Mcp-Method whose joined value equals the body → 400 -32020, nothing upstream', async () => {
+    // Node joins them ("shell, x"); an upstream that reads the first sees "shell".
+    for (const [headers, name] of [
+      [[['Mcp-Method', 'tools/call'], ['Mcp-Name', 'shell'], ['mcp-name', 'x']], 'shell, x'],
+      [[['Mcp-Method', 'tools/call'], ['Mcp-Method', 'tools/call'], ['Mcp-Name', 'echo']], 'echo'],
+    ] as Array<[Array<[string, string]>, string]>) {
+      const { result, seen } = await upstreamDuring(stage, () => send('POST', headers, call(name)));
+      expectHeaderMismatch(result, 1);
+      expect(seen).toEqual([]);
+    }
+  });
+
   // [label, Mcp-Method as sent]; the body's method is plain tools/call (the body's own reading
   // refuses any other character in a method), so the header must be plain tools/call too.
   const REFUSED_METHODS: Array<[string, string]> = [

@@ -41,6 +41,9 @@ describe('checkMcpHeaders', () => {
     mismatch({ 'mcp-name': '=?base64?@@@?=' }, toolCall('echo'));
     // Headers joined from duplicates.
     mismatch({ 'mcp-method': 'tools/call, tools/call' }, toolCall('echo'));
+    // Repeated headers whose joined value equals the body: an upstream may read only one of them.
+    expect(() => checkMcpHeaders({ 'mcp-name': 'shell, x' }, toolCall('shell, x'), ['Mcp-Name', 'shell', 'MCP-NAME', 'x'])).toThrow(HeaderMismatchError);
+    expect(() => checkMcpHeaders({ 'mcp-name': 'shell, x' }, toolCall('shell, x'), ['Mcp-Name', 'shell, x'])).not.toThrow();
   });
 
   it('leaves Mcp-Name on methods the policy names nothing for to the upstream (tasks/get carries a taskId)', () => {
