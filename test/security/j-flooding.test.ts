@@ -20,10 +20,10 @@ import { StoreUnavailableError, type Store } from '../../src/store/store.js';
 import { headlessUser, startAsGateway, startBoundedAsGateway, type AsGateway } from '../helpers/authorization-server.js';
 import { startTestGateway } from '../helpers/gateway.js';
 import { connectWithOAuth } from '../helpers/mcp-client.js';
+import { codeRequestUrl, newVerifier } from '../helpers/oauth-requests.js';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
 import { freePort } from '../helpers/net.js';
 
-const CHALLENGE = 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM';
 /** Small limits in windows long enough that no test straddles two of them. */
 const SMALL = { requests: 3, window: '1h' };
 const SMALL_LIMITS = { authorize: SMALL, token: SMALL, register: SMALL, interaction: SMALL, registrations: { requests: 2, window: '1h' } };
@@ -332,17 +332,15 @@ describe('[J54] a flood of /authorize never evicts sessions, grants or registrat
     const conn = await connectWithOAuth(mcpUrl, { onPage: headlessUser('alice') });
     try {
       expect(conn.transport.sessionId).toBeTruthy();
-      const clientId = conn.provider.clientInformation()!.client_id;
-      const redirectUri = conn.provider.redirectUrl;
+      const client = { id: conn.provider.clientInformation()!.client_id, redirectUri: String(conn.provider.redirectUrl) };
+      const authorization = (scope?: string) => codeRequestUrl(issuer, { client, verifier: newVerifier(), state: 's', resource: mcpUrl, scope });
 
       // The flood: valid authorization requests (each leaves a pending authorization), every one from a new address.
       const FLOOD = 2500;
       for (let batch = 0; batch < FLOOD; batch += 50) {
         const pages = await Promise.all(
           Array.from({ length: 50 }, () => {
-            const url = new URL(`${issuer}/authorize`);
-            for (const [k, v] of Object.entries({ response_type: 'code', client_id: clientId, redirect_uri: redirectUri, code_challenge: CHALLENGE, code_challenge_method: 'S256', state: 's', resource: mcpUrl, scope: 'mcp:read' })) url.searchParams.set(k, v);
-            return fetch(url, { headers: { 'x-forwarded-for': newAddress() }, redirect: 'manual' }).then(async (r) => (await r.text(), r.status));
+            return fetch(authorization('mcp:read'), { headers: { 'x-forwarded-for': newAddress() }, redirect: 'manual' }).then(async (r) => (await r.text(), r.status));
           }),
         );
         expect(pages.every((s) => s === 200)).toBe(true);
@@ -356,9 +354,7 @@ describe('[J54] a flood of /authorize never evicts sessions, grants or registrat
       await expect(auth(conn.provider, { serverUrl: mcpUrl })).resolves.toBe('AUTHORIZED');
       expect(conn.tokens()!.refresh_token).not.toBe(before.refresh_token);
       // The registration: the client is still known (a consent page, not an unknown-client page).
-      const url = new URL(`${issuer}/authorize`);
-      for (const [k, v] of Object.entries({ response_type: 'code', client_id: clientId, redirect_uri: redirectUri, code_challenge: CHALLENGE, code_challenge_method: 'S256', state: 's', resource: mcpUrl })) url.searchParams.set(k, v);
-      const page = await fetch(url, { headers: { 'x-forwarded-for': newAddress() } });
+      const page = await fetch(authorization(), { headers: { 'x-forwarded-for': newAddress() } });
       expect(page.status).toBe(200);
       expect(await page.text()).toContain('mcp-auth-gateway test harness');
     } finally {
