@@ -14,9 +14,6 @@
  *   registration or revoked grant; revocations and spent one-time values are never evicted.
  */
 import { readFileSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { auth } from '@modelcontextprotocol/sdk/client/auth.js';
 import fc from 'fast-check';
@@ -25,15 +22,12 @@ import { memoryClassBudget } from '../../src/store/memory-class-budgets.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import * as keyNames from '../../src/store/key-names.js';
 import { StoreUnavailableError } from '../../src/store/store.js';
-import { headlessUser } from '../helpers/authorization-server.js';
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { headlessUser, startBoundedAsGateway } from '../helpers/authorization-server.js';
 import { startJwtStage, stopJwtStage, type JwtStage } from '../helpers/jwt-gateway.js';
 import { connectWithOAuth, followAuthorization } from '../helpers/mcp-client.js';
-import { freePort } from '../helpers/net.js';
 import { codeRequestUrl, newVerifier, registerPublicClient } from '../helpers/oauth-requests.js';
 import { buildRequest, rawRequest, type RawResponse } from '../helpers/raw-http.js';
 import { expectRejection, gatewayYaml, jwtRoute, resourceOf, simplifyRaw, type RecordedRequest } from '../helpers/security-fixtures.js';
-import { startEverythingServer, type UpstreamHandle } from '../helpers/upstream.js';
 
 /** Runs `run` against `stage`; returns its result and the requests the recording upstream got meanwhile. */
 async function upstreamDuring<T>(stage: JwtStage, run: () => Promise<T>): Promise<{ result: T; seen: RecordedRequest[] }> {
@@ -389,37 +383,16 @@ describe('[J54] one principal flooding `initialize` evicts only its own sessions
   const MAX_ENTRIES = 200;
   /** Well past the session budget: before the fix, 210 evicted another user's session. */
   const FLOOD = 260;
-  let everything: UpstreamHandle;
-  let gateway: TestGateway;
+  let gateway: { issuer: string; stop(): Promise<void> };
   let issuer: string;
-  let keyDir: string;
   const mcpUrl = () => `${issuer}/everything/mcp`;
 
   beforeAll(async () => {
-    everything = await startEverythingServer();
-    keyDir = await mkdtemp(join(tmpdir(), 'mag-keys-'));
-    const port = await freePort();
-    issuer = `http://127.0.0.1:${port}`;
-    gateway = await startTestGateway(
-      {
-        'gateway.yaml': {
-          listen: { host: '127.0.0.1', port },
-          public_url: issuer,
-          store: { kind: 'memory', max_entries: MAX_ENTRIES },
-          audit: { sink: 'none' },
-          log_level: 'warn',
-          authorization_server: { enabled: true, login: { kind: 'dev' } },
-        },
-        'everything.yaml': { path: '/everything/mcp', upstream: everything.url, scopes_supported: ['mcp:read', 'mcp:write'], required_scopes: ['mcp:read'] },
-      },
-      {},
-      { authorizationServer: { devKeyDirectory: keyDir } },
-    );
+    gateway = await startBoundedAsGateway(MAX_ENTRIES);
+    issuer = gateway.issuer;
   });
   afterAll(async () => {
     await gateway?.stop();
-    await everything?.close();
-    if (keyDir) await rm(keyDir, { recursive: true, force: true });
   });
 
   /** A user's grant through a client registered by hand: its access and refresh tokens. */
