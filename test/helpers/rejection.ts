@@ -12,15 +12,21 @@ export async function rejection(promise: Promise<unknown>): Promise<GatewayError
   return err as GatewayError;
 }
 
+/** What `run` throws, checked to be a `type` (a GatewayError unless told); fails the test if nothing is thrown. */
+export function thrownBy<E = GatewayError>(run: () => unknown, type: abstract new (...args: never[]) => E = GatewayError as never): E {
+  try {
+    run();
+  } catch (err) {
+    expect(err).toBeInstanceOf(type);
+    return err as E;
+  }
+  throw new Error(`nothing thrown by ${run.toString().slice(0, 200)}`);
+}
+
 /** How parseJsonRpcBody refuses `body`: a 400 invalid_request GatewayError; fails the test if it reads it. */
 export function bodyRefusal(body: string | Buffer): GatewayError {
-  try {
-    parseJsonRpcBody(typeof body === 'string' ? Buffer.from(body) : body);
-  } catch (err) {
-    expect(err).toBeInstanceOf(GatewayError);
-    expect((err as GatewayError).status).toBe(400);
-    expect((err as GatewayError).code).toBe('invalid_request');
-    return err as GatewayError;
-  }
-  throw new Error(`not refused: ${body.toString().slice(0, 200)}`);
+  const err = thrownBy(() => parseJsonRpcBody(typeof body === 'string' ? Buffer.from(body) : body));
+  expect(err.status).toBe(400);
+  expect(err.code).toBe('invalid_request');
+  return err;
 }

@@ -8,18 +8,9 @@ import type { RouteConfig } from '../../src/config/types.js';
 import { GatewayError } from '../../src/errors/gateway-error.js';
 import { TokenCache } from '../../src/auth/token-cache.js';
 import { tokenFromRequest } from '../helpers/bearer.js';
+import { thrownBy } from '../helpers/rejection.js';
 
 const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
-
-function rejection(run: () => unknown): GatewayError {
-  try {
-    run();
-  } catch (err) {
-    if (err instanceof GatewayError) return err;
-    throw err;
-  }
-  throw new Error('expected a GatewayError');
-}
 
 const auth = (...values: string[]) => values.flatMap((v) => ['Authorization', v]);
 
@@ -62,30 +53,30 @@ describe('the bearer token authenticate reads', () => {
     ['an empty header', ''],
     ['a leading space', ' Bearer abc'],
   ])('refuses %s with invalid_request', (_name, value) => {
-    const err = rejection(() => tokenFromRequest(auth(value), ''));
+    const err = thrownBy(() => tokenFromRequest(auth(value), ''));
     expect(err.status).toBe(400);
     expect(err.code).toBe('invalid_request');
     expect(err.description).not.toContain('abc');
   });
 
   it('refuses two Authorization headers, whatever their schemes', () => {
-    expect(rejection(() => tokenFromRequest(auth('Bearer a', 'Bearer a'), '')).code).toBe('invalid_request');
-    expect(rejection(() => tokenFromRequest(auth('Basic x', 'Bearer a'), '')).code).toBe('invalid_request');
-    expect(rejection(() => tokenFromRequest(['authorization', 'Bearer a', 'AUTHORIZATION', 'Bearer b'], '')).code).toBe('invalid_request');
+    expect(thrownBy(() => tokenFromRequest(auth('Bearer a', 'Bearer a'), '')).code).toBe('invalid_request');
+    expect(thrownBy(() => tokenFromRequest(auth('Basic x', 'Bearer a'), '')).code).toBe('invalid_request');
+    expect(thrownBy(() => tokenFromRequest(['authorization', 'Bearer a', 'AUTHORIZATION', 'Bearer b'], '')).code).toBe('invalid_request');
   });
 
   it('refuses a header over 8 KiB before parsing it', () => {
-    const err = rejection(() => tokenFromRequest(auth(`Bearer ${'a'.repeat(64 * 1024)}`), ''));
+    const err = thrownBy(() => tokenFromRequest(auth(`Bearer ${'a'.repeat(64 * 1024)}`), ''));
     expect(err.code).toBe('invalid_request');
-    expect(rejection(() => tokenFromRequest(auth(`Basic ${'a'.repeat(9000)}`), '')).code).toBe('invalid_request');
+    expect(thrownBy(() => tokenFromRequest(auth(`Basic ${'a'.repeat(9000)}`), '')).code).toBe('invalid_request');
     expect(tokenFromRequest(auth(`Bearer ${'a'.repeat(8000)}`), '')).toHaveLength(8000);
   });
 
   it.each(['?access_token=abc', 'access_token=abc', '?a=1&access_token=', '?access%5Ftoken=abc', '?%61ccess_token=x', '?ACCESS_TOKEN=x', '?access_token'])(
     'refuses a query token %s, even with a valid header',
     (search) => {
-      expect(rejection(() => tokenFromRequest(auth('Bearer good'), search)).code).toBe('invalid_request');
-      expect(rejection(() => tokenFromRequest([], search)).code).toBe('invalid_request');
+      expect(thrownBy(() => tokenFromRequest(auth('Bearer good'), search)).code).toBe('invalid_request');
+      expect(thrownBy(() => tokenFromRequest([], search)).code).toBe('invalid_request');
     },
   );
 

@@ -1,16 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { requireIdentityEncoding, requireUtf8Body } from '../../src/policy/body-charset.js';
-import { GatewayError } from '../../src/errors/gateway-error.js';
-
-function refusal(run: () => void): GatewayError {
-  try {
-    run();
-  } catch (err) {
-    expect(err).toBeInstanceOf(GatewayError);
-    return err as GatewayError;
-  }
-  throw new Error('not refused');
-}
+import { thrownBy } from '../helpers/rejection.js';
 
 describe('requireUtf8Body', () => {
   it('accepts no charset, or UTF-8 named by charset= or charset*= once', () => {
@@ -29,7 +19,7 @@ describe('requireUtf8Body', () => {
       "application/json; charset*0*=utf-8''utf-8",
       "application/json; charset=utf-8; charset*=utf-8''utf-8",
     ]) {
-      const err = refusal(() => requireUtf8Body(type));
+      const err = thrownBy(() => requireUtf8Body(type));
       expect([err.status, err.code], type).toEqual([400, 'invalid_request']);
     }
   });
@@ -42,7 +32,7 @@ describe('requireIdentityEncoding', () => {
 
   it('refuses any content coding: the upstream would decode the judged bytes into others', () => {
     for (const value of ['gzip', 'deflate', 'br', 'zstd', 'identity, gzip', 'identity, identity', '']) {
-      const err = refusal(() => requireIdentityEncoding(value));
+      const err = thrownBy(() => requireIdentityEncoding(value));
       expect([err.status, err.code], value).toEqual([400, 'invalid_request']);
     }
   });

@@ -1,20 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { HEADER_MISMATCH, HeaderMismatchError, checkMcpHeaders, decodeHeaderValue, refuseMcpHeadersWithoutBody } from '../../src/policy/mcp-headers.js';
 import { parseJsonRpcBody } from '../../src/policy/json-rpc.js';
+import { thrownBy } from '../helpers/rejection.js';
 
 const body = (value: unknown) => parseJsonRpcBody(Buffer.from(JSON.stringify(value)));
 const toolCall = (name: string, id: unknown = 7) => body({ jsonrpc: '2.0', id, method: 'tools/call', params: { name } });
 const b64 = (s: string) => `=?base64?${Buffer.from(s, 'utf8').toString('base64')}?=`;
 
-function mismatch(headers: Record<string, string | undefined>, request: ReturnType<typeof body>): HeaderMismatchError {
-  try {
-    checkMcpHeaders(headers, request);
-  } catch (err) {
-    expect(err).toBeInstanceOf(HeaderMismatchError);
-    return err as HeaderMismatchError;
-  }
-  throw new Error('no mismatch reported');
-}
+const mismatch = (headers: Record<string, string | undefined>, request: ReturnType<typeof body>) => thrownBy(() => checkMcpHeaders(headers, request), HeaderMismatchError);
 
 describe('checkMcpHeaders', () => {
   it('accepts absent headers and headers that equal the body', () => {
@@ -93,14 +86,7 @@ describe('decodeHeaderValue', () => {
 describe('routing headers on GET and DELETE', () => {
   it('refuses Mcp-Method or Mcp-Name, whatever their value, with id null', () => {
     for (const headers of [{ 'mcp-method': 'tools/call' }, { 'mcp-name': 'shell' }, { 'mcp-method': '' }, { 'mcp-method': 'tools/call', 'mcp-name': 'x' }]) {
-      let thrown: unknown;
-      try {
-        refuseMcpHeadersWithoutBody(headers);
-      } catch (err) {
-        thrown = err;
-      }
-      expect(thrown).toBeInstanceOf(HeaderMismatchError);
-      expect((thrown as HeaderMismatchError).id).toBeNull();
+      expect(thrownBy(() => refuseMcpHeadersWithoutBody(headers), HeaderMismatchError).id).toBeNull();
     }
     expect(() => refuseMcpHeadersWithoutBody({ 'mcp-session-id': 's', 'mcp-protocol-version': '2025-06-18' })).not.toThrow();
   });

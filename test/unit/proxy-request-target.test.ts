@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { parseRequestTarget } from '../../src/proxy/request-target.js';
 import { GatewayError } from '../../src/errors/gateway-error.js';
+import { thrownBy } from '../helpers/rejection.js';
 
 const refused = [
   // not origin-form: never an open proxy
@@ -91,15 +92,9 @@ const accepted: Array<[string, string, string]> = [
 
 describe('parseRequestTarget', () => {
   it.each(refused)('refuses %j with 400 invalid_request', (target) => {
-    let thrown: unknown;
-    try {
-      parseRequestTarget(target);
-    } catch (err) {
-      thrown = err;
-    }
-    expect(thrown).toBeInstanceOf(GatewayError);
-    expect((thrown as GatewayError).status).toBe(400);
-    expect((thrown as GatewayError).code).toBe('invalid_request');
+    const thrown = thrownBy(() => parseRequestTarget(target));
+    expect(thrown.status).toBe(400);
+    expect(thrown.code).toBe('invalid_request');
   });
 
   it.each(accepted)('accepts %j unchanged', (target, path, search) => {

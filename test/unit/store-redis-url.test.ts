@@ -2,6 +2,7 @@
 // with a message that never repeats the URL (it usually holds a password).
 import { describe, expect, it } from 'vitest';
 import { parseRedisUrl, RedisUrlError } from '../../src/config/redis-url.js';
+import { thrownBy } from '../helpers/rejection.js';
 
 describe('parseRedisUrl', () => {
   it('passes redis:// and rediss:// through to ioredis as they are', () => {
@@ -63,16 +64,10 @@ describe('parseRedisUrl', () => {
     ['redis+cluster://:secret@n1:7000#frag', /malformed/],
     ['redis+cluster://:%zz@n1:7000', /percent-encoding/],
   ])('refuses %s', (url, message) => {
-    let error: unknown;
-    try {
-      parseRedisUrl(url);
-    } catch (err) {
-      error = err;
-    }
-    expect(error).toBeInstanceOf(RedisUrlError);
-    expect((error as Error).message).toMatch(message);
-    expect((error as Error).message).toMatch(/^store\.url: /);
-    expect((error as Error).message).not.toContain('secret');
+    const error = thrownBy(() => parseRedisUrl(url), RedisUrlError);
+    expect(error.message).toMatch(message);
+    expect(error.message).toMatch(/^store\.url: /);
+    expect(error.message).not.toContain('secret');
   });
 });
 
