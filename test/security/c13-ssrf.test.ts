@@ -6,7 +6,6 @@
  * configured fetches (JWKS, introspection) that never follow a redirect.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { createHash, randomBytes } from 'node:crypto';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSafeFetcher, isForbiddenAddress, SafeFetchError } from '../../src/authorization-server/safe-fetch.js';
@@ -17,6 +16,7 @@ import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { gatewayYaml, jwtRoute, now, resourceOf, startRecordingUpstream, startTestIssuer, type RecordingUpstream, type TestIssuer } from '../helpers/security-fixtures.js';
 import { headlessUser, startAsGateway, type AsGateway } from '../helpers/authorization-server.js';
 import { startDocumentServer, type DocumentServer } from '../helpers/https-documents.js';
+import { newVerifier, s256 } from '../helpers/oauth-requests.js';
 
 describe('[C13] the refusal table', () => {
   const forbidden = [
@@ -174,8 +174,8 @@ describe('[C13] [D14] Client ID Metadata Documents through the gateway', () => {
   let gateway: AsGateway;
   let guarded: AsGateway;
   let redirectUri: string;
-  const verifier = randomBytes(32).toString('base64url');
-  const challenge = createHash('sha256').update(verifier).digest('base64url');
+  const verifier = newVerifier();
+  const challenge = s256(verifier);
 
   beforeAll(async () => {
     gateway = await startAsGateway({ upstream: 'http://127.0.0.1:9/mcp', options: { safeFetch: { allowLoopback: true, ca: documents.cert } } });

@@ -2,7 +2,7 @@
  * SECURITY-CASES group F (/token, cases 23–26) against the built-in AS, plus /revoke, pre-registered clients,
  * client_credentials and the gateway's own check that only `at+jwt` tokens pass as access tokens.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { clientKey } from '../../src/store/key-names.js';
@@ -10,6 +10,7 @@ import { followAuthorization } from '../helpers/mcp-client.js';
 import { freePort } from '../helpers/net.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/security-fixtures.js';
 import { headlessUser, startAsGateway, type AsGateway } from '../helpers/authorization-server.js';
+import { newVerifier, s256 } from '../helpers/oauth-requests.js';
 
 const SIGNED_RESOURCE = 'https://signed.example.test/mcp';
 let gateway: AsGateway;
@@ -68,9 +69,6 @@ async function register(metadata: Record<string, unknown> = {}): Promise<Client>
   return { id: body.client_id, secret: body.client_secret, redirectUri };
 }
 
-const newVerifier = () => randomBytes(32).toString('base64url');
-const challengeOf = (verifier: string) => createHash('sha256').update(verifier).digest('base64url');
-
 async function obtainCode(client: Client, opts: { verifier?: string; resource?: string; scope?: string } = {}) {
   const verifier = opts.verifier ?? newVerifier();
   const url = new URL(`${gateway.issuer}/authorize`);
@@ -78,7 +76,7 @@ async function obtainCode(client: Client, opts: { verifier?: string; resource?: 
     response_type: 'code',
     client_id: client.id,
     redirect_uri: client.redirectUri,
-    code_challenge: challengeOf(verifier),
+    code_challenge: s256(verifier),
     code_challenge_method: 'S256',
     state: 'st',
     resource: opts.resource ?? resource,
@@ -175,7 +173,7 @@ describe('[F24] what a code is bound to', () => {
     ['a wrong code_verifier', (v: string) => ({ code_verifier: newVerifier(), _v: v })],
     ['no code_verifier', () => ({ code_verifier: undefined })],
     ['a malformed code_verifier', () => ({ code_verifier: 'short' })],
-    ['the challenge itself as verifier', (v: string) => ({ code_verifier: challengeOf(v) })],
+    ['the challenge itself as verifier', (v: string) => ({ code_verifier: s256(v) })],
     ['another redirect_uri', () => ({ redirect_uri: 'http://127.0.0.1:1/other' })],
     ['no redirect_uri though one was sent', () => ({ redirect_uri: undefined })],
     ['an unknown code', () => ({ code: randomBytes(32).toString('base64url') })],
@@ -275,7 +273,7 @@ describe('[F24] what a code is bound to', () => {
       const { client_id } = (await reg.json()) as { client_id: string };
       const verifier = newVerifier();
       const url = new URL(`${short.issuer}/authorize`);
-      url.search = new URLSearchParams({ response_type: 'code', client_id, redirect_uri: redirectUri, code_challenge: challengeOf(verifier), code_challenge_method: 'S256' }).toString();
+      url.search = new URLSearchParams({ response_type: 'code', client_id, redirect_uri: redirectUri, code_challenge: s256(verifier), code_challenge_method: 'S256' }).toString();
       const code = (await followAuthorization(url, redirectUri, { onPage: headlessUser('late') })).searchParams.get('code')!;
       await new Promise((resolve) => setTimeout(resolve, 500));
       const res = await fetch(`${short.issuer}/token`, {
@@ -519,7 +517,7 @@ describe('[F26] client_credentials and pre-registered clients', () => {
 
   it('a pre-registered client is shown as such on the consent page, and its redirect_uri is enforced', async () => {
     const url = new URL(`${gateway.issuer}/authorize`);
-    url.search = new URLSearchParams({ response_type: 'code', client_id: 'web-app', redirect_uri: 'https://web.example/cb', code_challenge: challengeOf(newVerifier()), code_challenge_method: 'S256', resource }).toString();
+    url.search = new URLSearchParams({ response_type: 'code', client_id: 'web-app', redirect_uri: 'https://web.example/cb', code_challenge: s256(newVerifier()), code_challenge_method: 'S256', resource }).toString();
     const page = await fetch(url, { redirect: 'manual' });
     expect(page.status).toBe(200);
     const html = await page.text();
