@@ -11,7 +11,7 @@
 import { randomBytes } from 'node:crypto';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { IdpTokenCipher } from '../../src/authorization-server/idp-token-cipher.js';
+import { IdpTokenCipher } from '../../src/authorization-server/idp/idp-token-cipher.js';
 import { idpTokenKey, pendingAuthorizationKey } from '../../src/store/key-names.js';
 import { DEFAULT_ROUTE, parseForm, startAsGateway, type AsGateway } from '../helpers/authorization-server.js';
 import { accessTokens, chooseIdpLogin, IDP_CALLBACK_PATH, newIdpClient, onIdpTokens, revokeAtIdp, startGatewayIdp } from '../helpers/gateway-idp.js';

@@ -8,8 +8,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createSafeFetcher, isForbiddenAddress, SafeFetchError } from '../../src/authorization-server/safe-fetch.js';
-import { cacheLifetime } from '../../src/authorization-server/client-id-metadata-document.js';
+import { createSafeFetcher, isForbiddenAddress, SafeFetchError } from '../../src/authorization-server/helpers/safe-fetch.js';
+import { cacheLifetime } from '../../src/authorization-server/clients/client-id-metadata-document.js';
 import { followAuthorization } from '../helpers/mcp-client.js';
 import { closeServer, freePort, listen } from '../helpers/net.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';

@@ -15,7 +15,7 @@
 import { randomBytes } from 'node:crypto';
 import { decodeJwt, generateKeyPair, importJWK, SignJWT, type JWTPayload } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { IdpTokenCipher } from '../../src/authorization-server/idp-token-cipher.js';
+import { IdpTokenCipher } from '../../src/authorization-server/idp/idp-token-cipher.js';
 import { loadSigningKeys } from '../../src/authorization-server/signing-keys.js';
 import { generateSigningKey } from '../../src/authorization-server/signing-keys.js';
 import { idpTokenKey } from '../../src/store/key-names.js';

@@ -5,11 +5,11 @@
 // and MemoryStore; only the token's signature check is stubbed (j-idp-session covers it).
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { Grants } from '../../src/authorization-server/grants.js';
+import { Grants } from '../../src/authorization-server/tokens/grants.js';
 import { backchannelLogoutRoutes } from '../../src/authorization-server/login/backchannel-logout.js';
 import { IdpSessions } from '../../src/authorization-server/login/idp-sessions.js';
-import type { LogoutClaims, OidcClient } from '../../src/authorization-server/login/oidc-client.js';
-import { RevokedGrants } from '../../src/authorization-server/revoked-grants.js';
+import type { LogoutClaims, OidcClient } from '../../src/authorization-server/idp/oidc-client.js';
+import { RevokedGrants } from '../../src/authorization-server/tokens/revoked-grants.js';
 import { createAudit } from '../../src/observability/audit.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';

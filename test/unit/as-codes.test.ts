@@ -1,9 +1,9 @@
-// AuthorizationCodes (src/authorization-server/codes.ts) on the memory store
+// AuthorizationCodes (src/authorization-server/tokens/codes.ts) on the memory store
 // and a real redis-server: a code is issued, peeked without being used up,
 // taken exactly once even by concurrent redemptions, remembered as redeemed
 // (naming its grant) after the take, and gone after its lifetime.
 import { describe, expect, it } from 'vitest';
-import { AuthorizationCodes, CODE_TTL_MS, type CodeRecord } from '../../src/authorization-server/codes.js';
+import { AuthorizationCodes, CODE_TTL_MS, type CodeRecord } from '../../src/authorization-server/tokens/codes.js';
 import { describeOnEachStore } from '../helpers/store-backends.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

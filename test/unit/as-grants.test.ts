@@ -1,4 +1,4 @@
-// Grants (src/authorization-server/grants.ts) on the memory store and a real
+// Grants (src/authorization-server/tokens/grants.ts) on the memory store and a real
 // redis-server: a grant's refresh family starts, rotates once per token, and
 // a rotated token presented again revokes the whole grant (its access tokens
 // too, through RevokedGrants); every revocation reaches the onRevoke
@@ -7,8 +7,8 @@
 import { Writable } from 'node:stream';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { GatewayError } from '../../src/errors/gateway-error.js';
-import { Grants, type GrantInfo, type RevocationReason, type RevokedGrant } from '../../src/authorization-server/grants.js';
-import { RevokedGrants } from '../../src/authorization-server/revoked-grants.js';
+import { Grants, type GrantInfo, type RevocationReason, type RevokedGrant } from '../../src/authorization-server/tokens/grants.js';
+import { RevokedGrants } from '../../src/authorization-server/tokens/revoked-grants.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { describeOnEachStore } from '../helpers/store-backends.js';

@@ -5,7 +5,7 @@
 import { Writable } from 'node:stream';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { RevokedGrants } from '../../src/authorization-server/revoked-grants.js';
+import { RevokedGrants } from '../../src/authorization-server/tokens/revoked-grants.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { MemoryStore } from '../../src/store/memory-store.js';

@@ -3,11 +3,11 @@
 // replay. What the code still yields is judged against the configuration
 // loaded now, not the one it was issued under.
 import { GatewayError } from '../../errors/gateway-error.js';
-import { mayUseGrant } from '../client-grants.js';
-import type { GrantInfo } from '../grants.js';
-import { pkceVerifierMatches } from '../pkce.js';
-import { requiredParam } from '../request-body.js';
-import { stillGrantable } from '../resource-scope.js';
+import { mayUseGrant } from '../clients/client-grants.js';
+import type { GrantInfo } from '../tokens/grants.js';
+import { pkceVerifierMatches } from '../tokens/pkce.js';
+import { requiredParam } from '../helpers/request-body.js';
+import { stillGrantable } from '../clients/resource-scope.js';
 import { invalidGrant, issueTokens, resolvedOrThrow, type GrantHandlerFactory } from './grant-handler.js';
 
 const REDEEMED = 'The authorization code is invalid, expired or already used';

@@ -2,10 +2,10 @@
 // configured (client-grants decides which), for one resource and within the
 // client's configured scopes. Each request is its own grant, with no refresh token.
 import { GatewayError } from '../../errors/gateway-error.js';
-import { mayUseGrant } from '../client-grants.js';
-import type { GrantInfo } from '../grants.js';
-import { resolveMachineScopes, resolveResource } from '../resource-scope.js';
-import { randomToken } from '../secrets.js';
+import { mayUseGrant } from '../clients/client-grants.js';
+import type { GrantInfo } from '../tokens/grants.js';
+import { resolveMachineScopes, resolveResource } from '../clients/resource-scope.js';
+import { randomToken } from '../helpers/secrets.js';
 import { issueTokens, resolvedOrThrow, type GrantHandlerFactory } from './grant-handler.js';
 
 export const clientCredentialsGrant: GrantHandlerFactory = (ctx, deps) => async (client, params) => {

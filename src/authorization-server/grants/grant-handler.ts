@@ -3,14 +3,14 @@
 // parameters, a grant answers with tokens or throws a GatewayError. Which
 // grants a client may use is decided in client-grants; each grant asks it.
 import { GatewayError } from '../../errors/gateway-error.js';
-import { mintAccessToken } from '../access-token.js';
-import type { ClientRecord, GrantType } from '../client-record.js';
-import type { ClientRegistry } from '../clients.js';
-import type { AuthorizationCodes } from '../codes.js';
+import { mintAccessToken } from '../tokens/access-token.js';
+import type { ClientRecord, GrantType } from '../clients/client-record.js';
+import type { ClientRegistry } from '../clients/client-registry.js';
+import type { AuthorizationCodes } from '../tokens/codes.js';
 import type { AsContext } from '../context.js';
-import type { GrantInfo, Grants } from '../grants.js';
-import type { Params } from '../request-body.js';
-import type { Resolved } from '../resource-scope.js';
+import type { GrantInfo, Grants } from '../tokens/grants.js';
+import type { Params } from '../helpers/request-body.js';
+import type { Resolved } from '../clients/resource-scope.js';
 
 export interface TokenDeps {
   clients: ClientRegistry;

@@ -4,9 +4,9 @@
 // request is refused before rotating, so it does not cost the client its
 // refresh token.
 import { GatewayError } from '../../errors/gateway-error.js';
-import { mayUseGrant } from '../client-grants.js';
-import { requiredParam } from '../request-body.js';
-import { stillGrantable } from '../resource-scope.js';
+import { mayUseGrant } from '../clients/client-grants.js';
+import { requiredParam } from '../helpers/request-body.js';
+import { stillGrantable } from '../clients/resource-scope.js';
 import { issueTokens, resolvedOrThrow, type GrantHandlerFactory } from './grant-handler.js';
 
 export const refreshTokenGrant: GrantHandlerFactory = (ctx, deps) => async (client, params) => {

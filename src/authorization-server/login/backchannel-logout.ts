@@ -18,10 +18,10 @@ import type { Audit } from '../../observability/audit.js';
 import type { Logger } from '../../observability/logger.js';
 import { logoutTokenKey } from '../../store/key-names.js';
 import type { Store } from '../../store/store.js';
-import type { Grants } from '../grants.js';
-import { readForm } from '../request-body.js';
+import type { Grants } from '../tokens/grants.js';
+import { readForm } from '../helpers/request-body.js';
 import type { IdpSessions } from './idp-sessions.js';
-import { IdpRequestError, InvalidLogoutTokenError, LOGOUT_TOKEN_MAX_AGE_SECONDS, type OidcClient } from './oidc-client.js';
+import { IdpRequestError, InvalidLogoutTokenError, LOGOUT_TOKEN_MAX_AGE_SECONDS, type OidcClient } from '../idp/oidc-client.js';
 
 /** A jti is remembered as long as its token could still be accepted (max age plus skew). */
 const JTI_TTL_MS = (LOGOUT_TOKEN_MAX_AGE_SECONDS + 60) * 1000;

@@ -5,9 +5,9 @@
 import { Hono, type Context } from 'hono';
 import { Layout } from '../pages/layout.js';
 import { PAGE_HEADERS } from '../pages/security-headers.js';
-import { isCrossSitePost } from '../browser.js';
-import { belongsTo, type Interaction } from '../interactions.js';
-import { readPageForm } from '../request-body.js';
+import { isCrossSitePost } from '../interactions/browser-binding.js';
+import { belongsTo, type Interaction } from '../interactions/interactions.js';
+import { readPageForm } from '../helpers/request-body.js';
 import type { LoginMethod, LoginMethodFactory } from './login-method.js';
 
 /** What a dev user name may be: the token's `sub`, so printable and short. */

@@ -7,7 +7,7 @@
 // the `state` on its way through the browser cannot compute the verifier
 // without the key, and each state is used once (the interaction is taken).
 import { createHmac, hkdfSync } from 'node:crypto';
-import type { IdpRequestSecrets } from './oidc-client.js';
+import type { IdpRequestSecrets } from '../idp/oidc-client.js';
 
 export class IdpRequestSecretsDeriver {
   readonly #key: Buffer;

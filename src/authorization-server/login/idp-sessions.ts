@@ -4,7 +4,7 @@
 // whose members are grant ids, kept as long as a grant lives.
 import { idpSessionGrantsKey, idpSubjectGrantsKey } from '../../store/key-names.js';
 import type { Store } from '../../store/store.js';
-import type { LogoutClaims } from './oidc-client.js';
+import type { LogoutClaims } from '../idp/oidc-client.js';
 
 export class IdpSessions {
   constructor(

@@ -5,10 +5,10 @@
 // bound to the browser and consented; it ends by calling `complete` (or `fail`).
 import type { Context, Hono } from 'hono';
 import type { AsContext } from '../context.js';
-import type { BrowserBinding } from '../browser.js';
-import type { Grants } from '../grants.js';
+import type { BrowserBinding } from '../interactions/browser-binding.js';
+import type { Grants } from '../tokens/grants.js';
 import type { IdpTokenSource } from '../../upstream-auth/upstream-credential.js';
-import type { Interaction, Interactions } from '../interactions.js';
+import type { Interaction, Interactions } from '../interactions/interactions.js';
 
 export interface AuthenticatedUser {
   /** `sub` of the tokens issued for this login. */

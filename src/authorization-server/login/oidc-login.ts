@@ -16,17 +16,17 @@
 // `idp_token` refuses grants from another issuer after `login.issuer` changes.
 import { Hono, type Context } from 'hono';
 import { endpointUrl } from '../context.js';
-import { redirect } from '../complete-authorization.js';
-import { IdpAccessTokens } from '../idp-access-tokens.js';
-import { IdpTokenCipher } from '../idp-token-cipher.js';
-import { IdpTokenStore } from '../idp-token-store.js';
-import { belongsTo, INTERACTION_TTL_MS, type Interaction } from '../interactions.js';
+import { redirect } from '../authorization/complete-authorization.js';
+import { IdpAccessTokens } from '../idp/idp-access-tokens.js';
+import { IdpTokenCipher } from '../idp/idp-token-cipher.js';
+import { IdpTokenStore } from '../idp/idp-token-store.js';
+import { belongsTo, INTERACTION_TTL_MS, type Interaction } from '../interactions/interactions.js';
 import { guarded } from '../pages/respond-page.js';
 import { backchannelLogoutRoutes } from './backchannel-logout.js';
 import { IdpRequestSecretsDeriver } from './idp-request-secrets.js';
 import { IdpSessions } from './idp-sessions.js';
 import type { LoginFailure, LoginMethod, LoginMethodFactory } from './login-method.js';
-import { IdpAuthorizationError, IdpRequestError, OidcClient, type IdpRequestSecrets } from './oidc-client.js';
+import { IdpAuthorizationError, IdpRequestError, OidcClient, type IdpRequestSecrets } from '../idp/oidc-client.js';
 
 const LOGIN_METHOD = 'oidc';
 /** OIDC Core §2: `sub` is at most 255 ASCII characters; it becomes the gateway token's `sub`. */

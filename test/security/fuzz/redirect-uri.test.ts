@@ -7,7 +7,7 @@
 import fc from 'fast-check';
 import { describe, expect } from 'vitest';
 import { checkRedirectUri, matchRedirectUri } from '../../../src/config/redirect-uri.js';
-import { authorizationRedirectUrl } from '../../../src/authorization-server/authorization-response.js';
+import { authorizationRedirectUrl } from '../../../src/authorization-server/authorization/authorization-response.js';
 import { redirectCorpus } from '../corpora/redirect-uris.js';
 import { fuzz } from './harness.js';
 

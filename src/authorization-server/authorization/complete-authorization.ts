@@ -1,0 +1,97 @@
+// The end of a successful interaction: the signed-in user's own consent
+// (given on the page in this flow, remembered for this user, or asked for now
+// on a consent page of their own), then the code (bound to the client, the
+// redirect URI, the PKCE challenge, the resource, the scopes and the user),
+// and the redirect back with code, state and iss.
+import type { Context } from 'hono';
+import type { AsContext } from '../context.js';
+import { authorizationRedirectUrl } from './authorization-response.js';
+import { BrowserBinding } from '../interactions/browser-binding.js';
+import type { AuthorizationCodes, CodeRecord } from '../tokens/codes.js';
+import type { ClientRegistry } from '../clients/client-registry.js';
+import { consentState, withConsent } from '../interactions/consent-state.js';
+import { renderConsent } from '../endpoints/consent.js';
+import { Interactions, type AuthorizationRequest, type Interaction } from '../interactions/interactions.js';
+import type { AuthenticatedUser, LoginFailure } from '../login/login-method.js';
+import { errorPage } from '../pages/respond-page.js';
+import { randomToken } from '../helpers/secrets.js';
+import { UserConsents } from '../interactions/user-consents.js';
+
+export interface CompletionDeps {
+  codes: AuthorizationCodes;
+  clients: ClientRegistry;
+}
+
+export function createCompletion(ctx: AsContext, deps: CompletionDeps) {
+  const userConsents = new UserConsents(ctx.store, ctx.issuer);
+  // Stateless views of the same cookie secret and store the rest of the AS uses.
+  const browser = new BrowserBinding(ctx.keys.cookieSecret);
+  const interactions = new Interactions(ctx.store);
+
+  async function complete(c: Context, interaction: Interaction, user: AuthenticatedUser): Promise<Response> {
+    const { request } = interaction;
+    const state = consentState(request);
+    if (state.consent !== 'page' && !(await userConsents.covers(user.subject, request))) {
+      return askSignedInUser(c, interaction, user);
+    }
+    if (state.consent !== 'page') {
+      ctx.audit.record({ event: 'consent', decision: 'allow', remembered: true, sub: user.subject, client_id: request.clientId, resource: request.resource, scope: request.scopes.join(' ') });
+      ctx.metrics.consentDecisions.labels('remembered').inc();
+    }
+    // A login paused for the consent page was bound to its grant before the page.
+    const grantId = state.signedIn?.grantId ?? randomToken(16);
+    if (!state.signedIn) await user.bindToGrant?.(grantId);
+    const code = await deps.codes.issue(codeRecord(request, user.subject, grantId));
+    await userConsents.remember(user.subject, request);
+    const lookup = await deps.clients.find(request.clientId);
+    if (lookup.found) await deps.clients.touch(lookup.client);
+    ctx.audit.record({ event: 'authorization_granted', sub: user.subject, client_id: request.clientId, resource: request.resource, scope: request.scopes.join(' ') });
+    return redirect(c, authorizationRedirectUrl(request.redirectUri, { code }, request.state, ctx.issuer));
+  }
+
+  /**
+   * This browser approved the request before, but not this user: the consent
+   * page again, now for them. Their login is bound to a grant first (what a
+   * third-party login holds cannot wait in the store as a closure); no code
+   * exists until they approve.
+   */
+  async function askSignedInUser(c: Context, interaction: Interaction, user: AuthenticatedUser): Promise<Response> {
+    const browserId = await browser.browserId(c);
+    const lookup = await deps.clients.find(interaction.request.clientId);
+    if (!browserId || !lookup.found) return errorPage(c, 400, 'Request expired', 'This authorization request can no longer be completed. Start again from your application.');
+    const grantId = randomToken(16);
+    await user.bindToGrant?.(grantId);
+    const request = withConsent(interaction.request, { signedIn: { subject: user.subject, grantId } });
+    const pending = await interactions.create('consent', request, browserId);
+    return renderConsent(c, lookup.client, pending, browser.csrfToken(browserId, pending.id));
+  }
+
+  function fail(c: Context, interaction: Interaction, error: LoginFailure, description: string): Response {
+    const { request } = interaction;
+    return redirect(c, authorizationRedirectUrl(request.redirectUri, { error, description }, request.state, ctx.issuer));
+  }
+
+  return { complete, fail };
+}
+
+/** What the code is bound to: the client, the redirect URI, the PKCE challenge, the resource, the scopes and the user, signed in now. */
+function codeRecord(request: AuthorizationRequest, subject: string, grantId: string): CodeRecord {
+  return {
+    clientId: request.clientId,
+    redirectUri: request.redirectUri,
+    redirectUriSent: request.redirectUriSent,
+    codeChallenge: request.codeChallenge,
+    resource: request.resource,
+    scopes: request.scopes,
+    subject,
+    grantId,
+    authTime: Math.floor(Date.now() / 1000),
+  };
+}
+
+/** 303 after a form post (302 after a GET): the browser follows with a GET; the code is never cached or sent as a referrer. */
+export function redirect(c: Context, location: string): Response {
+  c.header('cache-control', 'no-store');
+  c.header('referrer-policy', 'no-referrer');
+  return c.redirect(location, c.req.method === 'POST' ? 303 : 302);
+}

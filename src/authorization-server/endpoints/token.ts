@@ -1,0 +1,58 @@
+// /token: authenticates the client, hands the request to its grant (one file
+// each in grants/) and answers no-store, success or error. Unknown grant types
+// are unsupported_grant_type; a missing one, invalid_request.
+import { Hono, type Context } from 'hono';
+import { AS_ENDPOINTS } from '../../config/reserved-paths.js';
+import { GatewayError } from '../../errors/gateway-error.js';
+import { errorResponse } from '../../errors/respond.js';
+import { toGatewayError } from '../../errors/translate.js';
+import type { AsContext } from '../context.js';
+import { authenticateClient } from '../clients/client-auth.js';
+import { SUPPORTED_GRANT_TYPES, type GrantType } from '../clients/client-record.js';
+import { publicCors } from '../helpers/cors.js';
+import { authorizationCodeGrant } from '../grants/authorization-code.js';
+import { clientCredentialsGrant } from '../grants/client-credentials.js';
+import type { GrantHandler, GrantHandlerFactory, TokenDeps } from '../grants/grant-handler.js';
+import { refreshTokenGrant } from '../grants/refresh-token.js';
+import { NO_STORE } from '../helpers/no-store.js';
+import { readForm } from '../helpers/request-body.js';
+
+/** Every supported grant type has its handler (checked by the type). */
+const GRANTS: Record<GrantType, GrantHandlerFactory> = {
+  authorization_code: authorizationCodeGrant,
+  refresh_token: refreshTokenGrant,
+  client_credentials: clientCredentialsGrant,
+};
+
+export function tokenRoutes(ctx: AsContext, deps: TokenDeps): Hono {
+  const app = new Hono();
+  const realm = ctx.issuer;
+  const handlers = new Map<string, GrantHandler>(Object.entries(GRANTS).map(([type, factory]) => [type, factory(ctx, deps)]));
+
+  app.use(AS_ENDPOINTS.token, publicCors);
+  app.post(AS_ENDPOINTS.token, async (c) => {
+    let grantType: string | undefined;
+    try {
+      const params = await readForm(c.req.raw);
+      grantType = params.get('grant_type');
+      const client = await authenticateClient(deps.clients, params, c.req.header('authorization'), realm);
+      if (grantType === undefined) throw new GatewayError(400, 'invalid_request', 'grant_type is required');
+      const grant = handlers.get(grantType);
+      if (!grant) throw new GatewayError(400, 'unsupported_grant_type', 'This grant type is not supported');
+      return c.json(await grant(client, params), 200, NO_STORE);
+    } catch (err) {
+      return tokenError(c, err, grantType);
+    }
+  });
+  return app;
+
+  function tokenError(_c: Context, err: unknown, grantType: string | undefined): Response {
+    const error = toGatewayError(err, { storeUnavailable: 'The token service is temporarily unavailable' });
+    // Bounded labels: the three grant types, else `other`.
+    ctx.metrics.tokenErrors.labels((SUPPORTED_GRANT_TYPES as readonly string[]).includes(grantType ?? '') ? (grantType as string) : 'other', error.code).inc();
+    if (error.status >= 500) ctx.logger.warn({ err: error.cause ?? err, status: error.status }, 'token request failed');
+    const response = errorResponse(error);
+    response.headers.set('pragma', 'no-cache');
+    return response;
+  }
+}
