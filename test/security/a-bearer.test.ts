@@ -4,7 +4,6 @@
  * and that the upstream received nothing. Token and presentation variants live in corpora/*.json.
  */
 import { constants, KeyObject, sign as cryptoSign } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { Agent as HttpAgent, createServer, request as httpRequest, type Server } from 'node:http';
 import { deflateRawSync } from 'node:zlib';
 import {
@@ -25,6 +24,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { closeServer, freePort, listen } from '../helpers/net.js';
 import { buildRequest, rawRequest, unescapeBytes } from '../helpers/raw-http.js';
+import { readCorpus } from './corpora/corpus.js';
 import {
   expectRejection,
   gatewayYaml,
@@ -76,8 +76,7 @@ interface BearerTrick {
   expect: Expectation;
 }
 
-const corpus = <T>(name: string): T[] =>
-  (JSON.parse(readFileSync(new URL(`./corpora/${name}`, import.meta.url), 'utf8')) as { cases: T[] }).cases;
+const corpus = <T>(name: string): T[] => readCorpus<{ cases: T[] }>(name).cases;
 const tokenTricks = corpus<TokenTrick>('token-tricks.json');
 const bearerTricks = corpus<BearerTrick>('bearer-tricks.json');
 

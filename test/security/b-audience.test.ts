@@ -4,11 +4,11 @@
  * and no request header (Host, X-Forwarded-*, Forwarded…; corpora/header-tricks.json "authority")
  * changes it, the metadata's `resource`, or the `resource_metadata` URL while trust_proxy is false.
  */
-import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TestGateway } from '../helpers/gateway.js';
 import { startJwtStage, stopJwtStage } from '../helpers/jwt-gateway.js';
 import { buildRequest, headerOf, rawRequest, unescapeBytes } from '../helpers/raw-http.js';
+import { readCorpus } from './corpora/corpus.js';
 import {
   expectRejection,
   gatewayYaml,
@@ -36,9 +36,8 @@ interface HeaderCase {
   spoofedOrigin: string;
 }
 
-const corpora = new URL('./corpora/', import.meta.url);
-const audiences = (JSON.parse(readFileSync(new URL('audience-variants.json', corpora), 'utf8')) as { cases: AudienceCase[] }).cases;
-const authority = (JSON.parse(readFileSync(new URL('header-tricks.json', corpora), 'utf8')) as { authority: HeaderCase[] }).authority;
+const audiences = readCorpus<{ cases: AudienceCase[] }>('audience-variants.json').cases;
+const authority = readCorpus<{ authority: HeaderCase[] }>('header-tricks.json').authority;
 
 const A = '/a/mcp';
 const B = '/b/mcp';

@@ -5,11 +5,11 @@
  * - C.12: the public well-known paths never open a way around authentication
  *   (corpora/path-tricks.json "wellKnown"): nothing reaches the upstream, token or not.
  */
-import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TestGateway } from '../helpers/gateway.js';
 import { startJwtStage, stopJwtStage } from '../helpers/jwt-gateway.js';
 import { buildRequest, headerOf, rawRequest, unescapeBytes, type RawResponse } from '../helpers/raw-http.js';
+import { readCorpus } from './corpora/corpus.js';
 import {
   gatewayYaml,
   jwtRoute,
@@ -32,9 +32,8 @@ interface InjectionCase {
   originRefused?: boolean;
 }
 
-const corpora = new URL('./corpora/', import.meta.url);
-const injection = (JSON.parse(readFileSync(new URL('header-tricks.json', corpora), 'utf8')) as { injection: InjectionCase[] }).injection;
-const wellKnown = (JSON.parse(readFileSync(new URL('path-tricks.json', corpora), 'utf8')) as { wellKnown: string[] }).wellKnown;
+const injection = readCorpus<{ injection: InjectionCase[] }>('header-tricks.json').injection;
+const wellKnown = readCorpus<{ wellKnown: string[] }>('path-tricks.json').wellKnown;
 
 const A = '/a/mcp';
 const METADATA_PATH = `/.well-known/oauth-protected-resource${A}`;

@@ -3,11 +3,11 @@
  * gateway and a recording upstream. Raw-socket requests where fetch would fix the bytes; the
  * variants live in corpora/header-tricks.json, path-tricks.json and framing-tricks.json.
  */
-import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { TestGateway } from '../helpers/gateway.js';
 import { startJwtStage, stopJwtStage } from '../helpers/jwt-gateway.js';
 import { buildRequest, headerOf, openRaw, rawRequest, unescapeBytes, type RawResponse } from '../helpers/raw-http.js';
+import { readCorpus } from './corpora/corpus.js';
 import {
   expectRejection,
   gatewayYaml,
@@ -46,11 +46,9 @@ interface FramingCase {
   bodyMayBeEmpty?: boolean;
 }
 
-const corpora = new URL('./corpora/', import.meta.url);
-const read = <T>(file: string): T => JSON.parse(readFileSync(new URL(file, corpora), 'utf8')) as T;
-const headerTricks = read<{ identity: HeaderCase[]; hopByHop: HeaderCase[] }>('header-tricks.json');
-const pathTricks = read<{ route: RouteVariant[]; requestTargets: TargetCase[] }>('path-tricks.json');
-const framing = read<{ cases: FramingCase[] }>('framing-tricks.json').cases;
+const headerTricks = readCorpus<{ identity: HeaderCase[]; hopByHop: HeaderCase[] }>('header-tricks.json');
+const pathTricks = readCorpus<{ route: RouteVariant[]; requestTargets: TargetCase[] }>('path-tricks.json');
+const framing = readCorpus<{ cases: FramingCase[] }>('framing-tricks.json').cases;
 
 const STATIC_SECRET = 'upstream-static-secret-value';
 const API_KEY = 'upstream-api-key-value';

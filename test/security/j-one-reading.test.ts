@@ -5,7 +5,6 @@
  * json, Go's encoding/json). Bodies live in corpora/json-ambiguity.json; the
  * generated ones in fuzz/one-reading.test.ts.
  */
-import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseJsonRpcBody } from '../../src/policy/json-rpc.js';
@@ -14,6 +13,7 @@ import { comparable, gatewayReading, startJsonReaders, type JsonReader, type Rea
 import { startJwtStage, stopJwtStage } from '../helpers/jwt-gateway.js';
 import { closeServer, listen } from '../helpers/net.js';
 import { buildRequest, rawRequest } from '../helpers/raw-http.js';
+import { readCorpus } from './corpora/corpus.js';
 import { expectRejection, gatewayYaml, jwtRoute, resourceOf, simplify, simplifyRaw, type RecordingUpstream, type TestIssuer } from '../helpers/security-fixtures.js';
 
 interface CorpusCase {
@@ -23,7 +23,7 @@ interface CorpusCase {
   expect: 'refused' | 'forwarded';
   readersDisagree?: boolean;
 }
-const corpus = (JSON.parse(readFileSync(new URL('./corpora/json-ambiguity.json', import.meta.url), 'utf8')) as { cases: CorpusCase[] }).cases;
+const corpus = readCorpus<{ cases: CorpusCase[] }>('json-ambiguity.json').cases;
 const bytesOf = (c: CorpusCase) => (c.base64 !== undefined ? Buffer.from(c.base64, 'base64') : Buffer.from(c.body!, 'utf8'));
 
 const FORBIDDEN = 'forbidden_tool';

@@ -9,11 +9,11 @@
  * URIs live in corpora/resource-uris.json; generated ones in
  * fuzz/resource-uris.test.ts.
  */
-import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startJsonMcpServer, type JsonMcpServer } from '../integration/policy-harness.js';
 import { startJwtStage, stopJwtStage, type JwtStage } from '../helpers/jwt-gateway.js';
 import { expectRejection, gatewayYaml, jwtRoute, resourceOf, simplify } from '../helpers/security-fixtures.js';
+import { readCorpus } from './corpora/corpus.js';
 import { judgedResource, nodeReading, startUriReaders, type UriReader, type UriReading } from '../helpers/uri-readers.js';
 
 interface CorpusCase {
@@ -28,7 +28,7 @@ interface CorpusCase {
   /** refused: a URI that some reader here resolves it to (the bypass the refusal stops). */
   sameAs?: string;
 }
-const corpus = (JSON.parse(readFileSync(new URL('./corpora/resource-uris.json', import.meta.url), 'utf8')) as { cases: CorpusCase[] }).cases;
+const corpus = readCorpus<{ cases: CorpusCase[] }>('resource-uris.json').cases;
 const refused = corpus.filter((c) => c.expect === 'refused');
 const forwarded = corpus.filter((c) => c.expect === 'forwarded');
 

@@ -13,7 +13,6 @@
  *   `initialize` loses only its own oldest sessions, never another user's session, refresh token,
  *   registration or revoked grant; revocations and spent one-time values are never evicted.
  */
-import { readFileSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
 import { auth } from '@modelcontextprotocol/sdk/client/auth.js';
 import fc from 'fast-check';
@@ -28,6 +27,7 @@ import { connectWithOAuth, followAuthorization } from '../helpers/mcp-client.js'
 import { codeRequestUrl, newVerifier, registerPublicClient } from '../helpers/oauth-requests.js';
 import { buildRequest, rawRequest, type RawResponse } from '../helpers/raw-http.js';
 import { expectRejection, gatewayYaml, jwtRoute, resourceOf, simplifyRaw, type RecordedRequest } from '../helpers/security-fixtures.js';
+import { readCorpus } from './corpora/corpus.js';
 
 /** Runs `run` against `stage`; returns its result and the requests the recording upstream got meanwhile. */
 async function upstreamDuring<T>(stage: JwtStage, run: () => Promise<T>): Promise<{ result: T; seen: RecordedRequest[] }> {
@@ -300,8 +300,7 @@ interface IdentityFamily {
 }
 
 describe('[H35] identity-proxy, DPoP and client-certificate headers never reach the upstream (second review, finding 3)', () => {
-  const families = (JSON.parse(readFileSync(new URL('./corpora/header-tricks.json', import.meta.url), 'utf8')) as { identityProxies: IdentityFamily[] })
-    .identityProxies;
+  const families = readCorpus<{ identityProxies: IdentityFamily[] }>('header-tricks.json').identityProxies;
   const API_KEY = 'operator-upstream-api-key';
   /** route → the credential the upstream must receive (none on /plain). */
   const ROUTES = { '/key/mcp': { header: 'x-api-key', value: API_KEY }, '/plain/mcp': undefined } as const;

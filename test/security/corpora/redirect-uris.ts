@@ -1,5 +1,5 @@
 // Typed access to redirect-uris.json (shared by the D and E suites and the redirect-URI fuzzer).
-import { readFileSync } from 'node:fs';
+import { readCorpus } from './corpus.js';
 
 export interface RedirectCase<T = string> {
   uri: T;
@@ -12,7 +12,7 @@ export interface RedirectCorpus {
   authorize: { mismatched: RedirectCase[]; matched: RedirectCase[] };
 }
 
-export const redirectCorpus = JSON.parse(readFileSync(new URL('./redirect-uris.json', import.meta.url), 'utf8')) as RedirectCorpus;
+export const redirectCorpus = readCorpus<RedirectCorpus>('redirect-uris.json');
 
 /** `$loopback` → the registered loopback URI, `$port` → its port. */
 export const expandRedirect = (uri: string, loopback: string): string =>
