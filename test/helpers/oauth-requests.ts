@@ -11,6 +11,8 @@ import { freePort } from './net.js';
 export const newVerifier = () => randomBytes(32).toString('base64url');
 /** The S256 code challenge of `verifier` (RFC 7636 §4.2). */
 export const s256 = (verifier: string) => createHash('sha256').update(verifier).digest('base64url');
+/** RFC 7636 Appendix B's challenge: a well-formed S256 challenge where no verifier is ever redeemed. */
+export const RFC7636_CHALLENGE = s256('dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk');
 
 export interface PublicClient {
   id: string;

@@ -18,6 +18,7 @@ import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { accessTokens, chooseIdpLogin, newIdpClient, onIdpTokens, startGatewayIdp } from '../helpers/gateway-idp.js';
 import { connectWithOAuth, connectWithToken, followAuthorization, type HeadlessOAuthOptions, type OAuthConnection } from '../helpers/mcp-client.js';
 import { freePort } from '../helpers/net.js';
+import { RFC7636_CHALLENGE } from '../helpers/oauth-requests.js';
 import type { OidcProviderHandle } from '../helpers/oidc-provider.js';
 import { startEverythingServer, startRecordingHop, type RecordingHop, type UpstreamHandle } from '../helpers/upstream.js';
 
@@ -290,7 +291,7 @@ async function authorizeThroughBrowser(issuer: string, state: string): Promise<U
     response_type: 'code',
     client_id,
     redirect_uri: redirectUri,
-    code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM',
+    code_challenge: RFC7636_CHALLENGE,
     code_challenge_method: 'S256',
     state,
   }).toString();

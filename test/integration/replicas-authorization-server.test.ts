@@ -17,7 +17,7 @@
  * Nothing on either replica caches client, grant or family state: every
  * check reads Redis, which is why revocation needs no pub/sub.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { join } from 'node:path';
@@ -27,6 +27,7 @@ import { headlessUser, type HeadlessUserLog } from '../helpers/authorization-ser
 import { buildGatewayCli, spawnGateway, writeConfigDir, type GatewayProcess, type LogLine } from '../helpers/gateway-process.js';
 import type { PageHandler } from '../helpers/mcp-client.js';
 import { closeServer, freePort, listen } from '../helpers/net.js';
+import { codeRequestUrl, newVerifier } from '../helpers/oauth-requests.js';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
 
@@ -167,21 +168,9 @@ async function register(): Promise<RegisteredClient> {
 }
 
 async function authorize(browser: Browser, client: RegisteredClient, log: HeadlessUserLog, scope = 'mcp:read'): Promise<{ code: string; verifier: string }> {
-  const verifier = randomBytes(32).toString('base64url');
+  const verifier = newVerifier();
   const state = randomBytes(16).toString('base64url');
-  const url = new URL(`${balancer.url}/authorize`);
-  for (const [k, v] of Object.entries({
-    response_type: 'code',
-    client_id: client.clientId,
-    redirect_uri: client.redirectUri,
-    code_challenge: createHash('sha256').update(verifier).digest('base64url'),
-    code_challenge_method: 'S256',
-    state,
-    resource,
-    scope,
-  })) {
-    url.searchParams.set(k, v);
-  }
+  const url = codeRequestUrl(balancer.url, { client: { id: client.clientId, redirectUri: client.redirectUri }, verifier, state, resource, scope });
   const callback = await browser.authorize(url, client.redirectUri, headlessUser('alice', { log }));
   expect(callback.searchParams.get('state')).toBe(state);
   const code = callback.searchParams.get('code');

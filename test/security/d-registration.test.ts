@@ -9,6 +9,7 @@ import { Agent, fetch as undiciFetch } from 'undici';
 import { clientKey } from '../../src/store/key-names.js';
 import { closeServer, freePort, listen } from '../helpers/net.js';
 import { followAuthorization } from '../helpers/mcp-client.js';
+import { RFC7636_CHALLENGE } from '../helpers/oauth-requests.js';
 import { headlessUser, startAsGateway, type AsGateway, type HeadlessUserLog } from '../helpers/authorization-server.js';
 import { redirectCorpus } from './corpora/redirect-uris.js';
 
@@ -205,7 +206,7 @@ describe('[D17] hostile display data', () => {
         response_type: 'code',
         client_id: clientId,
         redirect_uri: redirectUri,
-        code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM',
+        code_challenge: RFC7636_CHALLENGE,
         code_challenge_method: 'S256',
         state: 's',
       }).toString();

@@ -8,10 +8,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { followAuthorization } from '../helpers/mcp-client.js';
 import { freePort } from '../helpers/net.js';
 import { expectAuthorizeErrorPage, headlessUser, startAsGateway, type AsGateway } from '../helpers/authorization-server.js';
-import { authorizeUrl, getManual, type QueryParams } from '../helpers/oauth-requests.js';
+import { authorizeUrl, getManual, RFC7636_CHALLENGE, type QueryParams } from '../helpers/oauth-requests.js';
 import { expandRedirect, redirectCorpus } from './corpora/redirect-uris.js';
 
-const CHALLENGE = 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM';
+const CHALLENGE = RFC7636_CHALLENGE;
 
 let gateway: AsGateway;
 let multi: AsGateway;

@@ -5,10 +5,11 @@
  * refusing stale, replayed or foreign forms. Rendering, framing and cross-site posts in a real
  * browser: browser-consent.test.ts. The third-party IdP's callback (G32, G33): as-idp-*.test.ts.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../helpers/net.js';
 import { parseForm, startAsGateway, type AsGateway } from '../helpers/authorization-server.js';
+import { newVerifier, s256 } from '../helpers/oauth-requests.js';
 
 let gateway: AsGateway;
 let resource: string;
@@ -65,7 +66,7 @@ function authorizeUrl(client: Client, over: Record<string, string> = {}): URL {
     response_type: 'code',
     client_id: client.id,
     redirect_uri: client.redirectUris[0]!,
-    code_challenge: createHash('sha256').update(randomBytes(32).toString('base64url')).digest('base64url'),
+    code_challenge: s256(newVerifier()),
     code_challenge_method: 'S256',
     state: 'st',
     resource,
