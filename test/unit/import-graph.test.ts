@@ -32,6 +32,28 @@ const LAYERS: Record<string, number> = {
   demo: 6,
 };
 
+/**
+ * docs/architecture.md's layers inside the built-in authorization server, bottom
+ * first: a folder of `authorization-server/` (or a file at its root) may import
+ * its own group or lower ones.
+ */
+const AS_LAYERS: Record<string, number> = {
+  helpers: 1,
+  keys: 2,
+  'signing-keys.ts': 2,
+  'context.ts': 3,
+  tokens: 4,
+  clients: 4,
+  idp: 5,
+  interactions: 5,
+  grants: 5,
+  pages: 6,
+  login: 7,
+  authorization: 8,
+  endpoints: 9,
+  'index.ts': 10,
+};
+
 /** `import … from './x.js'`, `export … from '../y.js'`, `import './z.js'` and `import('./w.js')`. */
 const RELATIVE_IMPORT = /(?:\bfrom\s+|\bimport\s*\(?\s*)'(\.{1,2}\/[^']+)'/g;
 
@@ -61,6 +83,9 @@ const imports = new Map<string, string[]>(
 );
 
 const layerOf = (file: string) => LAYERS[file.split('/')[0]!];
+const AS = 'authorization-server/';
+const asFiles = files.filter((f) => f.startsWith(AS));
+const asLayerOf = (file: string) => AS_LAYERS[file.slice(AS.length).split('/')[0]!];
 
 describe('the import graph of src/', () => {
   it('resolves every relative import to a file', () => {
@@ -76,6 +101,20 @@ describe('the import graph of src/', () => {
   it('has no arrow pointing up a layer', () => {
     const upward = [...imports].flatMap(([file, targets]) =>
       targets.filter((t) => (layerOf(t) ?? 0) > (layerOf(file) ?? Infinity)).map((t) => `${file} (layer ${layerOf(file)}) → ${t} (layer ${layerOf(t)})`),
+    );
+    expect(upward).toEqual([]);
+  });
+
+  it('places every folder and root file of the authorization server in a layer', () => {
+    const unplaced = [...new Set(asFiles.map((f) => f.slice(AS.length).split('/')[0]!))].filter((group) => AS_LAYERS[group] === undefined);
+    expect(unplaced, 'add them to AS_LAYERS here and to the authorization server\'s layers in docs/architecture.md').toEqual([]);
+  });
+
+  it('has no arrow pointing up a layer inside the authorization server', () => {
+    const upward = asFiles.flatMap((file) =>
+      (imports.get(file) ?? [])
+        .filter((t) => t.startsWith(AS) && asLayerOf(t)! > asLayerOf(file)!)
+        .map((t) => `${file} (AS layer ${asLayerOf(file)}) → ${t} (AS layer ${asLayerOf(t)})`),
     );
     expect(upward).toEqual([]);
   });
@@ -101,5 +140,6 @@ describe('the import graph of src/', () => {
   it('sees the imports it checks (a parser that finds nothing would pass everything)', () => {
     expect(imports.get('auth/jwt-verifier.ts')).toContain('auth/verifier.ts');
     expect(imports.get('config/resolve.ts')).toContain('config/reserved-paths.ts');
+    expect(imports.get('authorization-server/endpoints/token.ts')).toContain('authorization-server/grants/grant-handler.ts');
   });
 });

@@ -6,11 +6,12 @@
 import type { Context } from 'hono';
 import type { AsContext } from '../context.js';
 import { authorizationRedirectUrl } from './authorization-response.js';
+import { redirect } from '../helpers/redirect.js';
 import { BrowserBinding } from '../interactions/browser-binding.js';
 import type { AuthorizationCodes, CodeRecord } from '../tokens/codes.js';
 import type { ClientRegistry } from '../clients/client-registry.js';
 import { consentState, withConsent } from '../interactions/consent-state.js';
-import { renderConsent } from '../endpoints/consent.js';
+import { renderConsent } from '../pages/consent-page.js';
 import { Interactions, type AuthorizationRequest, type Interaction } from '../interactions/interactions.js';
 import type { AuthenticatedUser, LoginFailure } from '../login/login-method.js';
 import { errorPage } from '../pages/respond-page.js';
@@ -87,11 +88,4 @@ function codeRecord(request: AuthorizationRequest, subject: string, grantId: str
     grantId,
     authTime: Math.floor(Date.now() / 1000),
   };
-}
-
-/** 303 after a form post (302 after a GET): the browser follows with a GET; the code is never cached or sent as a referrer. */
-export function redirect(c: Context, location: string): Response {
-  c.header('cache-control', 'no-store');
-  c.header('referrer-policy', 'no-referrer');
-  return c.redirect(location, c.req.method === 'POST' ? 303 : 302);
 }

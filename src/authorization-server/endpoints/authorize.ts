@@ -11,10 +11,10 @@ import { validateAuthorizationRequest } from '../authorization/authorization-req
 import { authorizationRedirectUrl } from '../authorization/authorization-response.js';
 import type { BrowserBinding } from '../interactions/browser-binding.js';
 import type { ClientRegistry } from '../clients/client-registry.js';
-import { redirect } from '../authorization/complete-authorization.js';
+import { redirect } from '../helpers/redirect.js';
 import type { ConsentMemory } from '../interactions/consent-memory.js';
 import { withConsent } from '../interactions/consent-state.js';
-import { renderConsent } from './consent.js';
+import { renderConsent } from '../pages/consent-page.js';
 import type { Interactions } from '../interactions/interactions.js';
 import type { LoginMethod } from '../login/login-method.js';
 import { errorPage, guarded } from '../pages/respond-page.js';

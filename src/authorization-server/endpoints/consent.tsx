@@ -7,41 +7,17 @@
 // interaction, remembers an approval, and hands over to the login — or, when
 // the page was shown after the login (the browser had approved this request
 // for another user), completes the authorization for the signed-in user.
-import { Hono, type Context } from 'hono';
-import { AS_PAGES_PREFIX } from '../../config/reserved-paths.js';
+import { Hono } from 'hono';
 import type { AsContext } from '../context.js';
 import { isCrossSitePost, type BrowserBinding } from '../interactions/browser-binding.js';
-import type { ClientRecord } from '../clients/client-record.js';
 import type { ClientRegistry } from '../clients/client-registry.js';
 import type { ConsentMemory } from '../interactions/consent-memory.js';
 import { consentState, withConsent } from '../interactions/consent-state.js';
-import { belongsTo, type Interaction, type Interactions } from '../interactions/interactions.js';
+import { belongsTo, type Interactions } from '../interactions/interactions.js';
 import type { LoginMethod, LoginServices } from '../login/login-method.js';
-import { ConsentPage } from '../pages/consent-page.js';
+import { CONSENT_PATH } from '../pages/consent-page.js';
 import { errorPage, guarded } from '../pages/respond-page.js';
-import { PAGE_HEADERS } from '../pages/security-headers.js';
 import { readPageForm } from '../helpers/request-body.js';
-
-const CONSENT_PATH = `${AS_PAGES_PREFIX}consent`;
-
-export async function renderConsent(c: Context, client: ClientRecord, interaction: Interaction, csrfToken: string): Promise<Response> {
-  const { request } = interaction;
-  return c.html(
-    <ConsentPage
-      clientName={client.clientName}
-      clientId={client.clientId}
-      clientKind={client.kind}
-      redirectUri={request.redirectUri}
-      scopes={request.scopes}
-      resource={request.resource}
-      interactionId={interaction.id}
-      csrfToken={csrfToken}
-      action={CONSENT_PATH}
-    />,
-    200,
-    PAGE_HEADERS,
-  );
-}
 
 export interface ConsentDeps {
   clients: ClientRegistry;

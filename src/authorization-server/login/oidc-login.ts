@@ -16,7 +16,7 @@
 // `idp_token` refuses grants from another issuer after `login.issuer` changes.
 import { Hono, type Context } from 'hono';
 import { endpointUrl } from '../context.js';
-import { redirect } from '../authorization/complete-authorization.js';
+import { redirect } from '../helpers/redirect.js';
 import { IdpAccessTokens } from '../idp/idp-access-tokens.js';
 import { IdpTokenCipher } from '../idp/idp-token-cipher.js';
 import { IdpTokenStore } from '../idp/idp-token-store.js';

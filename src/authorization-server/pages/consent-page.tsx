@@ -3,8 +3,36 @@
 // The per-client consent page (the confused-deputy defence): who is asking,
 // where the answer will be sent, what for, and for which MCP server. Every
 // client-supplied string is neutralised for display; JSX escapes it.
+import type { Context } from 'hono';
+import { AS_PAGES_PREFIX } from '../../config/reserved-paths.js';
+import type { ClientRecord } from '../clients/client-record.js';
+import type { Interaction } from '../interactions/interactions.js';
 import { Layout } from './layout.js';
 import { displayText, redirectTarget } from './display.js';
+import { PAGE_HEADERS } from './security-headers.js';
+
+/** Where the page posts the decision (the consent endpoint). */
+export const CONSENT_PATH = `${AS_PAGES_PREFIX}consent`;
+
+/** The consent page for one interaction, as a response: from /authorize, or again after a login for another user. */
+export async function renderConsent(c: Context, client: ClientRecord, interaction: Interaction, csrfToken: string): Promise<Response> {
+  const { request } = interaction;
+  return c.html(
+    <ConsentPage
+      clientName={client.clientName}
+      clientId={client.clientId}
+      clientKind={client.kind}
+      redirectUri={request.redirectUri}
+      scopes={request.scopes}
+      resource={request.resource}
+      interactionId={interaction.id}
+      csrfToken={csrfToken}
+      action={CONSENT_PATH}
+    />,
+    200,
+    PAGE_HEADERS,
+  );
+}
 
 export interface ConsentView {
   clientName?: string;
