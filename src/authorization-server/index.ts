@@ -1,7 +1,7 @@
 // The gateway as its own OAuth 2.1 authorization server: built once per
 // configuration load from the GatewayConfig, mounted at the host root.
 import { Hono } from 'hono';
-import type { GatewayConfig, RouteConfig } from '../config/types.js';
+import type { AuthorizationServerConfig, GatewayConfig, RouteConfig } from '../config/types.js';
 import { refuseDevLogin } from '../config/dev-login-placement.js';
 import { errorResponse } from '../errors/respond.js';
 import { toGatewayError } from '../errors/translate.js';
@@ -27,7 +27,7 @@ import { jwksRoutes } from './endpoints/jwks.js';
 import { loadSigningKeys } from './signing-keys.js';
 import { devLogin } from './login/dev-login.js';
 import { oidcLogin } from './login/oidc-login.js';
-import type { LoginMethodFactory, LoginServices } from './login/login-method.js';
+import type { LoginMethod, LoginMethodFactory, LoginServices } from './login/login-method.js';
 import { metadataRoutes } from './endpoints/metadata.js';
 import { FLOOD_LIMITED_PATHS, floodLimits } from './endpoints/flood-limits.js';
 import { errorPage } from './pages/respond-page.js';
@@ -80,28 +80,8 @@ export async function createAuthorizationServer(config: GatewayConfig, deps: Aut
   const asConfig = config.authorizationServer;
   if (!asConfig) throw new Error('the built-in authorization server is not enabled');
   const options = deps.options ?? {};
-  // Also checked when the configuration is resolved; a config built in code comes here directly.
-  const devLoginRefusal = asConfig.login.kind === 'dev' ? refuseDevLogin(config.publicUrl, config.host) : undefined;
-  if (devLoginRefusal) throw new Error(devLoginRefusal);
-  const loginFactory = { ...BUILTIN_LOGIN_METHODS, ...options.loginMethods }[asConfig.login.kind];
-  if (!loginFactory) throw new Error(`authorization_server.login.kind ${asConfig.login.kind} is not available in this build`);
-
-  const keys = await loadSigningKeys({ configured: asConfig.signingKey, publicUrl: config.publicUrl, devKeyDirectory: options.devKeyDirectory });
-  if (keys.devKeyFile) deps.logger.warn({ file: keys.devKeyFile }, 'built-in authorization server: using a development signing key');
-
-  const resources = new Map<string, RouteConfig>();
-  for (const route of config.routes) if (route.token.kind === 'builtin') resources.set(route.resource, route);
-  const ctx: AsContext = {
-    issuer: asConfig.issuer,
-    config: asConfig,
-    resources,
-    trustProxy: config.trustProxy,
-    keys,
-    store: deps.store,
-    logger: deps.logger,
-    audit: deps.audit ?? createAudit(config.auditSink),
-    metrics: deps.metrics ?? new Metrics({ defaultMetrics: false }),
-  };
+  const loginFactory = loginMethodFactory(config, asConfig, options);
+  const ctx = await createContext(config, asConfig, deps);
 
   const fetcher = asConfig.clientIdMetadataDocuments ? createSafeFetcher(options.safeFetch) : undefined;
   const clients = new ClientRegistry({
@@ -114,54 +94,17 @@ export async function createAuthorizationServer(config: GatewayConfig, deps: Aut
   const revokedGrants = new RevokedGrants({ store: deps.store, issuer: ctx.issuer, accessTokenTtlMs: asConfig.accessTokenTtlMs, logger: deps.logger, metrics: ctx.metrics });
   // The first read is awaited, so a new replica knows the revocations made before it started.
   await revokedGrants.start();
-  const grants = new Grants(deps.store, asConfig.refreshTokenTtlMs, revokedGrants);
-  // Audited and counted here, once, whoever revokes: the client, reuse detection, a code replay or the IdP.
-  grants.onRevoke((_grantId, reason, revoked) => {
-    ctx.audit.record({ event: 'grant_revoked', reason, sub: revoked.subject, token: revoked.token, client_id: revoked.clientId });
-    ctx.metrics.grantsRevoked.labels(reason).inc();
-  });
+  const grants = createGrants(ctx, revokedGrants);
   const interactions = new Interactions(deps.store);
-  const browser = new BrowserBinding(keys.cookieSecret);
-  const consents = new ConsentMemory(keys.cookieSecret);
-  const completion = createCompletion(ctx, { codes, clients });
-  const selfOrigin = new URL(asConfig.issuer).origin;
-  const services: LoginServices = {
-    interactions,
-    browser,
-    basePath: `/authorize/login/${asConfig.login.kind}`,
-    selfOrigin,
-    complete: completion.complete,
-    fail: completion.fail,
-    errorPage,
-    grants,
-  };
+  const browser = new BrowserBinding(ctx.keys.cookieSecret);
+  const services = loginServices(ctx, { codes, clients, grants, interactions, browser });
   const login = loginFactory(ctx, services);
-
-  const routes = new Hono();
-  routes.onError((err) => {
-    const error = toGatewayError(err, { storeUnavailable: 'The authorization server is temporarily unavailable' });
-    if (error.status >= 500) deps.logger.warn({ err: error.cause ?? err, status: error.status }, 'authorization server request failed');
-    return errorResponse(error);
-  });
-  // Before every handler: a request over its limit reads no body and writes nothing.
-  const limitFloods = floodLimits(ctx, deps.store, asConfig.rateLimits);
-  for (const path of FLOOD_LIMITED_PATHS) routes.use(path, limitFloods);
-  routes.route('/', metadataRoutes(ctx));
-  routes.route('/', jwksRoutes(ctx));
-  if (asConfig.dynamicRegistration) {
-    const rateLimiter = new RateLimiter(deps.store, 'register', options.registrationRateLimit ?? asConfig.rateLimits.registrations);
-    routes.route('/', registerRoutes(ctx, { clients, rateLimiter }));
-  }
-  routes.route('/', authorizeRoutes(ctx, { clients, interactions, browser, consents, login }));
-  routes.route('/', consentRoutes(ctx, { clients, interactions, browser, consents, login, services, selfOrigin }));
-  routes.route('/', login.routes());
-  routes.route('/', tokenRoutes(ctx, { clients, codes, grants }));
-  routes.route('/', revokeRoutes(ctx, { clients, grants }));
+  const parts: EndpointParts = { clients, codes, grants, interactions, browser, consents: new ConsentMemory(ctx.keys.cookieSecret), login, services };
 
   return {
-    routes,
-    builtinVerifier: createBuiltinVerifier(ctx.issuer, keys, revokedGrants),
-    signer: keys.signer,
+    routes: mountEndpoints(ctx, parts, options),
+    builtinVerifier: createBuiltinVerifier(ctx.issuer, ctx.keys, revokedGrants),
+    signer: ctx.keys.signer,
     idpTokens: login.idpTokens,
     issuer: ctx.issuer,
     close: async () => {
@@ -169,4 +112,96 @@ export async function createAuthorizationServer(config: GatewayConfig, deps: Aut
       await fetcher?.close();
     },
   };
+}
+
+/** The factory of the configured `login.kind`; a dev login is refused on a gateway reachable from elsewhere. */
+function loginMethodFactory(config: GatewayConfig, asConfig: AuthorizationServerConfig, options: AuthorizationServerOptions): LoginMethodFactory {
+  // Also checked when the configuration is resolved; a config built in code comes here directly.
+  const devLoginRefusal = asConfig.login.kind === 'dev' ? refuseDevLogin(config.publicUrl, config.host) : undefined;
+  if (devLoginRefusal) throw new Error(devLoginRefusal);
+  const loginFactory = { ...BUILTIN_LOGIN_METHODS, ...options.loginMethods }[asConfig.login.kind];
+  if (!loginFactory) throw new Error(`authorization_server.login.kind ${asConfig.login.kind} is not available in this build`);
+  return loginFactory;
+}
+
+async function createContext(config: GatewayConfig, asConfig: AuthorizationServerConfig, deps: AuthorizationServerDeps): Promise<AsContext> {
+  const keys = await loadSigningKeys({ configured: asConfig.signingKey, publicUrl: config.publicUrl, devKeyDirectory: deps.options?.devKeyDirectory });
+  if (keys.devKeyFile) deps.logger.warn({ file: keys.devKeyFile }, 'built-in authorization server: using a development signing key');
+  const resources = new Map<string, RouteConfig>();
+  for (const route of config.routes) if (route.token.kind === 'builtin') resources.set(route.resource, route);
+  return {
+    issuer: asConfig.issuer,
+    config: asConfig,
+    resources,
+    trustProxy: config.trustProxy,
+    keys,
+    store: deps.store,
+    logger: deps.logger,
+    audit: deps.audit ?? createAudit(config.auditSink),
+    metrics: deps.metrics ?? new Metrics({ defaultMetrics: false }),
+  };
+}
+
+function createGrants(ctx: AsContext, revokedGrants: RevokedGrants): Grants {
+  const grants = new Grants(ctx.store, ctx.config.refreshTokenTtlMs, revokedGrants);
+  // Audited and counted here, once, whoever revokes: the client, reuse detection, a code replay or the IdP.
+  grants.onRevoke((_grantId, reason, revoked) => {
+    ctx.audit.record({ event: 'grant_revoked', reason, sub: revoked.subject, token: revoked.token, client_id: revoked.clientId });
+    ctx.metrics.grantsRevoked.labels(reason).inc();
+  });
+  return grants;
+}
+
+type LoginParts = Pick<EndpointParts, 'codes' | 'clients' | 'grants' | 'interactions' | 'browser'>;
+
+/** What a login method is given: the interaction and browser, and how to end (complete or fail). */
+function loginServices(ctx: AsContext, parts: LoginParts): LoginServices {
+  const completion = createCompletion(ctx, { codes: parts.codes, clients: parts.clients });
+  return {
+    interactions: parts.interactions,
+    browser: parts.browser,
+    basePath: `/authorize/login/${ctx.config.login.kind}`,
+    selfOrigin: new URL(ctx.issuer).origin,
+    complete: completion.complete,
+    fail: completion.fail,
+    errorPage,
+    grants: parts.grants,
+  };
+}
+
+interface EndpointParts {
+  clients: ClientRegistry;
+  codes: AuthorizationCodes;
+  grants: Grants;
+  interactions: Interactions;
+  browser: BrowserBinding;
+  consents: ConsentMemory;
+  login: LoginMethod;
+  services: LoginServices;
+}
+
+/** Every endpoint at the host root, behind the flood limits, with one error handler. */
+function mountEndpoints(ctx: AsContext, parts: EndpointParts, options: AuthorizationServerOptions): Hono {
+  const { clients, codes, grants, interactions, browser, consents, login, services } = parts;
+  const routes = new Hono();
+  routes.onError((err) => {
+    const error = toGatewayError(err, { storeUnavailable: 'The authorization server is temporarily unavailable' });
+    if (error.status >= 500) ctx.logger.warn({ err: error.cause ?? err, status: error.status }, 'authorization server request failed');
+    return errorResponse(error);
+  });
+  // Before every handler: a request over its limit reads no body and writes nothing.
+  const limitFloods = floodLimits(ctx, ctx.store, ctx.config.rateLimits);
+  for (const path of FLOOD_LIMITED_PATHS) routes.use(path, limitFloods);
+  routes.route('/', metadataRoutes(ctx));
+  routes.route('/', jwksRoutes(ctx));
+  if (ctx.config.dynamicRegistration) {
+    const rateLimiter = new RateLimiter(ctx.store, 'register', options.registrationRateLimit ?? ctx.config.rateLimits.registrations);
+    routes.route('/', registerRoutes(ctx, { clients, rateLimiter }));
+  }
+  routes.route('/', authorizeRoutes(ctx, { clients, interactions, browser, consents, login }));
+  routes.route('/', consentRoutes(ctx, { clients, interactions, browser, consents, login, services, selfOrigin: services.selfOrigin }));
+  routes.route('/', login.routes());
+  routes.route('/', tokenRoutes(ctx, { clients, codes, grants }));
+  routes.route('/', revokeRoutes(ctx, { clients, grants }));
+  return routes;
 }
