@@ -7,7 +7,7 @@
 // are bounded.
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
-import { Agent, request } from 'undici';
+import { Agent, request, type Dispatcher } from 'undici';
 
 export interface SafeFetchOptions {
   timeoutMs?: number;
@@ -113,55 +113,22 @@ export function createSafeFetcher(options: SafeFetchOptions = {}): SafeFetcher {
   const maxBytes = options.maxBytes ?? 64 * 1024;
   const maxRedirects = options.maxRedirects ?? 3;
   const allowLoopback = options.allowLoopback === true;
-
-  const checkedLookup: LookupFunction = (hostname, lookupOptions, callback) => {
-    dnsLookup(hostname, { all: true, family: lookupOptions.family, hints: lookupOptions.hints }, (err, addresses: LookupAddress[]) => {
-      if (err) return callback(err, '', 0);
-      // One bad address refuses the host: round-robin DNS must not smuggle an internal target in.
-      const forbidden = addresses.find((a) => isForbiddenAddress(a.address, { allowLoopback }));
-      if (forbidden || addresses.length === 0) {
-        return callback(new SafeFetchError('forbidden_address', `${hostname} resolves to a non-public address`), '', 0);
-      }
-      if (lookupOptions.all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, addresses);
-      const [first] = addresses as [LookupAddress];
-      callback(null, first.address, first.family);
-    });
-  };
   const agent = new Agent({
-    connect: { lookup: checkedLookup, timeout: timeoutMs, ...(options.ca && { ca: options.ca }) },
+    connect: { lookup: publicOnlyLookup(allowLoopback), timeout: timeoutMs, ...(options.ca && { ca: options.ca }) },
     // One connection per fetch: nothing is reused across differently-checked hosts.
     pipelining: 0,
   });
 
   async function fetchOnce(url: URL, signal: AbortSignal): Promise<SafeResponse> {
-    if (url.protocol !== 'https:') throw new SafeFetchError('not_https', 'only https URLs are fetched');
-    if (url.username || url.password) throw new SafeFetchError('not_https', 'URLs with user information are not fetched');
-    // An IP literal never goes through lookup: check it here.
-    if (isIP(url.hostname.replace(/^\[(.*)\]$/, '$1')) !== 0 && isForbiddenAddress(url.hostname, { allowLoopback })) {
-      throw new SafeFetchError('forbidden_address', `${url.hostname} is not a public address`);
-    }
+    refuseUnfetchableUrl(url, allowLoopback);
     const response = await request(url, {
       dispatcher: agent,
       method: 'GET',
       signal,
       headers: { accept: 'application/json', 'user-agent': 'mcp-auth-gateway' },
     });
-    const declared = Number(response.headers['content-length'] ?? 0);
-    if (declared > maxBytes) {
-      response.body.destroy();
-      throw new SafeFetchError('too_large', `the response is larger than ${maxBytes} bytes`);
-    }
-    const chunks: Buffer[] = [];
-    let size = 0;
-    for await (const chunk of response.body) {
-      size += (chunk as Buffer).length;
-      if (size > maxBytes) {
-        response.body.destroy();
-        throw new SafeFetchError('too_large', `the response is larger than ${maxBytes} bytes`);
-      }
-      chunks.push(chunk as Buffer);
-    }
-    return { url: url.href, status: response.statusCode, headers: response.headers, body: Buffer.concat(chunks) };
+    const body = await readBounded(response, maxBytes);
+    return { url: url.href, status: response.statusCode, headers: response.headers, body };
   }
 
   return {
@@ -184,6 +151,52 @@ export function createSafeFetcher(options: SafeFetchOptions = {}): SafeFetcher {
     },
     close: () => agent.close(),
   };
+}
+
+/** DNS lookup for the agent's connections: a host with any non-public address is refused. */
+function publicOnlyLookup(allowLoopback: boolean): LookupFunction {
+  return (hostname, lookupOptions, callback) => {
+    dnsLookup(hostname, { all: true, family: lookupOptions.family, hints: lookupOptions.hints }, (err, addresses: LookupAddress[]) => {
+      if (err) return callback(err, '', 0);
+      // One bad address refuses the host: round-robin DNS must not smuggle an internal target in.
+      const forbidden = addresses.find((a) => isForbiddenAddress(a.address, { allowLoopback }));
+      if (forbidden || addresses.length === 0) {
+        return callback(new SafeFetchError('forbidden_address', `${hostname} resolves to a non-public address`), '', 0);
+      }
+      if (lookupOptions.all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, addresses);
+      const [first] = addresses as [LookupAddress];
+      callback(null, first.address, first.family);
+    });
+  };
+}
+
+/** https only, no user information, and an IP literal (which never goes through lookup) must be public. */
+function refuseUnfetchableUrl(url: URL, allowLoopback: boolean): void {
+  if (url.protocol !== 'https:') throw new SafeFetchError('not_https', 'only https URLs are fetched');
+  if (url.username || url.password) throw new SafeFetchError('not_https', 'URLs with user information are not fetched');
+  if (isIP(url.hostname.replace(/^\[(.*)\]$/, '$1')) !== 0 && isForbiddenAddress(url.hostname, { allowLoopback })) {
+    throw new SafeFetchError('forbidden_address', `${url.hostname} is not a public address`);
+  }
+}
+
+/** The body, refused past `maxBytes` whether declared by Content-Length or streamed. */
+async function readBounded(response: Dispatcher.ResponseData, maxBytes: number): Promise<Buffer> {
+  const declared = Number(response.headers['content-length'] ?? 0);
+  if (declared > maxBytes) {
+    response.body.destroy();
+    throw new SafeFetchError('too_large', `the response is larger than ${maxBytes} bytes`);
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of response.body) {
+    size += (chunk as Buffer).length;
+    if (size > maxBytes) {
+      response.body.destroy();
+      throw new SafeFetchError('too_large', `the response is larger than ${maxBytes} bytes`);
+    }
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks);
 }
 
 function asSafeFetchError(err: unknown, signal: AbortSignal): SafeFetchError {
