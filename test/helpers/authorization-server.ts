@@ -13,9 +13,9 @@ import { MemoryStore } from '../../src/store/memory-store.js';
 import type { Store } from '../../src/store/store.js';
 import type { AuthorizationServerOptions } from '../../src/authorization-server/index.js';
 import type { Audit, AuditEvent } from '../../src/observability/audit.js';
-import { startTestGateway, type TestGateway } from './gateway.js';
+import { startTestGateway, type ConfigFiles, type TestGateway } from './gateway.js';
+import { devAuthorizationServer, originYaml, type Origin } from './gateway-config.js';
 import type { PageHandler } from './mcp-client.js';
-import { freePort } from './net.js';
 import { getManual } from './oauth-requests.js';
 import { startEverythingServer } from './upstream.js';
 
@@ -96,44 +96,24 @@ export const DEFAULT_ROUTE = {
 };
 
 export async function startAsGateway(opts: AsGatewayOptions): Promise<AsGateway> {
-  const keyDir = await mkdtemp(join(tmpdir(), 'mag-keys-'));
   const recording = new RecordingStore();
-  for (let attempt = 1; ; attempt++) {
-    const port = await freePort();
-    const issuer = `http://127.0.0.1:${port}`;
-    const files: Record<string, unknown> = {
-      'gateway.yaml': {
-        listen: { host: '127.0.0.1', port },
-        public_url: issuer,
-        audit: { sink: 'none' },
-        log_level: 'warn',
-        authorization_server: { enabled: true, login: { kind: 'dev' }, ...opts.authorizationServer },
-        ...opts.gateway,
-      },
+  let issuer = '';
+  const files = (origin: Origin) => {
+    issuer = origin.url;
+    const files: ConfigFiles = {
+      'gateway.yaml': originYaml(origin, { log_level: 'warn', authorization_server: devAuthorizationServer(opts.authorizationServer), ...opts.gateway }),
     };
     for (const [name, route] of Object.entries(opts.routes ?? { 'everything.yaml': DEFAULT_ROUTE })) {
       files[name] = { upstream: opts.upstream, ...route };
     }
-    try {
-      const gateway = await startTestGateway(files, opts.env, {
-        store: recording,
-        ...(opts.audit && { audit: opts.audit }),
-        authorizationServer: { devKeyDirectory: keyDir, ...opts.options },
-      });
-      const stop = gateway.stop.bind(gateway);
-      return Object.assign(gateway, {
-        recording,
-        issuer,
-        async stop() {
-          await stop();
-          await rm(keyDir, { recursive: true, force: true });
-        },
-      });
-    } catch (err) {
-      if (attempt < 3 && (err as NodeJS.ErrnoException).code === 'EADDRINUSE') continue;
-      throw err;
-    }
-  }
+    return files;
+  };
+  const gateway = await startTestGateway(files, opts.env, {
+    store: recording,
+    ...(opts.audit && { audit: opts.audit }),
+    ...(opts.options && { authorizationServer: opts.options }),
+  });
+  return Object.assign(gateway, { recording, issuer });
 }
 
 /**
@@ -143,34 +123,19 @@ export async function startAsGateway(opts: AsGatewayOptions): Promise<AsGateway>
  */
 export async function startBoundedAsGateway(maxEntries: number, gateway: Record<string, unknown> = {}): Promise<{ issuer: string; stop(): Promise<void> }> {
   const everything = await startEverythingServer();
-  const keyDir = await mkdtemp(join(tmpdir(), 'mag-keys-'));
-  const cleanup = async () => {
-    await everything.close();
-    await rm(keyDir, { recursive: true, force: true });
-  };
-  const port = await freePort();
-  const issuer = `http://127.0.0.1:${port}`;
-  const files = {
-    'gateway.yaml': {
-      listen: { host: '127.0.0.1', port },
-      public_url: issuer,
-      store: { kind: 'memory', max_entries: maxEntries },
-      audit: { sink: 'none' },
-      log_level: 'warn',
-      authorization_server: { enabled: true, login: { kind: 'dev' } },
-      ...gateway,
-    },
+  const files = (origin: Origin) => ({
+    'gateway.yaml': originYaml(origin, { store: { kind: 'memory', max_entries: maxEntries }, log_level: 'warn', authorization_server: devAuthorizationServer(), ...gateway }),
     'everything.yaml': { path: '/everything/mcp', upstream: everything.url, scopes_supported: ['mcp:read', 'mcp:write'], required_scopes: ['mcp:read'] },
-  };
-  const started = await startTestGateway(files, {}, { authorizationServer: { devKeyDirectory: keyDir } }).catch(async (err: unknown) => {
-    await cleanup();
+  });
+  const started = await startTestGateway(files).catch(async (err: unknown) => {
+    await everything.close();
     throw err;
   });
   return {
-    issuer,
+    issuer: started.url,
     async stop() {
       await started.stop();
-      await cleanup();
+      await everything.close();
     },
   };
 }

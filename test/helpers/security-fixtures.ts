@@ -8,6 +8,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK, type JWTHeaderParameters, type JWTPayload } from 'jose';
 import { expect } from 'vitest';
+import { PUBLIC_URL } from './gateway-config.js';
 import { closeServer, listen } from './net.js';
 import { headerOf } from './raw-http.js';
 
@@ -210,12 +211,7 @@ function mcpEcho(req: IncomingMessage, res: ServerResponse, body: Buffer): void 
 
 // --- gateway configuration ---------------------------------------------------
 
-/** The public URL every security suite configures: distinct from the address tests connect to. */
-export const PUBLIC_URL = 'https://mcp.example.test';
-
-export function gatewayYaml(extra: Record<string, unknown> = {}): Record<string, unknown> {
-  return { listen: { host: '127.0.0.1', port: 0 }, public_url: PUBLIC_URL, audit: { sink: 'none' }, log_level: 'debug', ...extra };
-}
+export { gatewayYaml, PUBLIC_URL } from './gateway-config.js';
 
 /** A route trusting `issuer`'s JWTs (RS256 pinned unless `algorithms` says otherwise). */
 export function jwtRoute(path: string, upstream: string, issuer: Pick<TestIssuer, 'issuer' | 'jwksUri' | 'alg'>, extra: Record<string, unknown> = {}): Record<string, unknown> {

@@ -6,9 +6,6 @@
  * then; the store failing lets requests through (counted). A flood of /authorize from many addresses
  * never evicts a session binding, a grant or a registration on the memory store.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { auth } from '@modelcontextprotocol/sdk/client/auth.js';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,10 +16,10 @@ import { pendingAuthorizationKey, sessionBindingKey, grantKey, clientKey, rateLi
 import { StoreUnavailableError, type Store } from '../../src/store/store.js';
 import { headlessUser, startAsGateway, startBoundedAsGateway, type AsGateway } from '../helpers/authorization-server.js';
 import { startTestGateway } from '../helpers/gateway.js';
+import { devAuthorizationServer, originYaml } from '../helpers/gateway-config.js';
 import { connectWithOAuth } from '../helpers/mcp-client.js';
 import { codeRequestUrl, newVerifier } from '../helpers/oauth-requests.js';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
-import { freePort } from '../helpers/net.js';
 
 /** Small limits in windows long enough that no test straddles two of them. */
 const SMALL = { requests: 3, window: '1h' };
@@ -223,32 +220,20 @@ class CounterlessStore extends MemoryStore {
 }
 
 async function startOnStore(store: Store | { redisUrl: string }, gatewayYaml: Record<string, unknown> = {}): Promise<{ issuer: string; stop(): Promise<void> }> {
-  const keyDir = await mkdtemp(join(tmpdir(), 'mag-keys-'));
-  const port = await freePort();
-  const issuer = `http://127.0.0.1:${port}`;
   const gateway = await startTestGateway(
-    {
-      'gateway.yaml': {
-        listen: { host: '127.0.0.1', port },
-        public_url: issuer,
-        audit: { sink: 'none' },
+    (origin) => ({
+      'gateway.yaml': originYaml(origin, {
         log_level: 'silent',
-        authorization_server: { enabled: true, login: { kind: 'dev' }, rate_limits: SMALL_LIMITS },
+        authorization_server: devAuthorizationServer({ rate_limits: SMALL_LIMITS }),
         ...('redisUrl' in store && { store: { kind: 'redis', url: store.redisUrl, key_prefix: 'jflood:' } }),
         ...gatewayYaml,
-      },
+      }),
       'everything.yaml': { path: '/everything/mcp', upstream: 'http://127.0.0.1:9/mcp', scopes_supported: ['mcp:read'] },
-    },
+    }),
     {},
-    { ...(!('redisUrl' in store) && { store }), authorizationServer: { devKeyDirectory: keyDir } },
+    { ...(!('redisUrl' in store) && { store }) },
   );
-  return {
-    issuer,
-    async stop() {
-      await gateway.stop();
-      await rm(keyDir, { recursive: true, force: true });
-    },
-  };
+  return { issuer: gateway.url, stop: () => gateway.stop() };
 }
 
 const failOpenCount = async (issuer: string, limit: string) => {
