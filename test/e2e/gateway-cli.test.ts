@@ -10,6 +10,7 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
+import { gatewayYaml } from '../helpers/gateway-config.js';
 import { buildGatewayCli, spawnGateway, writeConfigDir, type GatewayCli, type GatewayProcess } from '../helpers/gateway-process.js';
 import { connectWithToken } from '../helpers/mcp-client.js';
 import { expectRejection, parseChallenge, simplify, startTestIssuer, tokenSecrets, type TestIssuer } from '../helpers/security-fixtures.js';
@@ -36,7 +37,7 @@ beforeAll(async () => {
   [cli, everything, issuer] = await Promise.all([buildGatewayCli(), startEverythingServer(), startTestIssuer('ES256')]);
   hop = await startRecordingHop(everything.url);
   const dir = await writeConfigDir({
-    'gateway.yaml': stringify({ listen: { host: '127.0.0.1', port: 0 }, public_url: PUBLIC_URL, audit: { sink: 'none' } }),
+    'gateway.yaml': gatewayYaml({ public_url: PUBLIC_URL, log_level: 'info' }),
     'everything.yaml': stringify({
       path: PATH,
       upstream: hop.url,
@@ -76,13 +77,13 @@ describe('mcp-auth-gateway check', () => {
   it('--online reaches the key set and the upstream: 0 when both answer, 1 with the 404 of a wrong upstream path', async () => {
     const route = (upstream: string) =>
       stringify({ path: PATH, upstream, authorization_servers: [issuer.issuer], token: { jwt: { issuer: issuer.issuer, jwks_uri: issuer.jwksUri, algorithms: ['ES256'] } } });
-    const gatewayYaml = stringify({ public_url: PUBLIC_URL });
-    const good = await run(['check', '--online', '--config', await writeConfigDir({ 'gateway.yaml': gatewayYaml, 'a.yaml': route(everything.url) })]);
+    const publicUrlOnly = stringify({ public_url: PUBLIC_URL });
+    const good = await run(['check', '--online', '--config', await writeConfigDir({ 'gateway.yaml': publicUrlOnly, 'a.yaml': route(everything.url) })]);
     expect(good.code, good.stdout + good.stderr).toBe(0);
     expect(good.stdout).toContain(`ok     jwks: ${issuer.jwksUri} has 1 key, 1 for ES256`);
     expect(good.stdout).toContain(`ok     upstream: ${everything.url} answered initialize with HTTP 200`);
     const origin = new URL(everything.url).origin;
-    const bad = await run(['check', '--online', '--config', await writeConfigDir({ 'gateway.yaml': gatewayYaml, 'a.yaml': route(origin) })]);
+    const bad = await run(['check', '--online', '--config', await writeConfigDir({ 'gateway.yaml': publicUrlOnly, 'a.yaml': route(origin) })]);
     expect(bad.code).toBe(1);
     expect(bad.stdout).toContain(`upstream: ${origin} has no path`);
     expect(bad.stdout).toContain(`error  upstream: ${origin} answered initialize with HTTP 404: is the path right?`);

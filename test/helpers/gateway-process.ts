@@ -14,6 +14,7 @@ import { cp, mkdir, readFile, readdir, rename, rm, stat, symlink, writeFile } fr
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
+import { stringify } from 'yaml';
 
 const REPO = resolve(import.meta.dirname, '../..');
 const INPUTS = ['src', 'bin', 'package.json', 'tsconfig.json', 'tsconfig.build.json'];
@@ -200,19 +201,14 @@ export async function spawnGateway(cli: GatewayCli, options: SpawnOptions): Prom
   };
 }
 
-/** Writes a config directory (name → YAML text) into a fresh temp dir. */
-export async function writeConfigDir(files: Record<string, string>): Promise<string> {
+/** Writes a config directory (name → YAML object, stringified, or text) into a fresh temp dir. */
+export async function writeConfigDir(files: Record<string, unknown>): Promise<string> {
   const dir = join(tmpdir(), `mag-config-${process.pid}-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`);
-  for (const [name, text] of Object.entries(files)) {
+  for (const [name, content] of Object.entries(files)) {
     await mkdir(join(dir, name, '..'), { recursive: true });
-    await writeFile(join(dir, name), text);
+    await writeFile(join(dir, name), typeof content === 'string' ? content : stringify(content));
   }
   return dir;
-}
-
-/** A gateway.yaml for a spawned gateway on a free port with no audit sink; `lines` go between public_url and audit. */
-export function gatewayYaml(publicUrl: string, lines: string[] = []): string {
-  return ['listen: { host: 127.0.0.1, port: 0 }', `public_url: ${publicUrl}`, ...lines, 'audit: { sink: none }'].join('\n');
 }
 
 /** A route file for `/mcp` → `upstream` that accepts ES256 JWTs from `issuer` (a local issuer). */

@@ -6,7 +6,8 @@
  */
 import { request, type IncomingHttpHeaders } from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { buildGatewayCli, gatewayYaml, jwtRouteYaml, spawnGateway, writeConfigDir, type GatewayCli, type GatewayProcess } from '../helpers/gateway-process.js';
+import { gatewayYaml } from '../helpers/gateway-config.js';
+import { buildGatewayCli, jwtRouteYaml, spawnGateway, writeConfigDir, type GatewayCli, type GatewayProcess } from '../helpers/gateway-process.js';
 import { startLocalIssuer, type LocalIssuer } from '../helpers/local-issuer.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
 
@@ -81,7 +82,7 @@ beforeAll(async () => {
   [cli, issuer, upstream] = await Promise.all([buildGatewayCli(), startLocalIssuer(), startScriptedUpstream({ tickMs: 100 })]);
   token = await issuer.token({ audience: RESOURCE });
   configDir = await writeConfigDir({
-    'gateway.yaml': gatewayYaml(PUBLIC_URL, [`drain_delay: ${DRAIN_DELAY_MS}ms`, `shutdown_grace: ${GRACE_MS}ms`]),
+    'gateway.yaml': gatewayYaml({ public_url: PUBLIC_URL, log_level: 'info', drain_delay: `${DRAIN_DELAY_MS}ms`, shutdown_grace: `${GRACE_MS}ms` }),
     'mcp.yaml': jwtRouteYaml(upstream.url, issuer),
   });
 });

@@ -9,7 +9,8 @@
  */
 import { Agent, createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildGatewayCli, gatewayYaml, jwtRouteYaml, spawnGateway, writeConfigDir, type GatewayCli, type GatewayProcess } from '../helpers/gateway-process.js';
+import { gatewayYaml } from '../helpers/gateway-config.js';
+import { buildGatewayCli, jwtRouteYaml, spawnGateway, writeConfigDir, type GatewayCli, type GatewayProcess } from '../helpers/gateway-process.js';
 import { startLocalIssuer, type LocalIssuer } from '../helpers/local-issuer.js';
 import { closeServer, listen } from '../helpers/net.js';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
@@ -32,7 +33,7 @@ const processes: GatewayProcess[] = [];
 beforeAll(async () => {
   [cli, redis, issuer, upstream] = await Promise.all([buildGatewayCli(), startRedisServer(), startLocalIssuer(), startScriptedUpstream({ sessions: true })]);
   configDir = await writeConfigDir({
-    'gateway.yaml': gatewayYaml(PUBLIC_URL, [`store: { kind: redis, url: "${redis.url}", key_prefix: "replicas:" }`, `drain_delay: ${DRAIN_DELAY_MS}ms`, 'shutdown_grace: 3s']),
+    'gateway.yaml': gatewayYaml({ public_url: PUBLIC_URL, log_level: 'info', store: { kind: 'redis', url: redis.url, key_prefix: 'replicas:' }, drain_delay: `${DRAIN_DELAY_MS}ms`, shutdown_grace: '3s' }),
     'mcp.yaml': jwtRouteYaml(upstream.url, issuer),
   });
 });

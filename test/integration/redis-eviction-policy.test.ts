@@ -4,7 +4,8 @@
 // (false, the default). A policy it cannot read (CONFIG disabled, Redis
 // unreachable) is "not verified": refused when required, a warning otherwise.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildGatewayCli, gatewayYaml, jwtRouteYaml, spawnGateway, writeConfigDir, type GatewayCli, type GatewayProcess } from '../helpers/gateway-process.js';
+import { gatewayYaml } from '../helpers/gateway-config.js';
+import { buildGatewayCli, jwtRouteYaml, spawnGateway, writeConfigDir, type GatewayCli, type GatewayProcess } from '../helpers/gateway-process.js';
 import { startLocalIssuer, type LocalIssuer } from '../helpers/local-issuer.js';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
 import { startSentinel, type SentinelSetup } from '../helpers/redis-topology.js';
@@ -39,9 +40,11 @@ afterAll(async () => {
 
 async function start(url: string, require?: boolean): Promise<{ gateway?: GatewayProcess; error?: string }> {
   const configDir = await writeConfigDir({
-    'gateway.yaml': gatewayYaml(PUBLIC_URL, [
-      `store: { kind: redis, url: "${url}", command_timeout: 500ms${require === undefined ? '' : `, require_noeviction: ${require}`} }`,
-    ]),
+    'gateway.yaml': gatewayYaml({
+      public_url: PUBLIC_URL,
+      log_level: 'info',
+      store: { kind: 'redis', url, command_timeout: '500ms', ...(require !== undefined && { require_noeviction: require }) },
+    }),
     'mcp.yaml': jwtRouteYaml('http://127.0.0.1:9/mcp', issuer),
   });
   try {
