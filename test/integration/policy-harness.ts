@@ -2,62 +2,28 @@
 // process, its audit lines captured), route files pointing at oidc-provider,
 // a stateless MCP server built with the SDK that answers in JSON, and a raw
 // Streamable HTTP session for requests the SDK client would not send.
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { stringify } from 'yaml';
-import { loadConfig } from '../../src/config/load.js';
-import { startGateway, type RunningGateway } from '../../src/gateway.js';
-import { createLogger } from '../../src/observability/logger.js';
-import { Metrics } from '../../src/observability/metrics.js';
 import type { AuditEvent } from '../../src/observability/audit.js';
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { originYaml } from '../helpers/gateway-config.js';
 import { closeServer, listen } from '../helpers/net.js';
 import type { OidcProviderHandle } from '../helpers/oidc-provider.js';
 
-export interface PolicyGateway extends RunningGateway {
-  dir: string;
-  logs: string[];
+export interface PolicyGateway extends TestGateway {
   audit: AuditEvent[];
-  stop(): Promise<void>;
 }
 
-/** The gateway from `files` (name → YAML object or text), on `port`, with audit events kept in memory. */
+/** The gateway from `files` (name → YAML object or text), with audit events kept in memory. */
 export async function startPolicyGateway(files: Record<string, unknown>): Promise<PolicyGateway> {
-  const dir = await mkdtemp(join(tmpdir(), 'mag-policy-'));
-  for (const [name, content] of Object.entries(files)) {
-    await writeFile(join(dir, name), typeof content === 'string' ? content : stringify(content));
-  }
-  const config = await loadConfig(dir, {});
-  const logs: string[] = [];
-  const sink = new Writable({
-    write(chunk, _enc, cb) {
-      logs.push(String(chunk));
-      cb();
-    },
-  });
   const audit: AuditEvent[] = [];
-  const gateway = await startGateway(config, {
-    logger: createLogger(config.logLevel, sink),
-    metrics: new Metrics({ defaultMetrics: false }),
-    audit: { enabled: true, record: (event) => audit.push(structuredClone(event)) },
-  });
-  return Object.assign(gateway, {
-    dir,
-    logs,
-    audit,
-    async stop() {
-      await gateway.close();
-      await rm(dir, { recursive: true, force: true });
-    },
-  });
+  const gateway = await startTestGateway(files, {}, { audit: { enabled: true, record: (event) => audit.push(structuredClone(event)) } });
+  return Object.assign(gateway, { audit });
 }
 
 export function gatewayFile(port: number): Record<string, unknown> {
-  return { listen: { host: '127.0.0.1', port }, public_url: `http://127.0.0.1:${port}`, log_level: 'debug', audit: { sink: 'none' } };
+  return originYaml({ port, url: `http://127.0.0.1:${port}` });
 }
 
 /** A route whose tokens come from the oidc-provider stand-in. */
