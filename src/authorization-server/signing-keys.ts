@@ -82,18 +82,25 @@ async function readOrCreateDevKey(directory: string, file: string): Promise<JWK>
     if ((info.mode & 0o077) !== 0) await chmod(file, 0o600);
     return JSON.parse(await readFile(file, 'utf8')) as JWK;
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw new SigningKeyError(`cannot read the dev signing key ${file}: ${(err as Error).message}`);
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw devKeyError('read', file, err);
   }
-  await mkdir(directory, { recursive: true, mode: 0o700 });
   const jwk = await generateSigningKey();
   try {
+    await mkdir(directory, { recursive: true, mode: 0o700 });
     // `wx`: two processes starting at once keep the first key, not a mix.
     await writeFile(file, JSON.stringify(jwk, null, 2) + '\n', { mode: 0o600, flag: 'wx' });
     return jwk;
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'EEXIST') return JSON.parse(await readFile(file, 'utf8')) as JWK;
-    throw err;
+    throw devKeyError('write', file, err);
   }
+}
+
+// A read-only root (EACCES, EROFS) is the usual cause in a container: say what to configure instead.
+function devKeyError(action: 'read' | 'write', file: string, err: unknown): SigningKeyError {
+  return new SigningKeyError(
+    `cannot ${action} the dev signing key ${file}: ${(err as Error).message}; set \`authorization_server.signing_key\` (create one with \`mcp-auth-gateway keys generate\`)`,
+  );
 }
 
 async function fromJwks(keys: JWK[]): Promise<SigningKeys> {
