@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateSigningKey } from '../../src/authorization-server/signing-keys.js';
 import { DEFAULT_ROUTE, headlessUser, startAsGateway, type AsGateway, type HeadlessUserLog } from '../helpers/authorization-server.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { gatewayYaml } from '../helpers/gateway-config.js';
 import { accessTokens, chooseIdpLogin, newIdpClient, onIdpTokens, startGatewayIdp } from '../helpers/gateway-idp.js';
 import { connectWithOAuth, connectWithToken, followAuthorization, type HeadlessOAuthOptions, type OAuthConnection } from '../helpers/mcp-client.js';
 import { freePort } from '../helpers/net.js';
@@ -88,7 +89,7 @@ beforeAll(async () => {
   });
   replica = await startTestGateway(
     {
-      'gateway.yaml': { listen: { host: '127.0.0.1', port: 0 }, public_url: origin, audit: { sink: 'none' }, log_level: 'warn', authorization_server: authorizationServer },
+      'gateway.yaml': gatewayYaml({ public_url: origin, log_level: 'warn', authorization_server: authorizationServer }),
       'everything.yaml': route,
     },
     env,

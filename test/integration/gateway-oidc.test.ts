@@ -8,6 +8,7 @@
 import { decodeJwt, decodeProtectedHeader, exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { gatewayYaml } from '../helpers/gateway-config.js';
 import { connectWithOAuth, connectWithToken, type OAuthConnection } from '../helpers/mcp-client.js';
 import { freePort } from '../helpers/net.js';
 import { startOidcProvider, type OidcProviderHandle } from '../helpers/oidc-provider.js';
@@ -85,7 +86,7 @@ beforeAll(async () => {
   for (const path of ['/short/mcp', '/everything/mcp']) shortLived.resources.add(url(path));
   gw = await startTestGateway(
     {
-      'gateway.yaml': { listen: { host: '127.0.0.1', port }, public_url: publicUrl, audit: { sink: 'none' }, log_level: 'debug' },
+      'gateway.yaml': gatewayYaml({ listen: { host: '127.0.0.1', port }, public_url: publicUrl }),
       'everything.yaml': route('/everything/mcp', oidc, hopNone.url, { upstream_auth: { kind: 'none' } }),
       'static.yaml': route('/static/mcp', oidc, hopStatic.url, { upstream_auth: { kind: 'static', value: { env: 'UPSTREAM_PAT' } } }),
       'other.yaml': route('/other/mcp', oidc, hopNone.url),

@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { gatewayYaml } from '../helpers/gateway-config.js';
 import { startLocalIssuer, type LocalIssuer } from '../helpers/local-issuer.js';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
@@ -39,13 +40,12 @@ beforeAll(async () => {
   const persistence = ['--dir', redisDir, '--appendonly', 'yes', '--appendfsync', 'everysec', '--maxmemory-policy', 'noeviction'];
   [redis, issuer, upstream] = await Promise.all([startRedisServer(persistence), startLocalIssuer(), startScriptedUpstream({ sessions: true, tickMs: 50 })]);
   gateway = await startTestGateway({
-    'gateway.yaml': {
-      listen: { host: '127.0.0.1', port: 0 },
+    'gateway.yaml': gatewayYaml({
       public_url: PUBLIC_URL,
+      log_level: 'info',
       store: { kind: 'redis', url: redis.url, key_prefix: 'faults:', command_timeout: `${STORE_TIMEOUT_MS}ms` },
       limits: { store_timeout: `${STORE_TIMEOUT_MS}ms` },
-      audit: { sink: 'none' },
-    },
+    }),
     'mcp.yaml': {
       path: '/mcp',
       upstream: upstream.url,

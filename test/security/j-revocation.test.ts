@@ -17,6 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateSigningKey } from '../../src/authorization-server/signing-keys.js';
 import { headlessUser } from '../helpers/authorization-server.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { gatewayYaml } from '../helpers/gateway-config.js';
 import { followAuthorization } from '../helpers/mcp-client.js';
 import { codeRequestUrl, newVerifier, registerPublicClient, type PublicClient } from '../helpers/oauth-requests.js';
 import { freePort } from '../helpers/net.js';
@@ -47,10 +48,9 @@ beforeAll(async () => {
   const replica = (port: number) =>
     startTestGateway(
       {
-        'gateway.yaml': {
+        'gateway.yaml': gatewayYaml({
           listen: { host: '127.0.0.1', port },
           public_url: publicUrl,
-          audit: { sink: 'none' },
           log_level: 'warn',
           store: { kind: 'redis', url: redis.url, key_prefix: 'j52:', command_timeout: `${STORE_TIMEOUT_MS}ms` },
           limits: { store_timeout: `${STORE_TIMEOUT_MS}ms` },
@@ -60,7 +60,7 @@ beforeAll(async () => {
             login: { kind: 'dev' },
             clients: [{ client_id: SVC.id, client_secret: { env: 'SVC_SECRET' }, grant_types: ['client_credentials'], scopes: ['mcp:read'] }],
           },
-        },
+        }),
         'route.yaml': { path: '/everything/mcp', upstream: upstream.url, scopes_supported: ['mcp:read', 'mcp:write'], required_scopes: ['mcp:read'] },
       },
       { SVC_SECRET: SVC.secret },
