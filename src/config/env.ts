@@ -34,6 +34,16 @@ export function readEnvOverrides(env: NodeJS.ProcessEnv): { overrides: EnvOverri
   return { overrides, issues };
 }
 
+/**
+ * For a missing gateway.yaml key: how else to give it. The shipped configs leave
+ * public_url to their Deployment's (or `docker run`'s) PUBLIC_URL, so `check` run
+ * on them by hand needs it too.
+ */
+export function howToGiveByEnv(path: readonly PropertyKey[]): string | undefined {
+  if (path.length !== 1 || path[0] !== 'public_url') return undefined;
+  return 'write it here, or set the PUBLIC_URL environment variable as the shipped Deployments and docker run example do (give it to check too)';
+}
+
 /** The gateway.yaml data with the overrides put in, before validation (so PUBLIC_URL can stand in for a missing public_url). */
 export function applyEnvOverrides(data: unknown, o: EnvOverrides): unknown {
   if (!isRecord(data)) return data;

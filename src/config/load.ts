@@ -6,7 +6,7 @@
 import { readFile, readdir, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { ConfigError, type ConfigIssue } from './config-error.js';
-import { applyEnvOverrides, readEnvOverrides } from './env.js';
+import { applyEnvOverrides, howToGiveByEnv, readEnvOverrides } from './env.js';
 import { resolveConfig, type Located } from './resolve.js';
 import { GatewayDocumentSchema, RouteSchema, type RouteFile } from './schema.js';
 import type { GatewayConfig } from './types.js';
@@ -21,7 +21,7 @@ export async function loadConfig(source: string, env: NodeJS.ProcessEnv = proces
 
   const gw = await readYaml(gatewayFile);
   issues.push(...gw.issues);
-  const gateway = gw.data === undefined ? undefined : validate(GatewayDocumentSchema, applyEnvOverrides(gw.data, overrides), gw.at);
+  const gateway = gw.data === undefined ? undefined : validate(GatewayDocumentSchema, applyEnvOverrides(gw.data, overrides), gw.at, howToGiveByEnv);
   issues.push(...(gateway?.issues ?? []));
 
   const routes: Located<RouteFile>[] = (gateway?.value?.routes ?? []).map((value, i) => ({

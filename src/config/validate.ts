@@ -7,10 +7,11 @@ import type { Locate } from './yaml-file.js';
 
 export type Validated<T> = { value: T; issues: [] } | { value: undefined; issues: ConfigIssue[] };
 
-export function validate<S extends z.ZodType>(schema: S, data: unknown, at: Locate): Validated<z.output<S>> {
+/** `howToGive(path)`: another way to give a missing key (an environment variable), added to its message. */
+export function validate<S extends z.ZodType>(schema: S, data: unknown, at: Locate, howToGive?: (path: readonly PropertyKey[]) => string | undefined): Validated<z.output<S>> {
   const result = schema.safeParse(data, {
     // zod's default ("expected string, received undefined") hides that the key is simply absent.
-    error: (issue) => (issue.code === 'invalid_type' && issue.input === undefined ? 'required, but missing' : undefined),
+    error: (issue) => (issue.code === 'invalid_type' && issue.input === undefined ? missing(howToGive?.(issue.path ?? [])) : undefined),
   });
   if (result.success) return { value: result.data, issues: [] };
   return {
@@ -20,6 +21,10 @@ export function validate<S extends z.ZodType>(schema: S, data: unknown, at: Loca
       issue.code === 'unrecognized_keys' ? issue.keys.map((key) => at(issue.path, unknownKey(schema, data, issue.path, key), key)) : [at(issue.path, issue.message)],
     ),
   };
+}
+
+function missing(howToGive: string | undefined): string {
+  return howToGive === undefined ? 'required, but missing' : `required, but missing: ${howToGive}`;
 }
 
 function unknownKey(schema: z.ZodType, data: unknown, path: readonly PropertyKey[], key: string): string {

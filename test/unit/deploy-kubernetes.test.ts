@@ -253,6 +253,10 @@ describe('the ConfigMap loads with the environment the Deployment gives it', () 
     const data = find<K8sObject & { data: Record<string, string> }>(overlay, 'ConfigMap', 'mcp-auth-gateway-config').data;
     for (const secret of Object.values(TEST_SECRETS)) expect(JSON.stringify(data)).not.toContain(secret);
   });
+
+  it.each(OVERLAYS)('%s, checked without that environment, names PUBLIC_URL as the way to give public_url', async (overlay) => {
+    await expect(loadOverlayConfig(overlay, {})).rejects.toThrow(/gateway\.yaml:\d+:\d+: public_url: required, but missing: write it here, or set the PUBLIC_URL environment variable/);
+  });
 });
 
 const tempDirs: string[] = [];
@@ -261,12 +265,12 @@ afterAll(async () => {
 });
 
 /** The overlay's ConfigMap written out as a config directory, loaded with the gateway container's environment. */
-async function loadOverlayConfig(overlay: (typeof OVERLAYS)[number]): Promise<GatewayConfig> {
+async function loadOverlayConfig(overlay: (typeof OVERLAYS)[number], env = containerEnv(gatewayContainer(overlay).env, TEST_SECRETS)): Promise<GatewayConfig> {
   const dir = await mkdtemp(join(tmpdir(), `mag-deploy-${overlay}-`));
   tempDirs.push(dir);
   const data = find<K8sObject & { data: Record<string, string> }>(overlay, 'ConfigMap', 'mcp-auth-gateway-config').data;
   for (const [name, text] of Object.entries(data)) await writeFile(join(dir, name), text);
-  return loadConfig(dir, containerEnv(gatewayContainer(overlay).env, TEST_SECRETS));
+  return loadConfig(dir, env);
 }
 
 /** The kubernetes-models class for an object's apiVersion and kind. */
