@@ -46,21 +46,7 @@ export type ProtectedRouteHandler = (req: IncomingMessage, res: ServerResponse, 
 export function createProtectedRoute(route: RouteConfig, deps: ProtectedRouteDeps): ProtectedRouteHandler {
   const challenge = { resourceMetadataUrl: route.resourceMetadataUrl };
   const routeLabel = route.path;
-  const duration = deps.metrics.duration.labels(routeLabel);
-  // Bound once per status and decision: this runs for every request.
-  const counts = new Map<string, TallyCount>();
-  const countOf = (status: number, decision: RequestOutcome): TallyCount => {
-    const key = `${status} ${decision}`;
-    let count = counts.get(key);
-    if (count === undefined) counts.set(key, (count = deps.metrics.requestTally.count({ route: routeLabel, status: String(status), decision })));
-    return count;
-  };
-  const allowedOk = countOf(200, 'allow');
-
-  function finish(status: number, decision: RequestOutcome, startedMs: number): void {
-    (status === 200 && decision === 'allow' ? allowedOk : countOf(status, decision)).inc();
-    duration.observe((performance.now() - startedMs) / 1000);
-  }
+  const finish = routeOutcomeRecorder(deps.metrics, routeLabel);
 
   return async function handleProtectedRoute(req, res, search) {
     const started = performance.now();
@@ -105,5 +91,26 @@ export function createProtectedRoute(route: RouteConfig, deps: ProtectedRouteDep
       writeError(res, err, challenge, cors);
       finish(err.status, err.status === 401 ? 'unauthenticated' : err.status >= 500 ? 'error' : 'deny', started);
     }
+  };
+}
+
+/**
+ * Counts one request of the route by status and decision and observes its
+ * duration. Each label set is bound once, not per request: this runs for every
+ * request, and 200 allow, the usual outcome, skips even the map lookup.
+ */
+function routeOutcomeRecorder(metrics: Metrics, routeLabel: string): (status: number, decision: RequestOutcome, startedMs: number) => void {
+  const duration = metrics.duration.labels(routeLabel);
+  const counts = new Map<string, TallyCount>();
+  const countOf = (status: number, decision: RequestOutcome): TallyCount => {
+    const key = `${status} ${decision}`;
+    let count = counts.get(key);
+    if (count === undefined) counts.set(key, (count = metrics.requestTally.count({ route: routeLabel, status: String(status), decision })));
+    return count;
+  };
+  const allowedOk = countOf(200, 'allow');
+  return function finish(status, decision, startedMs) {
+    (status === 200 && decision === 'allow' ? allowedOk : countOf(status, decision)).inc();
+    duration.observe((performance.now() - startedMs) / 1000);
   };
 }
