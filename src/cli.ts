@@ -8,7 +8,7 @@ import { describeRoutes } from './config/describe.js';
 import { checkOnline } from './check/online-check.js';
 import { startGateway, type RunningGateway } from './gateway.js';
 import { watchConfig } from './config/watch.js';
-import { generateSigningKey } from './authorization-server/signing-keys.js';
+import { generateSigningKey } from './authorization-server/keys/signing-keys.js';
 import { demoCommand } from './demo/demo.js';
 import { EXPLAIN_OPTIONS, EXPLAIN_USAGE, explainCommand } from './policy/explain.js';
 

@@ -4,7 +4,7 @@ import type { Audit } from '../observability/audit.js';
 import type { Logger } from '../observability/logger.js';
 import type { AuthorizationServerMetrics } from '../observability/metrics.js';
 import type { Store } from '../store/store.js';
-import type { SigningKeys } from './signing-keys.js';
+import type { SigningKeys } from './keys/signing-keys.js';
 
 export interface AsContext {
   /** `iss` of every token and authorization response; no trailing slash. */

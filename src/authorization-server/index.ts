@@ -24,7 +24,7 @@ import type { AsContext } from './context.js';
 import { Grants } from './tokens/grants.js';
 import { Interactions } from './interactions/interactions.js';
 import { jwksRoutes } from './endpoints/jwks.js';
-import { loadSigningKeys } from './signing-keys.js';
+import { loadSigningKeys } from './keys/signing-keys.js';
 import { devLogin } from './login/dev-login.js';
 import { oidcLogin } from './login/oidc-login.js';
 import type { LoginMethod, LoginMethodFactory, LoginServices } from './login/login-method.js';

@@ -8,8 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SignJWT, decodeProtectedHeader, importJWK, type JWK } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadSigningKeys, SigningKeyError } from '../../src/authorization-server/signing-keys.js';
-import { generateSigningKey } from '../../src/authorization-server/signing-keys.js';
+import { loadSigningKeys, SigningKeyError } from '../../src/authorization-server/keys/signing-keys.js';
+import { generateSigningKey } from '../../src/authorization-server/keys/signing-keys.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/security-fixtures.js';
 import { startAsGateway, type AsGateway } from '../helpers/authorization-server.js';
 

@@ -12,7 +12,7 @@ import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
 import type { OAuthClientInformationMixed } from '@modelcontextprotocol/sdk/shared/auth.js';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateSigningKey } from '../../src/authorization-server/signing-keys.js';
+import { generateSigningKey } from '../../src/authorization-server/keys/signing-keys.js';
 import { DEFAULT_ROUTE, headlessUser, startAsGateway, type AsGateway, type HeadlessUserLog } from '../helpers/authorization-server.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { gatewayYaml } from '../helpers/gateway-config.js';

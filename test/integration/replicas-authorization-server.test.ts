@@ -22,7 +22,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateSigningKey } from '../../src/authorization-server/signing-keys.js';
+import { generateSigningKey } from '../../src/authorization-server/keys/signing-keys.js';
 import { headlessUser, type HeadlessUserLog } from '../helpers/authorization-server.js';
 import { buildGatewayCli, spawnGateway, writeConfigDir, type GatewayProcess, type LogLine } from '../helpers/gateway-process.js';
 import type { PageHandler } from '../helpers/mcp-client.js';

@@ -570,7 +570,7 @@ describe('[J51] [J62] the real CLI process: serve and check', () => {
       'introspect.yaml': `path: /introspect/mcp\nupstream: http://127.0.0.1:1/mcp\nauthorization_servers: [https://idp.example.test]\ntoken: { introspection: { endpoint: "http://gw:${C}@idp.invalid/introspect", client_id: gw, client_secret: { env: INTROSPECTION_SECRET } } }\n`,
       'builtin.yaml': `path: /builtin/mcp\nupstream: http://127.0.0.1:1/mcp\nscopes_supported: [mcp:read]\nauthorization_servers: ["https://u:${D}@as.example.test"]\ntoken: { jwt: { issuer: https://as.example.test } }\n`,
     });
-    const { generateSigningKey } = await import('../../src/authorization-server/signing-keys.js');
+    const { generateSigningKey } = await import('../../src/authorization-server/keys/signing-keys.js');
     const env = { SIGNING_KEY: JSON.stringify(await generateSigningKey()), INTROSPECTION_SECRET: 'introspection-secret' };
     const checked = await run(['check', '--config', dir], env);
     expect(checked.code, checked.output).toBe(0);

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateSigningKey } from '../../src/authorization-server/signing-keys.js';
+import { generateSigningKey } from '../../src/authorization-server/keys/signing-keys.js';
 import { headlessUser } from '../helpers/authorization-server.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { gatewayYaml } from '../helpers/gateway-config.js';

@@ -5,7 +5,7 @@
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect, it, vi } from 'vitest';
-import { loadSigningKeys, SigningKeyError } from '../../src/authorization-server/signing-keys.js';
+import { loadSigningKeys, SigningKeyError } from '../../src/authorization-server/keys/signing-keys.js';
 
 // The test may run as root, which no file mode stops: the refusal is made here instead.
 vi.mock('node:fs/promises', async (importOriginal) => ({

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { loadConfig } from '../../src/config/load.js';
 import { isLoopbackHost } from '../../src/config/urls.js';
-import { generateSigningKey } from '../../src/authorization-server/signing-keys.js';
+import { generateSigningKey } from '../../src/authorization-server/keys/signing-keys.js';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 /** Secrets the examples name with { env: … }: any value will do. */

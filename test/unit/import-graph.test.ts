@@ -40,7 +40,6 @@ const LAYERS: Record<string, number> = {
 const AS_LAYERS: Record<string, number> = {
   helpers: 1,
   keys: 2,
-  'signing-keys.ts': 2,
   'context.ts': 3,
   tokens: 4,
   clients: 4,

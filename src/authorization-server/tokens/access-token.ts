@@ -3,7 +3,7 @@
 // stops them within seconds (RevokedGrants).
 import { randomUUID } from 'node:crypto';
 import { jwtVerify } from 'jose';
-import type { SigningKeys } from '../signing-keys.js';
+import type { SigningKeys } from '../keys/signing-keys.js';
 
 export const ACCESS_TOKEN_TYPE = 'at+jwt';
 /** Private claim naming the grant a token was issued under (`idp_token` finds the user's IdP tokens by it). */

@@ -10,7 +10,7 @@ import { GatewayError, invalidToken, temporarilyUnavailable } from '../../errors
 import { createLocalJwtVerifier } from '../../auth/jwt-verifier.js';
 import type { TokenVerifier } from '../../auth/verifier.js';
 import { ACCESS_TOKEN_TYPE, GRANT_ID_CLAIM } from './access-token.js';
-import type { SigningKeys } from '../signing-keys.js';
+import type { SigningKeys } from '../keys/signing-keys.js';
 import type { RevokedGrants } from './revoked-grants.js';
 
 /** Allowed skew between replicas' clocks. */

@@ -6,9 +6,9 @@ import { hkdfSync } from 'node:crypto';
 import { chmod, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { SignJWT, calculateJwkThumbprint, createLocalJWKSet, exportJWK, generateKeyPair, importJWK, type CryptoKey, type JSONWebKeySet, type JWK, type JWTVerifyGetKey } from 'jose';
-import { isAsymmetricJwsAlgorithm } from '../config/jws-algorithms.js';
-import { isLoopbackUrl } from '../config/urls.js';
-import type { JwtSigner } from '../upstream-auth/upstream-credential.js';
+import { isAsymmetricJwsAlgorithm } from '../../config/jws-algorithms.js';
+import { isLoopbackUrl } from '../../config/urls.js';
+import type { JwtSigner } from '../../upstream-auth/upstream-credential.js';
 
 export interface SigningKeys {
   /** `alg` of the signing key, e.g. ES256. */
