@@ -3,7 +3,8 @@
 // bounds on names and batches, one summary line for the rest of a big batch.
 import { describe, expect, it } from 'vitest';
 import { MAX_BATCH_MESSAGES, MAX_NAME_LENGTH, parseJsonRpcBody } from '../../src/policy/json-rpc.js';
-import { createPolicyStep, MAX_AUDITED_MESSAGES } from '../../src/policy/policy-step.js';
+import { MAX_AUDITED_MESSAGES } from '../../src/policy/decision-audit.js';
+import { createPolicyStep } from '../../src/policy/policy-step.js';
 import { GatewayError } from '../../src/errors/gateway-error.js';
 import type { AuditEvent } from '../../src/observability/audit.js';
 import type { AuthContext } from '../../src/auth/principal.js';
