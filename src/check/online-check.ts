@@ -73,7 +73,7 @@ function advertisedServers(route: RouteConfig, builtinIssuer: string | undefined
   return route.authorizationServers.filter((issuer) => issuer !== builtinIssuer && issuer !== probed);
 }
 
-/** The built-in AS's third-party login reads OpenID discovery only (login/oidc-client.ts), and checks its issuer exactly. */
+/** The built-in AS's third-party login reads OpenID discovery only (authorization-server/idp/oidc-client.ts), and checks its issuer exactly. */
 async function loginFindings(issuer: string): Promise<Finding[]> {
   const found = await findMetadata(issuer, [`${issuer.replace(/\/$/, '')}/.well-known/openid-configuration`]);
   if ('failures' in found) return [error('login issuer', `no OpenID metadata, so no one can sign in: ${found.failures.join('; ')}`)];
