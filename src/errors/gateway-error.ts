@@ -21,6 +21,7 @@ export type OAuthErrorCode =
 
 export type GatewayErrorCode =
   | OAuthErrorCode
+  | 'unauthorized'
   | 'not_found'
   | 'method_not_allowed'
   | 'forbidden_origin'
@@ -71,9 +72,13 @@ export class GatewayError extends Error {
   }
 }
 
-/** No usable bearer token: 401 with a bare challenge (no `error`). */
+/**
+ * No usable bearer token: 401 with a bare challenge (RFC 6750 §3.1: no
+ * `error` when the request carried no authentication). The JSON body says
+ * `unauthorized`, not `invalid_token`: no token was judged invalid.
+ */
 export const missingToken = (scope?: readonly string[], description = 'A bearer token is required') =>
-  new GatewayError(401, 'invalid_token', description, { challenge: true, bareChallenge: true, scope });
+  new GatewayError(401, 'unauthorized', description, { challenge: true, bareChallenge: true, scope });
 
 export const invalidToken = (description: string, cause?: unknown) =>
   new GatewayError(401, 'invalid_token', description, { challenge: true, cause });

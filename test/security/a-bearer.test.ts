@@ -326,19 +326,19 @@ afterAll(async () => {
 describe('[A1] no token: 401 with a bare challenge', () => {
   it('names resource_metadata and the required scope, no error parameter', async () => {
     const res = await nothingUpstream(() => post(PATH));
-    expectRejection(res, { status: 401, error: 'invalid_token', challenge: 'bare', resourceMetadata: metadataUrlOf(PATH), scope: 'mcp:read' });
+    expectRejection(res, { status: 401, error: 'unauthorized', challenge: 'bare', resourceMetadata: metadataUrlOf(PATH), scope: 'mcp:read' });
     expect(res.header('www-authenticate')).toBe(`Bearer scope="mcp:read", resource_metadata="${metadataUrlOf(PATH)}"`);
   });
 
   it('has no scope parameter on a route without required scopes', async () => {
     const res = await nothingUpstream(() => post(OPEN));
-    expectRejection(res, { status: 401, error: 'invalid_token', challenge: 'bare', resourceMetadata: metadataUrlOf(OPEN), scope: null });
+    expectRejection(res, { status: 401, error: 'unauthorized', challenge: 'bare', resourceMetadata: metadataUrlOf(OPEN), scope: null });
     expect(res.header('www-authenticate')).toBe(`Bearer resource_metadata="${metadataUrlOf(OPEN)}"`);
   });
 
   it.each(['GET', 'DELETE'])('answers %s the same way', async (method) => {
     const res = await nothingUpstream(async () => simplify(await fetch(`${gw.url}${PATH}`, { method, headers: { 'mcp-session-id': 'x' } })));
-    expectRejection(res, { status: 401, error: 'invalid_token', challenge: 'bare', resourceMetadata: metadataUrlOf(PATH), scope: 'mcp:read' });
+    expectRejection(res, { status: 401, error: 'unauthorized', challenge: 'bare', resourceMetadata: metadataUrlOf(PATH), scope: 'mcp:read' });
   });
 });
 
