@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { AuthorizationCodes, CODE_TTL_MS, type CodeRecord } from '../../src/authorization-server/tokens/codes.js';
 import { describeOnEachStore } from '../helpers/store-backends.js';
+import { RFC7636_CHALLENGE } from '../helpers/oauth-requests.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -13,7 +14,7 @@ function record(overrides: Partial<CodeRecord> = {}): CodeRecord {
     clientId: 'client-1',
     redirectUri: 'https://app.example/cb',
     redirectUriSent: true,
-    codeChallenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM',
+    codeChallenge: RFC7636_CHALLENGE,
     resource: 'https://gw.example/mcp',
     scopes: ['files:read'],
     subject: 'alice',
