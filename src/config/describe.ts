@@ -10,6 +10,15 @@ export function describeRoutes(config: GatewayConfig): string {
       `  ${r.path} → ${redactUrl(r.upstream)}  resource=${r.resource} token=${r.token.kind} required_scopes=${scopes} rules=${r.rules.length} upstream_auth=${r.upstreamAuth.kind}`,
     );
   }
+  lines.push(describeTraces(config));
   for (const w of config.warnings) lines.push(`warning: ${w}`);
   return lines.join('\n');
+}
+
+/** The export target and sampling; never the export headers (they may hold the collector's credential). */
+function describeTraces({ traces }: GatewayConfig): string {
+  if (!traces) return '  traces: off (no telemetry.traces.otlp_endpoint nor OTEL_EXPORTER_OTLP_ENDPOINT)';
+  const sampler = `${traces.parentBased ? 'parent-based, ' : ''}sample_ratio=${traces.sampleRatio}`;
+  const headers = Object.keys(traces.headers);
+  return `  traces → ${redactUrl(traces.url)} (${traces.protocol}, ${sampler}, service.name=${traces.serviceName}${headers.length ? `, headers: ${headers.join(' ')}` : ''})`;
 }

@@ -14,6 +14,7 @@ import type { GatewayFile, RouteFile, SecretRefValue } from './schema.js';
 import type { AuthorizationServerConfig, AuthorizationServerRateLimits, GatewayConfig, RouteConfig, RuleConfig, StaticClientConfig, StoreConfig, TokenConfig, UpstreamAuthConfig } from './types.js';
 import { checkRedirectUri } from './redirect-uri.js';
 import { isReservedPath } from './reserved-paths.js';
+import { resolveTraces } from './telemetry.js';
 
 export interface Located<T> {
   file: string;
@@ -78,6 +79,8 @@ class Resolver {
 
     // `check` reads the URL as `serve` will, so a malformed one fails here too (the message names no part of it).
     if (g.store.kind === 'redis') this.checkRedisUrl(at, g.store.url);
+    const telemetry = resolveTraces(g.telemetry?.traces, this.input.env);
+    this.issues.push(...telemetry.issues);
 
     const config: GatewayConfig = {
       source: this.input.source,
@@ -96,6 +99,7 @@ class Resolver {
       maxHeaderBytes: g.limits.max_header_bytes,
       storeTimeoutMs: parseDuration(g.limits.store_timeout),
       authorizationServer,
+      traces: telemetry.traces,
       routes,
       warnings: this.warnings,
     };

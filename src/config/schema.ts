@@ -246,6 +246,20 @@ export const AuthorizationServerSchema = z.strictObject({
   }),
 }).meta({ id: 'AuthorizationServer', description: 'The gateway as its own OAuth authorization server' });
 
+/** The OTLP/HTTP trace export (DESIGN §7.3); the standard OTEL_* variables override it (config/telemetry.ts). */
+export const TelemetrySchema = z
+  .strictObject({
+    traces: z
+      .strictObject({
+        otlp_endpoint: HttpUrl.optional().describe(
+          "the collector's OTLP/HTTP base URL (as OTEL_EXPORTER_OTLP_ENDPOINT): spans go to <otlp_endpoint>/v1/traces. Without it and without the OTEL_* variables, tracing is off",
+        ),
+        sample_ratio: z.number().min(0).max(1).default(1).describe('the share of requests traced, by trace id (the client\'s sampled flag is not followed)'),
+      })
+      .optional(),
+  })
+  .meta({ id: 'Telemetry', description: 'OpenTelemetry traces' });
+
 export const GatewaySchema = z.strictObject({
   listen: z
     .strictObject({
@@ -281,6 +295,7 @@ export const GatewaySchema = z.strictObject({
     })
     .default({ header_timeout: '10s', request_timeout: '30s', keep_alive_timeout: '5s', max_header_bytes: 16384, store_timeout: '2s' }),
   authorization_server: AuthorizationServerSchema.optional(),
+  telemetry: TelemetrySchema.optional(),
 });
 
 /**

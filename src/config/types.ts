@@ -118,6 +118,22 @@ export interface StaticClientConfig {
   scopes?: string[];
 }
 
+/** OpenTelemetry traces, resolved from `telemetry.traces` and the OTEL_* variables (config/telemetry.ts). */
+export interface TracesConfig {
+  /** Where spans are POSTed: the whole URL (`…/v1/traces`). */
+  url: string;
+  protocol: 'http/protobuf' | 'http/json';
+  /** OTEL_EXPORTER_OTLP_(TRACES_)HEADERS: may hold the collector's credential, never printed. */
+  headers: Record<string, string>;
+  /** The share of traces sampled, decided by trace id. */
+  sampleRatio: number;
+  /** Follow the incoming `traceparent`'s sampled flag (OTEL_TRACES_SAMPLER=parentbased_*); the ratio decides the rest. */
+  parentBased: boolean;
+  serviceName: string;
+  /** One export request gives up after this long. */
+  exportTimeoutMs: number;
+}
+
 export interface GatewayConfig {
   /** The directory or file the configuration was loaded from. */
   source: string;
@@ -139,6 +155,8 @@ export interface GatewayConfig {
   maxHeaderBytes: number;
   storeTimeoutMs: number;
   authorizationServer?: AuthorizationServerConfig;
+  /** Undefined: tracing off (no endpoint configured). */
+  traces?: TracesConfig;
   routes: RouteConfig[];
   /** Non-fatal findings (e.g. plain-http outbound URLs), logged at start-up. */
   warnings: string[];
