@@ -63,6 +63,8 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
       if (closed) return;
       closed = true;
       await closeRouteTable(live.table);
+      // After the routes: their last spans have ended. Bounded, whether the collector answers or not.
+      await services.tracing?.shutdown();
       if (services.ownsStore) await store.close().catch(() => undefined);
     },
   };

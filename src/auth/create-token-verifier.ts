@@ -2,6 +2,7 @@
 // (external JWT, introspection, or the built-in AS), behind the cache.
 import type { RouteConfig } from '../config/types.js';
 import type { Logger } from '../observability/logger.js';
+import { traced, type Tracing } from '../observability/tracing.js';
 import { logClaimMismatches } from './claim-mismatch.js';
 import { createIntrospectionVerifier } from './introspection-verifier.js';
 import type { JwksRegistry } from './jwks.js';
@@ -18,6 +19,8 @@ export interface TokenVerifierDeps {
   onCacheMiss?: () => void;
   /** Where a token refused for its audience or issuer is logged, with the expected value. */
   logger?: Logger;
+  /** A verification the cache could not answer is a child span of the request's (hits are not: they cost nothing). */
+  tracing?: Tracing;
 }
 
 /** JWTs are re-verified at least this often, so a removed key stops working soon. */
@@ -27,7 +30,11 @@ export function createTokenVerifier(route: RouteConfig, deps: TokenVerifierDeps)
   const { inner, maxTtlMs } = createInner(route, deps);
   const cache = deps.cache ?? new TokenCache();
   const hooks = { onHit: deps.onCacheHit, onMiss: deps.onCacheMiss };
-  const verifyUncached = (token: string) => inner.verify(token);
+  const { tracing } = deps;
+  const spanAttributes = { 'mag.token.kind': route.token.kind };
+  const verifyUncached = tracing
+    ? (token: string) => traced(tracing, 'verify token', 'internal', spanAttributes, () => inner.verify(token))
+    : (token: string) => inner.verify(token);
   const usable = inner.usable;
   if (!usable) {
     return {

@@ -40,6 +40,7 @@ export async function buildRouteTable(config: GatewayConfig, services: Services,
       onCacheHit: () => services.tokenCacheHits.inc(),
       onCacheMiss: () => services.tokenCacheMisses.inc(),
       logger,
+      tracing: services.tracing,
     });
     const credential = createUpstreamCredential(route.upstreamAuth, {
       upstream: route.upstream,
@@ -56,6 +57,7 @@ export async function buildRouteTable(config: GatewayConfig, services: Services,
       logger,
       selfOrigin,
       policy: createPolicyStep(route, { audit }),
+      tracing: services.tracing,
       benchmarkPrincipal: options.benchmarkPrincipal,
     });
     protectedRoutes.set(route.path, handler);

@@ -8,6 +8,8 @@ import { createAudit, type Audit } from '../observability/audit.js';
 import type { TallyCount } from '../observability/counter-tally.js';
 import { createLogger, type Logger } from '../observability/logger.js';
 import { Metrics } from '../observability/metrics.js';
+import type { Tracing } from '../observability/tracing.js';
+import { createSdkTracing } from '../observability/tracing-sdk.js';
 import { operationsRoutes, type Lifecycle } from '../routes/operations.js';
 import { createStore } from '../store/create-store.js';
 import { enforceEvictionPolicy } from '../store/eviction-policy.js';
@@ -24,6 +26,8 @@ export interface Services {
   ownsStore: boolean;
   audit: Audit;
   jwks: JwksRegistry;
+  /** Undefined when no OTLP endpoint is configured: nothing on the request path traces then. */
+  tracing?: Tracing;
   tokenCacheHits: TallyCount;
   tokenCacheMisses: TallyCount;
   /** /readyz answers from this: ready once listening, not ready again when draining. */
@@ -34,7 +38,9 @@ export interface Services {
 export async function openServices(config: GatewayConfig, options: StartOptions): Promise<Services> {
   const logger = options.logger ?? createLogger(config.logLevel);
   const metrics = options.metrics ?? new Metrics();
-  const store = new InstrumentedStore(await openStore(config, options, logger), metrics);
+  // Built from the first configuration and kept: a reload does not change where spans go (a restart does).
+  const tracing = config.traces && createSdkTracing(config.traces, metrics);
+  const store = new InstrumentedStore(await openStore(config, options, logger), metrics, tracing);
   const readiness: Lifecycle = { ready: false };
   return {
     logger,
@@ -43,6 +49,7 @@ export async function openServices(config: GatewayConfig, options: StartOptions)
     ownsStore: !options.store,
     audit: options.audit ?? createAudit(config.auditSink),
     jwks: new JwksRegistry(),
+    tracing,
     tokenCacheHits: metrics.tokenCacheTally.count({ result: 'hit' }),
     tokenCacheMisses: metrics.tokenCacheTally.count({ result: 'miss' }),
     readiness,

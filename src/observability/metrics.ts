@@ -71,6 +71,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly traceSpans = new Counter({
+    name: 'mag_trace_spans_total',
+    help: 'Finished sampled spans by result: exported, failed (the collector refused or did not answer) or dropped (the export queue was full)',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+
   // --- built-in authorization server: per replica, sum over pods ---------------
 
   readonly tokensIssued = new Counter({

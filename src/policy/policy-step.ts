@@ -7,8 +7,10 @@ import type { AuthContext } from '../auth/principal.js';
 import type { RouteConfig } from '../config/types.js';
 import { deniedByPolicy, GatewayError, insufficientScope } from '../errors/gateway-error.js';
 import type { Audit } from '../observability/audit.js';
+import type { GatewaySpan } from '../observability/tracing.js';
 import type { ResponseTransform } from '../proxy/response-transform.js';
 import { createDecisionAudit } from './decision-audit.js';
+import { spanDecision, spanRequest } from './decision-span.js';
 import { evaluate, evaluateOperation, type Decision } from './evaluate.js';
 import { requireIdentityEncoding, requireUtf8Body } from './body-charset.js';
 import { parseJsonRpcBody, type ParsedRequest } from './json-rpc.js';
@@ -37,9 +39,10 @@ export interface PolicyStep {
   readonly policy: RoutePolicy;
   /**
    * Throws a GatewayError (400 not JSON-RPC, 403 refused) or a
-   * HeaderMismatchError (400, -32020); nothing is forwarded then.
+   * HeaderMismatchError (400, -32020); nothing is forwarded then. `span`:
+   * the request's, told the MCP operation and the decision.
    */
-  check(req: PolicyRequest, body: Buffer, auth: AuthContext): PolicyOutcome;
+  check(req: PolicyRequest, body: Buffer, auth: AuthContext, span?: GatewaySpan): PolicyOutcome;
 }
 
 export interface PolicyStepDeps {
@@ -65,7 +68,7 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
 
   return {
     policy,
-    check(req, body, auth) {
+    check(req, body, auth, span) {
       if (req.method !== 'POST') {
         try {
           refuseMcpHeadersWithoutBody(req.headers);
@@ -87,9 +90,14 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
         decisionAudit.rejected(auth, err instanceof HeaderMismatchError ? 'header_mismatch' : 'malformed', 400);
         throw err;
       }
-      if (onlyValidate) return NOTHING_TO_DO;
+      if (span) spanRequest(span, request);
+      if (onlyValidate) {
+        if (span) spanDecision(span, undefined, route);
+        return NOTHING_TO_DO;
+      }
       const decision = evaluate(policy, request, auth);
       decisionAudit.decided(auth, decision.messages, !decision.allow);
+      if (span) spanDecision(span, decision, route);
       if (!decision.allow) throw refusal(decision);
       if (!route.filterToolsList) return NOTHING_TO_DO;
       // Every answer is read, whatever this body asks: a server (or a bridge

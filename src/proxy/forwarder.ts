@@ -4,6 +4,7 @@
 // behind this same interface, taking the same hooks.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AuthContext } from '../auth/principal.js';
+import type { GatewaySpan } from '../observability/tracing.js';
 import type { ResponseTransform } from './response-transform.js';
 import type { UpstreamErrorKind } from './upstream-failure.js';
 
@@ -22,6 +23,12 @@ export interface ForwardContext {
   injected: Readonly<Record<string, string>>;
   /** Rewrites a 2xx response body on its way back (tools/list filtering). */
   transform?: ResponseTransform;
+  /**
+   * The request's server span, with tracing on: the upstream call is its
+   * child, and that child is the parent the upstream learns of (`traceparent`,
+   * in place of the client's).
+   */
+  span?: GatewaySpan;
 }
 
 /**

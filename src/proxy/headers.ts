@@ -4,6 +4,7 @@
 // client header (nor a hostile `Connection` naming one) can remove or
 // override it. Response: hop-by-hop headers and what only the gateway may
 // say to the client (challenges, CORS, cookies on its origin) are dropped.
+import type { TraceHeaders } from '../observability/tracing.js';
 
 /** RFC 9110 §7.6.1 hop-by-hop headers, plus the de-facto ones. */
 const HOP_BY_HOP = new Set([
@@ -145,6 +146,8 @@ export interface UpstreamHeaderOptions {
   hostHeader: string;
   /** The credential the route's `upstream_auth` produces; lower-case names. */
   injected: Readonly<Record<string, string>>;
+  /** With tracing on, the gateway's W3C trace context: the client's `traceparent` and `tracestate` are replaced by it, never passed. */
+  trace?: TraceHeaders;
 }
 
 /** What the request policy makes of one header name, whatever its value. */
@@ -185,13 +188,14 @@ function judgeRequestHeader(raw: string): RequestHeaderName {
  * flat `[name, value, …]` list (duplicates kept in order).
  */
 export function buildUpstreamHeaders(rawHeaders: readonly string[], opts: UpstreamHeaderOptions): string[] {
-  const { injected } = opts;
+  const { injected, trace } = opts;
   const out: string[] = ['host', opts.hostHeader];
   let connectionValues: string[] | undefined;
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const header = judgeRequestHeader(rawHeaders[i]!);
     if (header.name === 'connection') (connectionValues ??= []).push(rawHeaders[i + 1]!);
     if (header.dropped || Object.hasOwn(injected, header.name)) continue;
+    if (trace !== undefined && (header.name === 'traceparent' || header.name === 'tracestate')) continue;
     out.push(header.name, rawHeaders[i + 1]!);
   }
   // Headers the client declared hop-by-hop, wherever they came in the request (never `host`, set above).
@@ -201,6 +205,10 @@ export function buildUpstreamHeaders(rawHeaders: readonly string[], opts: Upstre
   }
   // Added last and never subject to `Connection`: the client cannot remove them.
   for (const name in injected) out.push(name, injected[name]!);
+  if (trace !== undefined) {
+    out.push('traceparent', trace.traceparent);
+    if (trace.tracestate !== undefined) out.push('tracestate', trace.tracestate);
+  }
   return out;
 }
 

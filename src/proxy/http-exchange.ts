@@ -7,6 +7,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { AuthContext } from '../auth/principal.js';
+import type { GatewaySpan } from '../observability/tracing.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import { writeError } from '../errors/write-error.js';
 import type { ProxyLogger, ProxyMetrics, SessionHook } from './forwarder.js';
@@ -77,6 +78,14 @@ export class ExchangeScope {
   }
 }
 
+/** `error.type` of a failed upstream call's span: why the gateway cancelled it, or the socket error's code. */
+function failureType(err: Error): string {
+  if (err instanceof Cancelled) return `cancelled_${err.why}`;
+  if (err instanceof TransformFailed) return 'filter_refused';
+  const code = errorCode(err);
+  return typeof code === 'string' ? code : err.name;
+}
+
 export class Exchange implements Dispatcher.DispatchHandler, IdleWatched {
   controller: Dispatcher.DispatchController | undefined;
   cancelled: Cancelled | undefined;
@@ -99,6 +108,8 @@ export class Exchange implements Dispatcher.DispatchHandler, IdleWatched {
     readonly sessionId: string | undefined,
     readonly done: () => void,
     readonly transform?: ResponseTransform,
+    /** The upstream call's client span (tracing on): its status, failure and end are this exchange's. */
+    readonly span?: GatewaySpan,
   ) {
     // The client went away, or the response was ended from outside (drain).
     // `on`, not `once`: 'close' comes once, and once() would wrap the listener per request.
@@ -122,6 +133,7 @@ export class Exchange implements Dispatcher.DispatchHandler, IdleWatched {
   onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: Headers): void {
     // Informational answers (103 Early Hints) are not relayed; the final one follows.
     if (statusCode < 200) return;
+    this.span?.setStatus(statusCode);
     if (statusCode === 401) {
       // The upstream refused the gateway's own credential: a gateway
       // misconfiguration, and its challenge names an AS the client must not
@@ -141,7 +153,9 @@ export class Exchange implements Dispatcher.DispatchHandler, IdleWatched {
   /** A new session id is bound before the client sees it, so it is never usable unbound; the upstream body waits (paused) meanwhile. */
   bindThenWriteHead(controller: Dispatcher.DispatchController, issued: string, statusCode: number, headers: Headers): void {
     controller.pause();
-    this.scope.session.bind(issued, this.auth).then(
+    // undici calls back in the context of whichever request opened the socket: the span is named, not inherited.
+    const bound = this.span ? this.span.within(() => this.scope.session.bind(issued, this.auth)) : this.scope.session.bind(issued, this.auth);
+    bound.then(
       () => {
         if (this.finished) return;
         try {
@@ -230,6 +244,7 @@ export class Exchange implements Dispatcher.DispatchHandler, IdleWatched {
   onResponseError(_controller: Dispatcher.DispatchController | undefined, err: Error): void {
     const res = this.res;
     const first = !this.finished;
+    if (first) this.span?.fail(failureType(err));
     this.finish();
     if (!first || res.destroyed) return;
     if (err instanceof Cancelled && err.why === 'client') return;
@@ -253,6 +268,7 @@ export class Exchange implements Dispatcher.DispatchHandler, IdleWatched {
     if (this.finished) return;
     this.finished = true;
     this.scope.stalledBodies.unwatch(this);
+    this.span?.end();
     if (this.stream) {
       this.scope.openStreams.delete(this);
       this.scope.metrics?.streamClosed();

@@ -39,6 +39,8 @@ export function createHttpForwarder(route: RouteConfig, deps: HttpForwarderDeps)
   const timeoutMs = route.upstreamTimeoutMs;
   const pool = createPool(target.origin, timeoutMs);
   const scope = new ExchangeScope(route.path, deps.session, timeoutMs, deps.logger, deps.metrics);
+  // The upstream's address only: its URL's query may carry a credential.
+  const spanAttributes = { 'server.address': target.hostname, 'server.port': Number(target.port || (target.protocol === 'https:' ? 443 : 80)) };
 
   async function forward(req: IncomingMessage, res: ServerResponse, ctx: ForwardContext): Promise<void> {
     const method = req.method;
@@ -53,15 +55,16 @@ export function createHttpForwarder(route: RouteConfig, deps: HttpForwarderDeps)
         return writeError(res, scope.failure(err as Error));
       }
     }
+    const span = ctx.span?.child(method, 'client', spanAttributes);
     return new Promise<void>((resolve) => {
-      const exchange = new Exchange(scope, method, res, ctx.auth, sessionId, resolve, ctx.transform);
+      const exchange = new Exchange(scope, method, res, ctx.auth, sessionId, resolve, ctx.transform, span);
       // A body to rewrite must arrive readable: no content coding.
       const injected = ctx.transform ? { ...ctx.injected, 'accept-encoding': 'identity' } : ctx.injected;
       pool.dispatch(
         {
           path: upstreamPath,
           method,
-          headers: buildUpstreamHeaders(req.rawHeaders, { hostHeader: target.host, injected }),
+          headers: buildUpstreamHeaders(req.rawHeaders, { hostHeader: target.host, injected, trace: span?.traceHeaders() }),
           body: ctx.body.length > 0 || method === 'POST' ? ctx.body : null,
         },
         exchange,

@@ -17,6 +17,7 @@ import type { UpstreamCredential } from '../upstream-auth/upstream-credential.js
 import type { Metrics, RequestOutcome } from '../observability/metrics.js';
 import type { TallyCount } from '../observability/counter-tally.js';
 import type { Logger } from '../observability/logger.js';
+import type { GatewaySpan, Tracing } from '../observability/tracing.js';
 import { writeError } from '../errors/write-error.js';
 import type { PolicyStep } from '../policy/policy-step.js';
 
@@ -39,16 +40,24 @@ export interface ProtectedRouteDeps {
    * what authentication costs against the same gateway without it.
    */
   benchmarkPrincipal?: AuthContext;
+  /** One server span per request when set; undefined (no endpoint configured): no span, not even a no-op one. */
+  tracing?: Tracing;
 }
 
 export type ProtectedRouteHandler = (req: IncomingMessage, res: ServerResponse, search: string) => Promise<void>;
+type SpannedHandler = (req: IncomingMessage, res: ServerResponse, search: string, span?: GatewaySpan) => Promise<void>;
 
 export function createProtectedRoute(route: RouteConfig, deps: ProtectedRouteDeps): ProtectedRouteHandler {
+  const handle = createHandler(route, deps);
+  return deps.tracing ? tracedHandler(route, deps.tracing, handle) : handle;
+}
+
+function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHandler {
   const challenge = { resourceMetadataUrl: route.resourceMetadataUrl };
   const routeLabel = route.path;
   const finish = routeOutcomeRecorder(deps.metrics, routeLabel);
 
-  return async function handleProtectedRoute(req, res, search) {
+  return async function handleProtectedRoute(req, res, search, span) {
     const started = performance.now();
     const origin = req.headers.origin;
     // Allowed cross-origin callers must be able to read errors too (the 401 challenge).
@@ -59,6 +68,7 @@ export function createProtectedRoute(route: RouteConfig, deps: ProtectedRouteDep
         const preflight = corsPreflight(origin, route.allowedOrigins, deps.selfOrigin);
         res.writeHead(preflight.status, preflight.headers);
         res.end();
+        span?.setStatus(preflight.status);
         finish(preflight.status, preflight.status < 400 ? 'allow' : 'deny', started);
         return;
       }
@@ -77,20 +87,39 @@ export function createProtectedRoute(route: RouteConfig, deps: ProtectedRouteDep
       // Synchronous for a token this connection presented before: no await, no promise.
       const authenticated = deps.benchmarkPrincipal ?? authenticate(route, deps.verifier, req, search);
       auth = authenticated instanceof Promise ? await authenticated : authenticated;
+      // The client, never the subject (a person) nor anything of the token.
+      span?.set('mag.client_id', auth.clientId);
       const body = formBody ?? (req.method === 'POST' ? await readBody(req, route.maxBodyBytes) : EMPTY_BODY);
-      const transform = deps.policy?.check(req, body, auth).transform;
+      const transform = deps.policy?.check(req, body, auth, span).transform;
       const credential = deps.credential.headersFor(auth);
       const injected = credential instanceof Promise ? await credential : credential;
       if (cors) for (const [name, value] of Object.entries(cors)) res.setHeader(name, value);
-      await deps.forwarder.forward(req, res, { auth, body, injected, transform });
+      await deps.forwarder.forward(req, res, { auth, body, injected, transform, span });
+      span?.setStatus(res.statusCode);
       finish(res.statusCode, 'allow', started);
     } catch (thrown) {
       const err = toGatewayError(thrown);
       if (err.status >= 500) deps.logger.warn({ route: routeLabel, err: err.cause ?? err, status: err.status }, err.description);
       else deps.logger.debug({ route: routeLabel, status: err.status, error: err.code }, err.description);
       writeError(res, err, challenge, cors);
+      span?.setStatus(err.status, err.code);
       finish(err.status, err.status === 401 ? 'unauthenticated' : err.status >= 500 ? 'error' : 'deny', started);
     }
+  };
+}
+
+/**
+ * The handler inside one server span: `POST /path`, a child of the client's
+ * `traceparent` when it sent one. What the steps learn (client id, MCP method
+ * and name, decision, status) is set on it as they go.
+ */
+function tracedHandler(route: RouteConfig, tracing: Tracing, handle: SpannedHandler): ProtectedRouteHandler {
+  const attributes = { 'http.route': route.path, 'url.path': route.path };
+  return function handleTracedRoute(req, res, search) {
+    // HTTP semantic conventions: a method outside the known ones is `_OTHER` (span names stay few).
+    const method = isForwardedMethod(req.method) || req.method === 'OPTIONS' ? req.method : '_OTHER';
+    const span = tracing.serverSpan(`${method} ${route.path}`, req.headers, { ...attributes, 'http.request.method': method });
+    return span.within(() => handle(req, res, search, span)).finally(() => span.end());
   };
 }
 

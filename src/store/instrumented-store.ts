@@ -1,7 +1,10 @@
 // Times every store call and counts its failures (mag_store_* metrics), so an
 // operator sees a slow or unreachable Redis before users report 503s. A thin
 // wrapper: the backend's behaviour, errors included, passes through unchanged.
+// With tracing, a call made while a request's span is open is a child span of
+// it, named by operation only: keys hold token hashes and session ids.
 import type { Metrics } from '../observability/metrics.js';
+import type { Tracing } from '../observability/tracing.js';
 import { StoreUnavailableError, type LogEntry, type Store } from './store.js';
 
 type StoreMetrics = Pick<Metrics, 'storeDuration' | 'storeErrors'>;
@@ -14,6 +17,7 @@ export class InstrumentedStore implements Store {
     /** The backend itself (e.g. for backend-specific checks). */
     readonly backend: Store,
     private readonly metrics: StoreMetrics,
+    private readonly tracing?: Tracing,
   ) {
     this.kind = backend.kind;
   }
@@ -59,15 +63,23 @@ export class InstrumentedStore implements Store {
   }
 
   async #observe<T>(operation: Operation, call: () => Promise<T>): Promise<T> {
+    const span = this.tracing?.current()?.child(`store ${operation}`, this.kind === 'redis' ? 'client' : 'internal', {
+      'db.system.name': this.kind,
+      'db.operation.name': operation,
+    });
     const started = process.hrtime.bigint();
     const seconds = () => Number(process.hrtime.bigint() - started) / 1e9;
     try {
       const result = await call();
       this.metrics.storeDuration.labels(this.kind, operation, 'ok').observe(seconds());
+      span?.end();
       return result;
     } catch (err) {
+      const kind = err instanceof StoreUnavailableError ? 'unavailable' : 'other';
       this.metrics.storeDuration.labels(this.kind, operation, 'error').observe(seconds());
-      this.metrics.storeErrors.labels(this.kind, operation, err instanceof StoreUnavailableError ? 'unavailable' : 'other').inc();
+      this.metrics.storeErrors.labels(this.kind, operation, kind).inc();
+      span?.fail(kind);
+      span?.end();
       throw err;
     }
   }
