@@ -14,6 +14,8 @@ const INITIALIZE = JSON.stringify({
 });
 
 export async function probeUpstream(route: RouteConfig): Promise<Finding> {
+  // A process is started per session, on demand: there is nothing listening to reach yet.
+  if (route.stdio) return ok('upstream', `${route.upstream}: a stdio server, started per session (not probed)`);
   const where = redactUrl(route.upstream);
   const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
   // A static credential is sent as the gateway sends it; the other kinds need a token endpoint or a user, so none is sent.

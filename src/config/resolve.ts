@@ -10,8 +10,20 @@ import { parseRedisUrl, RedisUrlError } from './redis-url.js';
 import { refuseDevLogin } from './dev-login-placement.js';
 import { issuerWithTrailingSlash, upstreamWithoutPath } from './hints.js';
 import type { ConfigPath, Locate } from './yaml-file.js';
-import type { GatewayFile, RouteFile, SecretRefValue } from './schema.js';
-import type { AuthorizationServerConfig, AuthorizationServerRateLimits, GatewayConfig, RouteConfig, RuleConfig, StaticClientConfig, StoreConfig, TokenConfig, UpstreamAuthConfig } from './types.js';
+import { isAbsolute, resolve as resolvePath } from 'node:path';
+import type { GatewayFile, RouteFile, SecretRefValue, StdioUpstreamFile } from './schema.js';
+import type {
+  AuthorizationServerConfig,
+  AuthorizationServerRateLimits,
+  GatewayConfig,
+  RouteConfig,
+  RuleConfig,
+  StaticClientConfig,
+  StdioUpstreamConfig,
+  StoreConfig,
+  TokenConfig,
+  UpstreamAuthConfig,
+} from './types.js';
 import { checkRedirectUri } from './redirect-uri.js';
 import { isReservedPath } from './reserved-paths.js';
 import { resolveTraces } from './telemetry.js';
@@ -168,8 +180,12 @@ class Resolver {
       this.issue(at, ['path'], `${f.path} is reserved for the gateway's own endpoints`);
     }
     if (new URL(resource).search) this.issue(at, ['resource'], 'a resource URI has no query');
-    this.warnHttp(at, ['upstream'], f.upstream);
-    this.warn(at, ['upstream'], upstreamWithoutPath(f.upstream));
+    const stdio = typeof f.upstream === 'string' ? undefined : await this.stdioUpstream(source, f.upstream.stdio);
+    const upstream = typeof f.upstream === 'string' ? f.upstream : `stdio:${f.upstream.stdio.command}`;
+    if (typeof f.upstream === 'string') {
+      this.warnHttp(at, ['upstream'], f.upstream);
+      this.warn(at, ['upstream'], upstreamWithoutPath(f.upstream));
+    }
 
     let authorizationServers = f.authorization_servers;
     if (!authorizationServers) {
@@ -179,7 +195,8 @@ class Resolver {
     return {
       file: source.file,
       path: f.path,
-      upstream: f.upstream,
+      upstream,
+      ...(stdio && { stdio }),
       resource,
       resourceMetadataUrl: resourceMetadataUrl(resource),
       authorizationServers,
@@ -255,11 +272,34 @@ class Resolver {
         };
         return u.kind === 'client_credentials'
           ? { kind: u.kind, ...common, resource: u.resource }
-          : { kind: u.kind, ...common, audience: u.audience ?? f.upstream };
+          : { kind: u.kind, ...common, audience: u.audience ?? upstreamLabel(f) };
       }
       case 'signed':
-        return { kind: 'signed', audience: u.audience ?? f.upstream, ttlMs: parseDuration(u.ttl) };
+        return { kind: 'signed', audience: u.audience ?? upstreamLabel(f), ttlMs: parseDuration(u.ttl) };
     }
+  }
+
+  /** A process the gateway starts: secrets in `env` read now, `cwd` made absolute. */
+  private async stdioUpstream({ value: f, at }: Located<RouteFile>, u: StdioUpstreamFile): Promise<StdioUpstreamConfig> {
+    const base = ['upstream', 'stdio'];
+    // The credential swap puts headers on an HTTP request; a process has none to carry them.
+    if (f.upstream_auth.kind !== 'none') this.issue(at, ['upstream_auth', 'kind'], 'a stdio upstream takes upstream_auth kind none (pass credentials in upstream.stdio.env)');
+    const env: Record<string, string> = {};
+    for (const [name, value] of Object.entries(u.env)) {
+      env[name] = typeof value === 'string' ? value : await this.secret(at, [...base, 'env', name], value);
+      if (env[name].includes('\0')) this.issue(at, [...base, 'env', name], 'an environment value cannot contain NUL');
+    }
+    const relative = (p: string) => (isAbsolute(p) ? p : resolvePath(this.input.configDir, p));
+    return {
+      // A bare name is looked up in the process's PATH; anything with a slash is a path.
+      command: u.command.includes('/') ? relative(u.command) : u.command,
+      args: u.args,
+      env,
+      inheritEnv: u.inherit_env,
+      ...(u.cwd !== undefined && { cwd: relative(u.cwd) }),
+      maxProcesses: u.max_processes,
+      idleTimeoutMs: parseDuration(u.idle_timeout),
+    };
   }
 
   private async secret(at: Locate, path: ConfigPath, ref: SecretRefValue): Promise<string> {
@@ -322,3 +362,6 @@ function rateLimits(r: AsFile['rate_limits']): AuthorizationServerRateLimits {
     pendingAuthorizations: limit(r.pending_authorizations),
   };
 }
+
+/** What audience-defaulting credential kinds name: the URL, or the stdio label. */
+const upstreamLabel = (f: RouteFile): string => (typeof f.upstream === 'string' ? f.upstream : `stdio:${f.upstream.stdio.command}`);

@@ -120,9 +120,35 @@ export const UpstreamAuthSchema = z.discriminatedUnion('kind', [
   }),
 ]).meta({ id: 'UpstreamAuth', description: 'What the upstream receives instead of the client token' });
 
+const EnvName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'not an environment variable name');
+
+export const StdioUpstreamSchema = z
+  .strictObject({
+    command: z.string().min(1).describe('the program to start: a name looked up in the inherited PATH, or a path (relative to the config directory)'),
+    args: z.array(z.string()).default([]).describe('${PROCESS_DIR} is replaced by the process\'s private directory'),
+    env: z
+      .record(EnvName, z.union([z.string(), SecretRef]))
+      .default({})
+      .describe('the only variables the process gets besides inherit_env; ${PROCESS_DIR} in a plain value is replaced'),
+    inherit_env: z.array(EnvName).default(['PATH', 'LANG']).describe("the gateway's own variables that pass to the process"),
+    cwd: z.string().min(1).optional().describe('default: ${PROCESS_DIR}, a fresh private (0700) directory per process'),
+    max_processes: z.number().int().positive().max(10_000).default(20).describe('per route; beyond it: 503 with Retry-After'),
+    idle_timeout: Duration.default('10m').describe('a process idle this long is stopped (SIGTERM, then SIGKILL)'),
+  })
+  .meta({ id: 'StdioUpstream', description: 'An MCP server the gateway starts itself, one process per MCP session' });
+
 export const RouteSchema = z.strictObject({
   path: RoutePath,
-  upstream: HttpUrl,
+  upstream: z
+    .union([HttpUrl, z.strictObject({ stdio: StdioUpstreamSchema })], {
+      error: (issue) =>
+        issue.input === undefined
+          ? 'required, but missing'
+          : typeof issue.input === 'object' && issue.input !== null && 'stdio' in issue.input
+            ? 'stdio needs at least command (then args, env, inherit_env, cwd, max_processes, idle_timeout)'
+            : 'expected an http(s) URL or { stdio: { command, ... } }',
+    })
+    .describe('a Streamable HTTP URL, or { stdio: { command, ... } }'),
   resource: HttpUrl.optional().describe('default: public_url + path'),
   authorization_servers: z.array(HttpUrl).min(1).optional().describe('default: the built-in AS'),
   token: TokenSchema.optional(),
@@ -309,3 +335,4 @@ export const GatewayDocumentSchema = GatewaySchema.extend({
 export type GatewayFile = z.infer<typeof GatewaySchema>;
 export type RouteFile = z.infer<typeof RouteSchema>;
 export type SecretRefValue = z.infer<typeof SecretRef>;
+export type StdioUpstreamFile = z.infer<typeof StdioUpstreamSchema>;

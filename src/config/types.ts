@@ -45,11 +45,28 @@ export type UpstreamAuthConfig =
   | { kind: 'idp_token' }
   | { kind: 'signed'; audience: string; ttlMs: number };
 
+/** `upstream: { stdio: ... }`: the gateway starts the server itself (src/proxy/stdio/). */
+export interface StdioUpstreamConfig {
+  command: string;
+  /** May hold `${PROCESS_DIR}`, replaced per process. */
+  args: string[];
+  /** Secrets already read; plain values may hold `${PROCESS_DIR}`. */
+  env: Record<string, string>;
+  inheritEnv: string[];
+  /** Absolute; undefined: the process's own private directory. */
+  cwd?: string;
+  maxProcesses: number;
+  idleTimeoutMs: number;
+}
+
 export interface RouteConfig {
   /** The file this route came from, for messages. */
   file: string;
   path: string;
+  /** The Streamable HTTP URL; for a stdio route, `stdio:<command>` (a label only). */
   upstream: string;
+  /** Set when the upstream is a process the gateway starts (then `upstream` is a label). */
+  stdio?: StdioUpstreamConfig;
   /** Canonical resource URI: the audience tokens must carry. */
   resource: string;
   /** `<public_url>/.well-known/oauth-protected-resource<path>` */

@@ -7,10 +7,11 @@ import { createTokenVerifier } from '../auth/create-token-verifier.js';
 import { createAuthorizationServer, type AuthorizationServer } from '../authorization-server/index.js';
 import type { GatewayConfig, RouteConfig } from '../config/types.js';
 import { createPolicyStep } from '../policy/policy-step.js';
-import type { Forwarder } from '../proxy/forwarder.js';
+import type { Forwarder, ProxyMetrics } from '../proxy/forwarder.js';
 import { createHttpForwarder } from '../proxy/http-forwarder.js';
 import { createSessionBinding, type SessionBinding } from '../proxy/session-binding.js';
 import { sessionHook } from '../proxy/session-hook.js';
+import { createStdioForwarder } from '../proxy/stdio/stdio-forwarder.js';
 import { createProtectedRoute, type ProtectedRouteHandler } from '../routes/protected-route.js';
 import { createUpstreamCredential } from '../upstream-auth/create-upstream-credential.js';
 import type { Services } from './services.js';
@@ -66,16 +67,34 @@ export async function buildRouteTable(config: GatewayConfig, services: Services,
   return { listener: app.listener, forwarders, authorizationServer: as };
 }
 
-function createRouteForwarder(route: RouteConfig, sessions: SessionBinding, { logger, metrics }: Services): Forwarder {
-  return createHttpForwarder(route, {
-    session: sessionHook(route.path, sessions, logger),
-    logger,
-    metrics: {
-      upstreamError: (kind) => metrics.upstreamErrors.labels(route.path, kind).inc(),
-      streamOpened: () => metrics.openStreams.labels(route.path).inc(),
-      streamClosed: () => metrics.openStreams.labels(route.path).dec(),
-    },
-  });
+function createRouteForwarder(route: RouteConfig, sessions: SessionBinding, { logger, metrics, sharedForwarders }: Services): Forwarder {
+  const session = sessionHook(route.path, sessions, logger);
+  const proxyMetrics: ProxyMetrics = {
+    upstreamError: (kind) => metrics.upstreamErrors.labels(route.path, kind).inc(),
+    streamOpened: () => metrics.openStreams.labels(route.path).inc(),
+    streamClosed: () => metrics.openStreams.labels(route.path).dec(),
+  };
+  const { stdio } = route;
+  if (!stdio) return createHttpForwarder(route, { session, logger, metrics: proxyMetrics });
+  // Same path and settings as in the table before a reload: the same processes go on serving.
+  const key = JSON.stringify([route.path, stdio, route.maxBodyBytes, route.upstreamTimeoutMs]);
+  return sharedForwarders.acquire(key, () =>
+    createStdioForwarder({ ...route, stdio }, {
+      session,
+      logger,
+      metrics: {
+        ...proxyMetrics,
+        processStarted: () => {
+          metrics.stdioSpawns.labels(route.path).inc();
+          metrics.stdioProcesses.labels(route.path).inc();
+        },
+        processEnded: (reason) => {
+          metrics.stdioExits.labels(route.path, reason).inc();
+          metrics.stdioProcesses.labels(route.path).dec();
+        },
+      },
+    }),
+  );
 }
 
 /** Ends the table's event streams and closes its upstream pools. */

@@ -16,6 +16,7 @@ import { enforceEvictionPolicy } from '../store/eviction-policy.js';
 import { InstrumentedStore } from '../store/instrumented-store.js';
 import { RedisStore } from '../store/redis-store.js';
 import type { Store } from '../store/store.js';
+import { SharedForwarders } from './shared-forwarders.js';
 import type { StartOptions } from './start-options.js';
 
 export interface Services {
@@ -33,6 +34,8 @@ export interface Services {
   /** /readyz answers from this: ready once listening, not ready again when draining. */
   readiness: Lifecycle;
   operations: Hono;
+  /** stdio routes' forwarders (their processes), kept across reloads that leave the route unchanged. */
+  sharedForwarders: SharedForwarders;
 }
 
 export async function openServices(config: GatewayConfig, options: StartOptions): Promise<Services> {
@@ -53,6 +56,7 @@ export async function openServices(config: GatewayConfig, options: StartOptions)
     tokenCacheHits: metrics.tokenCacheTally.count({ result: 'hit' }),
     tokenCacheMisses: metrics.tokenCacheTally.count({ result: 'miss' }),
     readiness,
+    sharedForwarders: new SharedForwarders(),
     operations: operationsRoutes({ lifecycle: readiness, store, metrics, storeTimeoutMs: config.storeTimeoutMs }),
   };
 }

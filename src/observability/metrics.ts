@@ -56,6 +56,27 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly stdioProcesses = new Gauge({
+    name: 'mag_stdio_processes',
+    help: 'Child processes of stdio routes currently running, by route',
+    labelNames: ['route'] as const,
+    registers: [this.registry],
+  });
+
+  readonly stdioSpawns = new Counter({
+    name: 'mag_stdio_spawns_total',
+    help: 'Child processes started for stdio routes, by route',
+    labelNames: ['route'] as const,
+    registers: [this.registry],
+  });
+
+  readonly stdioExits = new Counter({
+    name: 'mag_stdio_exits_total',
+    help: 'Child processes of stdio routes that ended, by route and reason (exited, idle, deleted, shutdown, fault, timeout, spawn_failed)',
+    labelNames: ['route', 'reason'] as const,
+    registers: [this.registry],
+  });
+
   readonly storeDuration = new Histogram({
     name: 'mag_store_operation_duration_seconds',
     help: 'Store operations (get, set, take...) by backend, operation and outcome',

@@ -1,0 +1,121 @@
+// The answer to one POST that carried requests: the responses to those
+// requests (and, on an event stream, the server's messages related to them)
+// go back to this client. JSON when the client does not accept an event
+// stream: one body once every response is in. Until the first byte is
+// written, an HTTP error is still possible: a process that does not answer
+// within the route's upstream_timeout gets the client a 504, one that exits
+// a 502. After that, a failure is a JSON-RPC error per unanswered request.
+import type { ServerResponse } from 'node:http';
+import { GatewayError } from '../../errors/gateway-error.js';
+import { writeError } from '../../errors/write-error.js';
+import type { ResponseTransform } from '../response-transform.js';
+import { errorResponse, type JsonRpcId, type Message } from './messages.js';
+import { SseSink } from './sse-sink.js';
+import type { Answer } from './stdio-session.js';
+
+export interface PostAnswerOptions {
+  res: ServerResponse;
+  /** The client accepts `text/event-stream`. */
+  stream: boolean;
+  /** The body was a batch: a JSON answer is an array. */
+  batch: boolean;
+  transform?: ResponseTransform;
+  /** Headers of the answer (the new session's `Mcp-Session-Id`). */
+  headers?: Record<string, string>;
+  timeoutMs: number;
+  /** The answer is complete, failed or abandoned by the client. */
+  done(outcome: 'complete' | 'timeout' | 'client_gone'): void;
+}
+
+export class PostAnswer implements Answer {
+  private readonly sink: SseSink | undefined;
+  private readonly collected: Message[] = [];
+  private readonly timer: NodeJS.Timeout;
+  /** Requests of this POST still waiting for their response, by the client's id. */
+  outstanding = 0;
+  finished = false;
+
+  constructor(private readonly options: PostAnswerOptions) {
+    this.sink = options.stream ? new SseSink(options.res, options.transform, options.headers) : undefined;
+    this.timer = setTimeout(() => this.timeout(), options.timeoutMs);
+    this.timer.unref();
+    options.res.on('close', () => {
+      if (!this.finished) this.finish('client_gone');
+    });
+  }
+
+  get streaming(): boolean {
+    return this.sink !== undefined;
+  }
+
+  /** The response to one of this POST's requests. */
+  respond(message: Message): void {
+    if (this.finished) return;
+    this.outstanding--;
+    if (this.sink) {
+      clearTimeout(this.timer);
+      this.sink.write(message);
+      if (this.outstanding <= 0) {
+        this.sink.end();
+        this.finish('complete');
+      }
+      return;
+    }
+    this.collected.push(message);
+    if (this.outstanding <= 0) this.writeJson();
+  }
+
+  /** A server message related to this POST (progress, sampling, elicitation): event streams only. */
+  relay(message: Message): boolean {
+    if (this.finished || !this.sink) return false;
+    clearTimeout(this.timer);
+    this.sink.write(message);
+    return true;
+  }
+
+  /** The process is gone: an HTTP error if nothing was written yet, else a JSON-RPC error per request still waiting. */
+  fail(error: GatewayError, waiting: JsonRpcId[], rpcMessage: string): void {
+    if (this.finished) return;
+    if (!this.sink?.headSent) {
+      this.finish('complete');
+      writeError(this.options.res, error);
+      return;
+    }
+    for (const id of waiting) this.sink.write(errorResponse(id, -32603, rpcMessage));
+    this.sink.end();
+    this.finish('complete');
+  }
+
+  private writeJson(): void {
+    const { res, batch, transform, headers } = this.options;
+    const payload = batch ? this.collected : this.collected[0];
+    const head = { 'content-type': 'application/json', ...headers };
+    let bytes: Buffer = Buffer.from(JSON.stringify(payload));
+    try {
+      const body = transform?.(head);
+      if (body) bytes = Buffer.concat([body.push(bytes), body.end()]);
+    } catch {
+      this.finish('complete');
+      writeError(res, new GatewayError(502, 'bad_gateway', 'Upstream response could not be filtered'));
+      return;
+    }
+    this.finish('complete');
+    if (res.writableEnded) return;
+    res.writeHead(200, { ...head, 'content-length': String(bytes.length) });
+    res.end(bytes);
+  }
+
+  private timeout(): void {
+    if (this.finished) return;
+    if (this.sink?.headSent) return;
+    this.finish('timeout');
+    writeError(this.options.res, new GatewayError(504, 'gateway_timeout', 'Upstream did not answer in time'));
+  }
+
+  private finish(outcome: 'complete' | 'timeout' | 'client_gone'): void {
+    if (this.finished) return;
+    this.finished = true;
+    clearTimeout(this.timer);
+    this.options.done(outcome);
+  }
+}

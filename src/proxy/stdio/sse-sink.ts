@@ -1,0 +1,60 @@
+// Writes JSON-RPC messages to a client as an event stream (the response of a
+// POST, or the session's GET stream), through the route's response transform
+// (tools/list filtering) exactly as the HTTP forwarder applies it. The head is
+// written with the first message, so a sink that never gets one can still
+// answer with an HTTP error.
+import type { ServerResponse } from 'node:http';
+import type { BodyTransform, ResponseTransform } from '../response-transform.js';
+
+export const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' } as const;
+
+export class SseSink {
+  private body: BodyTransform | undefined;
+  headSent = false;
+  closed = false;
+
+  constructor(
+    readonly res: ServerResponse,
+    private readonly transform: ResponseTransform | undefined,
+    private readonly extraHeaders: Record<string, string> = {},
+  ) {}
+
+  /** Sends the head now (a GET stream opens at once). */
+  open(): void {
+    if (this.headSent || this.res.writableEnded) return;
+    this.headSent = true;
+    const headers = { ...SSE_HEADERS, ...this.extraHeaders };
+    this.body = this.transform?.(headers);
+    this.res.writeHead(200, headers);
+    this.res.flushHeaders();
+  }
+
+  /** One message as one event. A transform that refuses it cuts the stream (fail closed). */
+  write(message: unknown): void {
+    if (this.closed || this.res.writableEnded) return;
+    this.open();
+    let bytes: Buffer = Buffer.from(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
+    try {
+      if (this.body) bytes = this.body.push(bytes);
+    } catch {
+      this.closed = true;
+      this.res.destroy();
+      return;
+    }
+    if (bytes.length > 0) this.res.write(bytes);
+  }
+
+  end(): void {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.res.writableEnded) return;
+    try {
+      const tail = this.body?.end();
+      if (tail && tail.length > 0) this.res.write(tail);
+    } catch {
+      this.res.destroy();
+      return;
+    }
+    this.res.end();
+  }
+}

@@ -1,0 +1,78 @@
+// A tiny MCP server over stdio, written without any SDK so each fault is exact.
+// Mode is argv[2]: probe (default: reports its env, argv, cwd and pid; sleeps;
+// crashes mid-call; asks the client for sampling), silent (never answers),
+// flood (floods stderr, then serves), exit (exits at once), huge (a tools/list
+// answer over any sane line limit).
+import { createInterface } from 'node:readline';
+
+const mode = process.argv[2] ?? 'probe';
+if (mode === 'exit') process.exit(3);
+
+const send = (message) => process.stdout.write(`${JSON.stringify(message)}\n`);
+const pendingAsks = new Map();
+let askId = 1000;
+
+const TOOLS = [
+  { name: 'report', description: 'env, argv, cwd, pid', inputSchema: { type: 'object', properties: {} } },
+  { name: 'sleep', description: 'answers after ms', inputSchema: { type: 'object', properties: { ms: { type: 'number' } } } },
+  { name: 'crash', description: 'exits without answering', inputSchema: { type: 'object', properties: {} } },
+  { name: 'ask', description: 'asks the client for a sampling', inputSchema: { type: 'object', properties: {} } },
+  { name: 'delete_all', description: 'a tool policies deny', inputSchema: { type: 'object', properties: {} } },
+];
+
+const text = (value) => ({ content: [{ type: 'text', text: typeof value === 'string' ? value : JSON.stringify(value) }] });
+
+function call(message) {
+  const { name, arguments: args = {} } = message.params;
+  const reply = (result) => send({ jsonrpc: '2.0', id: message.id, result });
+  switch (name) {
+    case 'report':
+      return reply(text({ env: process.env, argv: process.argv.slice(2), cwd: process.cwd(), pid: process.pid }));
+    case 'sleep':
+      return setTimeout(() => reply(text(`slept ${args.ms}`)), args.ms ?? 0);
+    case 'crash':
+      return process.exit(7);
+    case 'ask': {
+      const id = askId++;
+      pendingAsks.set(id, (answer) => reply(text(answer)));
+      return send({ jsonrpc: '2.0', id, method: 'sampling/createMessage', params: { messages: [{ role: 'user', content: { type: 'text', text: 'hi' } }], maxTokens: 5 } });
+    }
+    default:
+      return reply(text(`called ${name}`));
+  }
+}
+
+function handle(message) {
+  if (message.id !== undefined && message.method === undefined) {
+    const resolve = pendingAsks.get(message.id);
+    pendingAsks.delete(message.id);
+    return resolve?.(message.result ?? message.error);
+  }
+  if (mode === 'silent' || message.id === undefined) return;
+  switch (message.method) {
+    case 'initialize':
+      return send({ jsonrpc: '2.0', id: message.id, result: { protocolVersion: message.params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: 'fixture', version: '1' } } });
+    case 'tools/list':
+      if (mode === 'huge') return send({ jsonrpc: '2.0', id: message.id, result: { tools: TOOLS, padding: 'x'.repeat(200_000) } });
+      return send({ jsonrpc: '2.0', id: message.id, result: { tools: TOOLS } });
+    case 'tools/call':
+      return call(message);
+    default:
+      return send({ jsonrpc: '2.0', id: message.id, error: { code: -32601, message: 'Method not found' } });
+  }
+}
+
+if (mode === 'flood') {
+  const line = `${'e'.repeat(200)}\n`;
+  // About 20 MB, far more than the gateway may keep or log.
+  let rounds = 500;
+  const flood = () => {
+    for (let i = 0; i < 200; i++) process.stderr.write(line);
+    if (--rounds > 0) setTimeout(flood, 0);
+  };
+  flood();
+}
+// Not JSON-RPC: a banner on stdout that must be logged, never forwarded.
+process.stdout.write('fixture server starting (not JSON)\n');
+createInterface({ input: process.stdin }).on('line', (line) => handle(JSON.parse(line)));
+process.stdin.on('end', () => process.exit(0));
