@@ -8,9 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { CreateMessageRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectClient, FIXTURE_SERVER, isAlive, resultText, serverBin, startStdioStage, waitFor, type StdioStage } from '../helpers/stdio-stage.js';
+import { connectClient, FIXTURE_SERVER, resultText, serverBin, startStdioStage, type StdioStage } from '../helpers/stdio-stage.js';
 
 const MEMORY = '/memory/mcp';
 const FILES = '/files/mcp';
