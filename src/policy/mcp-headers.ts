@@ -57,39 +57,64 @@ const isPlainMethod = (raw: string) => PLAIN_VALUE.test(raw) && !raw.startsWith(
 
 type RequestHeaders = Readonly<Record<string, string | string[] | undefined>>;
 
-/** Whether `Mcp-Method` or `Mcp-Name` appears more than once in Node's `[name, value, …]` list. */
-function repeatsRoutingHeader(rawHeaders: readonly string[]): boolean {
-  let methods = 0;
-  let names = 0;
-  for (let i = 0; i < rawHeaders.length; i += 2) {
-    const name = rawHeaders[i]!;
-    if (name.length !== 10 && name.length !== 8) continue;
+/**
+ * `Mcp-Param-{Name}` mirrors a tool argument the server marked with
+ * `x-mcp-header`. Which argument is in the tool's input schema, which only
+ * the upstream knows, so the gateway compares none of them with the body (the
+ * upstream must) and forwards every one; it holds them to the one-reading
+ * rules of `Mcp-Name` so that whatever reads them behind or in front of the
+ * gateway reads one value. `_` folds to `-` here: `Mcp_Param_X` is the same
+ * variable as `Mcp-Param-X` to a CGI-style reader.
+ */
+const PARAM_PREFIX = 'mcp-param-';
+const PARAM_NAME = /^mcp-param-[a-z0-9-]+$/;
+
+const isParamHeader = (lower: string) => lower.length >= PARAM_PREFIX.length && lower.replaceAll('_', '-').startsWith(PARAM_PREFIX);
+
+/** What is wrong with the routing and parameter headers regardless of the body, or undefined. */
+function headerFault(headers: RequestHeaders, rawHeaders: readonly string[] | undefined): string | undefined {
+  // Node joins repeated headers with ", " while an upstream may read the first or the last: one of each.
+  if (Array.isArray(headers['mcp-method']) || Array.isArray(headers['mcp-name'])) return 'Mcp-Method and Mcp-Name may appear once';
+  // Without the raw list (callers that have only Node's object) each name appears once, joined.
+  const names = rawHeaders ?? Object.keys(headers).flatMap((name) => [name, '']);
+  const seen = new Set<string>();
+  for (let i = 0; i < names.length; i += 2) {
+    const name = names[i]!;
+    // Most names are neither: judged by length and first letter before any lower-casing.
+    if (name.length < 8 || (name.charCodeAt(0) | 0x20) !== 0x6d) continue;
     const lower = name.toLowerCase();
-    if ((lower === 'mcp-method' && ++methods > 1) || (lower === 'mcp-name' && ++names > 1)) return true;
+    if (lower === 'mcp-method' || lower === 'mcp-name') {
+      if (seen.has(lower)) return 'Mcp-Method and Mcp-Name may appear once';
+      seen.add(lower);
+    } else if (isParamHeader(lower)) {
+      if (!PARAM_NAME.test(lower)) return 'An Mcp-Param header name may hold only letters, digits and -';
+      if (seen.has(lower)) return 'Each Mcp-Param header may appear once';
+      seen.add(lower);
+      const value = rawHeaders ? names[i + 1]! : (headers[lower] as string);
+      if (decodeHeaderValue(value) === undefined) return 'An Mcp-Param header is neither visible ASCII nor a valid =?base64?…?= value';
+    }
   }
-  return false;
+  return undefined;
 }
 
 /**
  * Throws HeaderMismatchError when `Mcp-Method` or `Mcp-Name` is present and
- * malformed or differs from the body. Absent headers are fine (older revisions send none).
+ * malformed or differs from the body, or an `Mcp-Param-*` header is malformed
+ * or repeated. Absent headers are fine (older revisions send none).
  */
 export function checkMcpHeaders(headers: RequestHeaders, request: ParsedRequest, rawHeaders?: readonly string[]): void {
   const methodHeader = headers['mcp-method'];
   const nameHeader = headers['mcp-name'];
-  if (methodHeader === undefined && nameHeader === undefined) return;
-
   const first = request.messages[0]!;
   const id = request.batch ? null : (idOf(first) ?? null);
   const fail = (message: string) => {
     throw new HeaderMismatchError(message, id);
   };
+  const fault = headerFault(headers, rawHeaders);
+  if (fault !== undefined) fail(fault);
+  if (methodHeader === undefined && nameHeader === undefined) return;
   // The headers describe one message; a batch cannot match them.
   if (request.batch) fail('Mcp-Method and Mcp-Name describe a single message, not a batch');
-  // Node joins repeated headers with ", " while an upstream may read the first or the last: one of each.
-  if (Array.isArray(methodHeader) || Array.isArray(nameHeader) || (rawHeaders && repeatsRoutingHeader(rawHeaders))) {
-    fail('Mcp-Method and Mcp-Name may appear once');
-  }
 
   const operation = operationOf(first);
   if (methodHeader !== undefined) {
@@ -113,7 +138,7 @@ export function checkMcpHeaders(headers: RequestHeaders, request: ParsedRequest,
  * passed to an upstream (or a router behind the gateway) unchecked.
  */
 export function refuseMcpHeadersWithoutBody(headers: RequestHeaders): void {
-  if (headers['mcp-method'] !== undefined || headers['mcp-name'] !== undefined) {
-    throw new HeaderMismatchError('Mcp-Method and Mcp-Name belong on a POST, with the message they describe', null);
+  if (headers['mcp-method'] !== undefined || headers['mcp-name'] !== undefined || Object.keys(headers).some(isParamHeader)) {
+    throw new HeaderMismatchError('Mcp-Method, Mcp-Name and Mcp-Param headers belong on a POST, with the message they describe', null);
   }
 }

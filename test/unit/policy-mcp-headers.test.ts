@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
 import { HEADER_MISMATCH, HeaderMismatchError, checkMcpHeaders, decodeHeaderValue, refuseMcpHeadersWithoutBody } from '../../src/policy/mcp-headers.js';
 import { parseJsonRpcBody } from '../../src/policy/json-rpc.js';
 import { thrownBy } from '../helpers/rejection.js';
@@ -89,5 +90,74 @@ describe('routing headers on GET and DELETE', () => {
       expect(thrownBy(() => refuseMcpHeadersWithoutBody(headers), HeaderMismatchError).id).toBeNull();
     }
     expect(() => refuseMcpHeadersWithoutBody({ 'mcp-session-id': 's', 'mcp-protocol-version': '2025-06-18' })).not.toThrow();
+  });
+});
+
+describe('Mcp-Param-* headers (x-mcp-header tool arguments)', () => {
+  const call = toolCall('execute_sql');
+  const raw = (...pairs: string[]) => pairs;
+  const asObject = (pairs: readonly string[]) => {
+    const out: Record<string, string> = {};
+    for (let i = 0; i < pairs.length; i += 2) {
+      const name = pairs[i]!.toLowerCase();
+      out[name] = name in out ? `${out[name]}, ${pairs[i + 1]}` : pairs[i + 1]!;
+    }
+    return out;
+  };
+  const check = (pairs: string[]) => checkMcpHeaders(asObject(pairs), call, pairs);
+
+  it('accepts plain and base64 values, with or without Mcp-Method and Mcp-Name, the spec\'s examples included', () => {
+    expect(() => check(raw('Mcp-Method', 'tools/call', 'Mcp-Name', 'execute_sql', 'Mcp-Param-Region', 'us-west1'))).not.toThrow();
+    expect(() => check(raw('Mcp-Param-Region', 'us-west1'))).not.toThrow();
+    for (const value of ['=?base64?SGVsbG8sIOS4lueVjA==?=', '=?base64?IHBhZGRlZCA=?=', '=?base64?bGluZTEKbGluZTI=?=', '=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?=', 'Seattle, WA', '42', 'true']) {
+      expect(() => check(raw('Mcp-Param-Text', value)), value).not.toThrow();
+    }
+  });
+
+  it('refuses a value that is neither visible ASCII nor the exact base64 form, with -32020 and the request id', () => {
+    for (const value of [' padded', 'caf\xe9', 'line1\nline2'.replace('\n', '\t'), '=?BASE64?aGk=?=', '=?base64?aGk?=', '=?base64?//79?=']) {
+      const err = thrownBy(() => check(raw('Mcp-Param-Text', value)), HeaderMismatchError);
+      expect(err.id).toBe(7);
+      expect(err.body()).not.toContain(value);
+    }
+  });
+
+  it('refuses a repeated Mcp-Param header, whatever the spelling of its name: an upstream may read either value', () => {
+    thrownBy(() => check(raw('Mcp-Param-Region', 'us-west1', 'MCP-PARAM-REGION', 'eu-west1')), HeaderMismatchError);
+    thrownBy(() => check(raw('Mcp-Param-Region', 'us-west1', 'mcp-param-region', 'us-west1')), HeaderMismatchError);
+    expect(() => check(raw('Mcp-Param-Region', 'us-west1', 'Mcp-Param-Zone', 'b'))).not.toThrow();
+  });
+
+  it('refuses a name outside letters, digits and - (it would be dropped on the way, J50) and an empty one', () => {
+    for (const name of ['Mcp-Param-Region_Name', 'Mcp_Param_Region', 'Mcp-Param-Re.gion', 'Mcp-Param-']) {
+      thrownBy(() => check(raw(name, 'x')), HeaderMismatchError);
+    }
+  });
+
+  it('holds the headers to their form without the raw list too (Node\'s object alone)', () => {
+    thrownBy(() => checkMcpHeaders({ 'mcp-param-text': ' padded' }, call), HeaderMismatchError);
+    expect(() => checkMcpHeaders({ 'mcp-param-text': 'ok' }, call)).not.toThrow();
+  });
+
+  it('is refused on GET and DELETE like Mcp-Method', () => {
+    thrownBy(() => refuseMcpHeadersWithoutBody({ 'mcp-param-region': 'us-west1' }), HeaderMismatchError);
+  });
+
+  it('property: any UTF-8 value in the base64 form is accepted and decodes to itself; its plain form is accepted exactly when visible ASCII without outer space', () => {
+    fc.assert(
+      fc.property(fc.string({ unit: 'grapheme', maxLength: 40 }), (value) => {
+        expect(() => check(raw('Mcp-Param-V', b64(value)))).not.toThrow();
+        expect(decodeHeaderValue(b64(value))).toBe(value);
+        const plainOk = /^(?:[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?)?$/.test(value) && !value.startsWith('=?');
+        let threw = false;
+        try {
+          check(raw('Mcp-Param-V', value));
+        } catch (err) {
+          expect(err).toBeInstanceOf(HeaderMismatchError);
+          threw = true;
+        }
+        expect(threw).toBe(!plainOk);
+      }),
+    );
   });
 });

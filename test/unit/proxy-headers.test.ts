@@ -84,7 +84,7 @@ describe('buildUpstreamHeaders', () => {
       'X-Userinfo', 'X-Access-Token', 'X-Id-Token', 'Gap-Auth', 'X-Auth-Request-Groups', 'Remote-Groups', 'X-Remote-Addr', 'X-authentik-jwt',
       'X-Vouch-User', 'X-Endpoint-API-UserInfo', 'X-Apigateway-Api-Userinfo',
     ];
-    const kept = ['X-Api-Key', 'Dpop-Nonce-Hint', 'X-Cert', 'X-Ms-Request-Id', 'Cf-Ray', 'X-Amzn-Trace-Id', 'X-Goog-Api-Client', 'X-Userinfo-Hint', 'Mcp-Name'];
+    const kept = ['X-Api-Key', 'Dpop-Nonce-Hint', 'X-Cert', 'X-Ms-Request-Id', 'Cf-Ray', 'X-Amzn-Trace-Id', 'X-Goog-Api-Client', 'X-Userinfo-Hint', 'Mcp-Name', 'Mcp-Method', 'Mcp-Param-Region', 'MCP-PARAM-X-Tenant-Id'];
     const out = byName(buildUpstreamHeaders([...identity, ...kept].flatMap((name) => [name, 'v']), opts));
     expect([...out.keys()].sort()).toEqual(['authorization', 'host', ...kept.map((n) => n.toLowerCase())].sort());
   });
