@@ -9,6 +9,9 @@
 // complete, rewritten when it holds a tool list. An answer that cannot be read,
 // or that another reader could read differently (a duplicate member, `Tools`
 // beside `tools`), is cut, never passed unfiltered.
+// What a filtering route answers depends on who asks, so every tool list it
+// passes is marked `cacheScope: "private"` (MCP 2026-07-28, SEP-2549: shared
+// intermediaries must not cache it) and the HTTP answer `Cache-Control: private`.
 import type { BodyTransform, ResponseTransform } from '../proxy/response-transform.js';
 import { AmbiguousMemberError, checkMemberNames, readNames } from './member-names.js';
 import { SseEventSplitter, formatSseEvent, parseSseEvent } from './sse-events.js';
@@ -33,7 +36,9 @@ const MAX_ANSWER_DEPTH = 256;
 const MIGHT_LIST_TOOLS = /tools|\\u|[^\x00-\x7f]/i;
 
 const RESPONSE_MEMBERS = readNames('jsonrpc', 'id', 'method', 'result', 'error', 'params');
-const RESULT_MEMBERS = readNames('tools');
+const RESULT_MEMBERS = readNames('tools', 'cacheScope');
+/** SEP-2549's value for a result that only its caller may be served from a cache. */
+const PRIVATE = 'private';
 const TOOL_MEMBERS = readNames('name');
 
 export function toolsListFilter(options: ToolsListFilterOptions): ResponseTransform {
@@ -69,7 +74,10 @@ function readAnswer(text: string): unknown {
   }
 }
 
-/** Removes the tools the caller may not call from every tool list in a JSON-RPC payload; true when it changed. */
+/**
+ * Removes the tools the caller may not call from every tool list in a
+ * JSON-RPC payload and marks each such result private; true when it changed.
+ */
 function filterPayload(payload: unknown, options: ToolsListFilterOptions): boolean {
   const messages = Array.isArray(payload) ? payload : [payload];
   let changed = false;
@@ -88,6 +96,11 @@ function filterPayload(payload: unknown, options: ToolsListFilterOptions): boole
       (result as { tools: unknown[] }).tools = kept;
       changed = true;
     }
+    // Private even when nothing was removed: another caller's list may be shorter.
+    if ((result as { cacheScope?: unknown }).cacheScope !== PRIVATE) {
+      (result as { cacheScope: string }).cacheScope = PRIVATE;
+      changed = true;
+    }
   }
   return changed;
 }
@@ -104,6 +117,7 @@ function checked(object: object, names: Parameters<typeof checkMemberNames>[1], 
 
 /** application/json: one JSON-RPC response (or batch of them), held whole, bounded. */
 class JsonFilter implements BodyTransform {
+  readonly perCaller = true;
   private readonly chunks: Buffer[] = [];
   private size = 0;
 
@@ -128,6 +142,7 @@ class JsonFilter implements BodyTransform {
 
 /** text/event-stream: whole events in, those holding a tool list rewritten, every other one passed on as is. */
 class SseFilter implements BodyTransform {
+  readonly perCaller = true;
   private readonly splitter: SseEventSplitter;
   /** No event has gone by yet: a BOM here is skipped by clients (the EventSource rules). */
   private first = true;

@@ -229,3 +229,19 @@ export function filterResponseHeaders(headers: Readonly<Record<string, string | 
   }
   return out;
 }
+
+/** Directives that would let a shared cache keep an answer (RFC 9111 §5.2.2.9, §5.2.2.10). */
+const SHARED_CACHE_DIRECTIVE = /^(?:public|s-maxage(?:=.*)?)$/i;
+
+/**
+ * The upstream's `Cache-Control` for an answer meant for one caller only: its
+ * directives but those that address shared caches, plus `private` (RFC 9111 §5.2.2.7).
+ */
+export function privateCacheControl(value: string | string[] | undefined): string {
+  const directives = (Array.isArray(value) ? value.join(',') : (value ?? ''))
+    .split(',')
+    .map((directive) => directive.trim())
+    .filter((directive) => directive !== '' && !SHARED_CACHE_DIRECTIVE.test(directive));
+  if (!directives.some((directive) => directive.toLowerCase() === 'private')) directives.push('private');
+  return directives.join(', ');
+}

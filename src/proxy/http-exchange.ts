@@ -12,7 +12,7 @@ import { GatewayError } from '../errors/gateway-error.js';
 import { writeError } from '../errors/write-error.js';
 import type { ProxyLogger, ProxyMetrics, SessionHook } from './forwarder.js';
 import type { ForwardedMethod } from './forwarded-methods.js';
-import { filterResponseHeaders } from './headers.js';
+import { filterResponseHeaders, privateCacheControl } from './headers.js';
 import { IdleSweep, type IdleWatched } from './idle-sweep.js';
 import type { BodyTransform, ResponseTransform } from './response-transform.js';
 import { classifyUpstreamError, errorCode, upstreamErrorResponse, type UpstreamErrorKind } from './upstream-failure.js';
@@ -185,6 +185,8 @@ export class Exchange implements Dispatcher.DispatchHandler, IdleWatched {
       out['x-accel-buffering'] = 'no';
       out['cache-control'] ??= 'no-cache';
     }
+    // A filtered answer is this caller's alone (tools/list filtering).
+    if (this.body?.perCaller) out['cache-control'] = privateCacheControl(out['cache-control']);
     res.writeHead(statusCode, out);
     this.headSent = true;
     if (stream) {

@@ -8,6 +8,8 @@ export interface BodyTransform {
   push(chunk: Buffer): Buffer;
   /** Whatever is still held back, once the upstream body is complete. */
   end(): Buffer;
+  /** The rewritten body depends on the caller: no shared cache may keep it (`Cache-Control: private`). */
+  readonly perCaller?: boolean;
 }
 
 /** Picks the body transform for a 2xx response from its headers, or none. */

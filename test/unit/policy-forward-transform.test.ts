@@ -103,8 +103,25 @@ describe('the response transform hook', () => {
     };
     const res = await request({ 'accept-encoding': 'gzip, br' });
     expect(res.headers['content-length']).toBeUndefined();
-    expect(JSON.parse(await readAll(res))).toEqual({ jsonrpc: '2.0', id: 7, result: { tools: [{ name: 'ok_tool' }] } });
+    expect(JSON.parse(await readAll(res))).toEqual({ jsonrpc: '2.0', id: 7, result: { tools: [{ name: 'ok_tool' }], cacheScope: 'private' } });
     expect(seenHeaders[0]!['accept-encoding']).toBe('identity');
+  });
+
+  it('answers Cache-Control: private, keeping the upstream\'s directives but those for shared caches', async () => {
+    for (const [upstream, expected] of [
+      [undefined, 'private'],
+      ['public, max-age=60', 'max-age=60, private'],
+      ['s-maxage=600, max-age=60', 'max-age=60, private'],
+      ['no-store', 'no-store, private'],
+      ['Private, no-cache', 'Private, no-cache'],
+    ] as const) {
+      handler = (_req, res) => {
+        res.writeHead(200, { 'content-type': 'application/json', ...(upstream ? { 'cache-control': upstream } : {}) }).end(JSON.stringify(TOOLS));
+      };
+      const res = await request();
+      await readAll(res);
+      expect(res.headers['cache-control'], upstream).toBe(expected);
+    }
   });
 
   it('cuts an answer that cannot be filtered rather than pass it', async () => {

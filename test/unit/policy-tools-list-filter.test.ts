@@ -63,7 +63,7 @@ describe('tools/list filter: JSON', () => {
     const body = Buffer.from(JSON.stringify(toolsList(1)));
     for (const cuts of [[], [1], [5, 17, 30]]) {
       const out = JSON.parse(Buffer.concat(feed(transformFor('application/json'), body, cuts)).toString());
-      expect(out).toEqual({ jsonrpc: '2.0', id: 1, result: { tools: [{ name: 'echo' }, { name: 'delete_repo' }], nextCursor: 'c2' } });
+      expect(out).toEqual({ jsonrpc: '2.0', id: 1, result: { tools: [{ name: 'echo' }, { name: 'delete_repo' }], nextCursor: 'c2', cacheScope: 'private' } });
     }
   });
 
@@ -77,8 +77,21 @@ describe('tools/list filter: JSON', () => {
       const out = JSON.parse(Buffer.concat(feed(transformFor('application/json'), Buffer.from(JSON.stringify(toolsList(id))))).toString());
       expect(out.result.tools.map((t: { name: string }) => t.name)).toEqual(['echo', 'delete_repo']);
     }
-    const fine = Buffer.from(` ${JSON.stringify(toolsList(1, [{ name: 'echo' }]))} `);
+    const fine = Buffer.from(` ${JSON.stringify({ ...toolsList(1, [{ name: 'echo' }]), result: { tools: [{ name: 'echo' }], cacheScope: 'private' } })} `);
     expect(Buffer.concat(feed(transformFor('application/json'), fine)).equals(fine)).toBe(true);
+  });
+
+  it('marks every tool list it passes cacheScope "private", even one it left whole, and says its answers are per caller', () => {
+    for (const cacheScope of [undefined, 'public', 'PUBLIC', 7]) {
+      const answer = { jsonrpc: '2.0', id: 1, result: { tools: [{ name: 'echo' }], ttlMs: 60000, ...(cacheScope === undefined ? {} : { cacheScope }) } };
+      const out = JSON.parse(Buffer.concat(feed(transformFor('application/json'), Buffer.from(JSON.stringify(answer)))).toString());
+      expect(out.result).toEqual({ tools: [{ name: 'echo' }], ttlMs: 60000, cacheScope: 'private' });
+    }
+    expect(transformFor('application/json').perCaller).toBe(true);
+    expect(transformFor('text/event-stream').perCaller).toBe(true);
+    // A second spelling of cacheScope could be read by a client instead of the one set: cut.
+    const twice = Buffer.from('{"jsonrpc":"2.0","id":1,"result":{"tools":[],"cacheScope":"public","CacheScope":"public"}}');
+    expect(() => feed(transformFor('application/json'), twice)).toThrow(/one way/);
   });
 
   it('filters the tools/list answer inside a batch answer', () => {
