@@ -147,6 +147,48 @@ describe('buildUpstreamHeaders', () => {
   });
 });
 
+describe('buildUpstreamHeaders with tracing on', () => {
+  const trace = { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', tracestate: 'gw=1' };
+
+  it("replaces the client's traceparent and tracestate by the gateway's, whatever their case or number", () => {
+    const out = byName(
+      buildUpstreamHeaders(
+        ['TraceParent', '00-11111111111111111111111111111111-2222222222222222-01', 'tracestate', 'client=x', 'Tracestate', 'more=y', 'Accept', 'application/json'],
+        { ...opts, trace },
+      ),
+    );
+    expect(out.get('traceparent')).toEqual([trace.traceparent]);
+    expect(out.get('tracestate')).toEqual(['gw=1']);
+    expect(out.get('accept')).toEqual(['application/json']);
+  });
+
+  it("without a tracestate of its own, the client's is dropped too (it belonged to another parent)", () => {
+    const out = byName(buildUpstreamHeaders(['tracestate', 'client=x', 'traceparent', 'bogus'], { ...opts, trace: { traceparent: trace.traceparent } }));
+    expect(out.get('traceparent')).toEqual([trace.traceparent]);
+    expect(out.has('tracestate')).toBe(false);
+  });
+
+  it("tracing off: the client's trace context passes as sent", () => {
+    const out = byName(buildUpstreamHeaders(['traceparent', 'client-value', 'tracestate', 'client=x'], opts));
+    expect(out.get('traceparent')).toEqual(['client-value']);
+    expect(out.get('tracestate')).toEqual(['client=x']);
+  });
+
+  it('property: with tracing on, exactly the gateway\'s trace context reaches the upstream, and the credential still does', () => {
+    const anyCase = (name: string) => fc.array(fc.boolean(), { minLength: name.length, maxLength: name.length }).map((upper) => [...name].map((c, i) => (upper[i] ? c.toUpperCase() : c)).join(''));
+    const header = fc.tuple(fc.constantFrom('traceparent', 'tracestate', 'accept', 'connection').chain(anyCase), fc.stringMatching(/^[ -~]{0,20}$/));
+    fc.assert(
+      fc.property(fc.array(header, { maxLength: 10 }), fc.boolean(), (pairs, withState) => {
+        const own = withState ? trace : { traceparent: trace.traceparent };
+        const out = byName(buildUpstreamHeaders(pairs.flat(), { ...opts, trace: own }));
+        expect(out.get('traceparent')).toEqual([own.traceparent]);
+        expect(out.get('tracestate')).toEqual(withState ? ['gw=1'] : undefined);
+        expect(out.get('authorization')).toEqual(['Bearer upstream-credential']);
+      }),
+    );
+  });
+});
+
 describe('filterResponseHeaders', () => {
   it('drops hop-by-hop, what Connection names, challenges, cookies and CORS; keeps the rest', () => {
     const out = filterResponseHeaders({
