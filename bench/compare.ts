@@ -5,7 +5,10 @@
 // configuration as `npm run bench`; interleaved rounds of POST tools/list with
 // a cached token, loaded by wrk when installed (else autocannon); prints req/s
 // and CPU µs per request per entry, and each entry's per-round ratios to the
-// first. List an entry twice to see the noise.
+// first. List an entry twice to see the noise. An entry ending in `+tracing`
+// runs with tracing on (every request sampled, exported as OTLP/HTTP protobuf
+// to a sink in this process): `bin/mcp-auth-gateway.js bin/mcp-auth-gateway.js+tracing`
+// is what tracing costs.
 //   COMPARE_ROUNDS (default 6), COMPARE_SECONDS (default 3)
 import { resolve } from 'node:path';
 import { audienceOf } from './lib/environment.js';
@@ -16,7 +19,9 @@ import { chooseLoader } from './lib/loader.js';
 import { readyPort, spawnReady } from './lib/processes.js';
 import { spread, type Spread } from './lib/stats.js';
 import { startIssuer } from './lib/tokens.js';
+import { startOtlpSink } from './lib/otlp-sink.js';
 
+const TRACING_SUFFIX = '+tracing';
 const entries = process.argv.slice(2).map((entry) => resolve(entry));
 if (entries.length < 2) {
   console.error('usage: npm run bench:compare -- <baseline entry> <entry> [...]');
@@ -30,6 +35,7 @@ const upstream = await spawnReady('upstream', process.execPath, ['--import', 'ts
   ready: readyPort,
 });
 const issuer = await startIssuer('RS256', `${REQUIRED_SCOPE} mcp:write`);
+const sink = await startOtlpSink();
 const gateways: GatewayProcess[] = [];
 try {
   const token = await issuer.mint(audienceOf(GATEWAY_PATHS.mcp), 'bench-user');
@@ -41,7 +47,8 @@ try {
         jwksUri: issuer.jwksUri,
         alg: 'RS256',
         runtime: 'dist',
-        entry,
+        entry: entry.endsWith(TRACING_SUFFIX) ? entry.slice(0, -TRACING_SUFFIX.length) : entry,
+        env: entry.endsWith(TRACING_SUFFIX) ? { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url } : {},
       }),
     );
   }
@@ -73,4 +80,6 @@ try {
   await Promise.allSettled(gateways.map((gateway) => gateway.stop()));
   await upstream.stop();
   await issuer.close();
+  if (sink.exports > 0) console.log(`OTLP sink: ${sink.exports} exports, ${(sink.bytes / 1e6).toFixed(1)} MB`);
+  await sink.close();
 }

@@ -40,6 +40,8 @@ export interface GatewayOptions {
   cpuProfileDir?: string;
   /** The same gateway with authentication off (bench/servers/gateway-auth-off.ts), for the cost of auth. */
   authOff?: boolean;
+  /** Further environment of the gateway process (OTEL_EXPORTER_OTLP_ENDPOINT for the tracing-on variant). */
+  env?: Record<string, string>;
 }
 
 export interface GatewayProcess extends ChildHandle {
@@ -88,6 +90,7 @@ export async function startGatewayProcess(name: string, options: GatewayOptions)
     HOME: process.env.HOME,
     BENCH_UPSTREAM_TOKEN: UPSTREAM_CREDENTIAL_VALUE,
     BENCH_GATEWAY_MODULES: options.runtime,
+    ...options.env,
   };
   const handle = await spawnReady(name, process.execPath, [...nodeArgs, ...command], {
     env,
