@@ -18,6 +18,7 @@ const TOOLS = [
   { name: 'crash', description: 'exits without answering', inputSchema: { type: 'object', properties: {} } },
   { name: 'ask', description: 'asks the client for a sampling', inputSchema: { type: 'object', properties: {} } },
   { name: 'delete_all', description: 'a tool policies deny', inputSchema: { type: 'object', properties: {} } },
+  { name: 'meta', description: 'the params._meta it was called with', inputSchema: { type: 'object', properties: {} } },
 ];
 
 const text = (value) => ({ content: [{ type: 'text', text: typeof value === 'string' ? value : JSON.stringify(value) }] });
@@ -30,6 +31,8 @@ function call(message) {
       return reply(text({ env: process.env, argv: process.argv.slice(2), cwd: process.cwd(), pid: process.pid }));
     case 'sleep':
       return setTimeout(() => reply(text(`slept ${args.ms}`)), args.ms ?? 0);
+    case 'meta':
+      return reply(text(message.params._meta ?? null));
     case 'crash':
       return process.exit(7);
     case 'ask': {

@@ -17,6 +17,7 @@ import { gatewayYaml } from '../helpers/gateway-config.js';
 import { freePort } from '../helpers/net.js';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver.js';
 import { jwtRoute, resourceOf, startTestIssuer, type TestIssuer } from '../helpers/security-fixtures.js';
+import { FIXTURE_SERVER, resultText } from '../helpers/stdio-stage.js';
 import { startEverythingServer, startRecordingHop, type RecordingHop, type UpstreamHandle } from '../helpers/upstream.js';
 
 const SERVER = 2;
@@ -50,9 +51,9 @@ async function tracedGateway(traces: Record<string, unknown> | undefined, env: N
   return startTestGateway({ 'gateway.yaml': gatewayYaml(traces ? { telemetry: { traces } } : {}), 'mcp.yaml': routeFile('/mcp') }, env);
 }
 
-async function connect(gw: TestGateway, headers: Record<string, string>): Promise<Client> {
-  const token = await issuer.mint({ aud: resourceOf('/mcp'), sub: SUBJECT, client_id: CLIENT_ID, scope: 'mcp:read mcp:write' });
-  const transport = new StreamableHTTPClientTransport(new URL(`${gw.url}/mcp`), {
+async function connect(gw: TestGateway, headers: Record<string, string>, path = '/mcp'): Promise<Client> {
+  const token = await issuer.mint({ aud: resourceOf(path), sub: SUBJECT, client_id: CLIENT_ID, scope: 'mcp:read mcp:write' });
+  const transport = new StreamableHTTPClientTransport(new URL(`${gw.url}${path}`), {
     requestInit: { headers: { authorization: `Bearer ${token}`, ...headers } },
   });
   const client = new Client({ name: 'tracing-test', version: '1.0.0' });
@@ -248,5 +249,27 @@ describe('sampling and an absent collector', () => {
     const sent = hop.requests.filter((r) => r.body.toString('utf8').includes('"message":"untraced"'));
     expect(sent.flatMap((r) => r.headers.filter(([n]) => n.toLowerCase() === 'traceparent').map(([, v]) => v))).toEqual([traceparent]);
     expect(receiver.exports.length).toBe(before);
+  });
+});
+
+describe('a stdio upstream: the trace context travels in params._meta', () => {
+  it("the process learns the gateway's stdio span as parent; a traceparent the client put in _meta is replaced", async () => {
+    const stdioRoute = { ...jwtRoute('/stdio', 'http://127.0.0.1:1/unused', issuer), upstream: { stdio: { command: process.execPath, args: [FIXTURE_SERVER] } } };
+    const gw = await startTestGateway({ 'gateway.yaml': gatewayYaml({ telemetry: { traces: { otlp_endpoint: receiver.url } } }), 'stdio.yaml': stdioRoute });
+    const traceId = hex(16);
+    let meta: Record<string, unknown>;
+    try {
+      const client = await connect(gw, { traceparent: `00-${traceId}-${hex(8)}-01` }, '/stdio');
+      const result = await client.callTool({ name: 'meta', arguments: {}, _meta: { traceparent: 'client-chosen', progressToken: 7 } });
+      meta = JSON.parse(resultText(result)) as Record<string, unknown>;
+      await client.close();
+    } finally {
+      await gw.stop();
+    }
+    await receiver.waitFor((spans) => serverSpanOf(spans, traceId, 'meta') !== undefined);
+    const server = serverSpanOf(receiver.spans, traceId, 'meta')!;
+    const stdio = receiver.spans.find((s) => s.parentSpanId === server.spanId && s.name === 'stdio')!;
+    expect(stdio.kind).toBe(CLIENT);
+    expect(meta).toEqual({ traceparent: `00-${traceId}-${stdio.spanId}-01`, progressToken: 7 });
   });
 });

@@ -18,6 +18,7 @@ import { isObject, isRequest, type Message } from './messages.js';
 import { PostAnswer } from './post-answer.js';
 import { ProcessPool } from './process-pool.js';
 import { SseSink } from './sse-sink.js';
+import { carryTraceContext } from './trace-meta.js';
 import { initializeStateless } from './stateless-init.js';
 import type { StdioForwarderDeps } from './stdio-deps.js';
 import type { StdioSession } from './stdio-session.js';
@@ -116,9 +117,13 @@ class StdioForwarder implements Forwarder {
         : initialize
           ? await this.newSession(ctx.auth)
           : await this.statelessSession(ctx.auth);
+    // With tracing on: the exchange with the process is the request span's child, and its parent in the messages' _meta.
+    const span = ctx.span?.child('stdio', 'client', { 'mag.stdio.command': this.route.stdio.command });
+    if (span) carryTraceContext(messages, span.traceHeaders());
     if (requests === 0) {
       session.send(messages, undefined);
       res.writeHead(202).end();
+      span?.end();
       return;
     }
     const pool = this.pool;
@@ -130,6 +135,8 @@ class StdioForwarder implements Forwarder {
       headers: initialize ? { 'mcp-session-id': session.id! } : undefined,
       timeoutMs: this.timeoutMs,
       done(outcome) {
+        if (outcome !== 'complete') span?.fail(outcome);
+        span?.end();
         // A process that never answers its initialize is no use to anyone.
         if (initialize && outcome === 'timeout') void pool.stop(session, 'timeout');
         else if (outcome !== 'complete') session.abandon(answer, outcome === 'timeout' ? 'gateway timeout' : 'client disconnected');

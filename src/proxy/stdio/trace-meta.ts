@@ -1,0 +1,19 @@
+// Where HTTP headers do not reach — a stdio child reads JSON-RPC lines — the
+// W3C trace context travels in the message: `params._meta.traceparent` and
+// `tracestate`, where OpenTelemetry's MCP semantic conventions put it. With
+// tracing on, the gateway's span is the parent the server learns of; a
+// `traceparent` the client wrote there is replaced, as its header is on HTTP.
+import type { TraceHeaders } from '../../observability/tracing.js';
+import { isObject, type Message } from './messages.js';
+
+/** Sets the trace context on every request and notification of `messages` (responses carry none); in place. */
+export function carryTraceContext(messages: readonly Message[], trace: TraceHeaders): void {
+  for (const message of messages) {
+    if (typeof message.method !== 'string') continue;
+    const params = message.params ?? {};
+    // Positional params (an array) have no place for _meta: left as sent.
+    if (!isObject(params)) continue;
+    const { traceparent: _clientParent, tracestate: _clientState, ...meta } = isObject(params._meta) ? params._meta : {};
+    message.params = { ...params, _meta: { ...meta, ...trace } };
+  }
+}
