@@ -180,11 +180,13 @@ class Resolver {
       this.issue(at, ['path'], `${f.path} is reserved for the gateway's own endpoints`);
     }
     if (new URL(resource).search) this.issue(at, ['resource'], 'a resource URI has no query');
-    const stdio = typeof f.upstream === 'string' ? undefined : await this.stdioUpstream(source, f.upstream.stdio);
-    const upstream = typeof f.upstream === 'string' ? f.upstream : `stdio:${f.upstream.stdio.command}`;
-    if (typeof f.upstream === 'string') {
-      this.warnHttp(at, ['upstream'], f.upstream);
-      this.warn(at, ['upstream'], upstreamWithoutPath(f.upstream));
+    const stdio = typeof f.upstream === 'object' && 'stdio' in f.upstream ? await this.stdioUpstream(source, f.upstream.stdio) : undefined;
+    const sse = typeof f.upstream === 'object' && 'sse' in f.upstream;
+    const upstream = upstreamLabel(f);
+    if (!stdio) {
+      const upstreamAt = sse ? ['upstream', 'sse'] : ['upstream'];
+      this.warnHttp(at, upstreamAt, upstream);
+      this.warn(at, upstreamAt, upstreamWithoutPath(upstream));
     }
 
     let authorizationServers = f.authorization_servers;
@@ -197,6 +199,7 @@ class Resolver {
       path: f.path,
       upstream,
       ...(stdio && { stdio }),
+      ...(sse && { sse: true as const }),
       resource,
       resourceMetadataUrl: resourceMetadataUrl(resource),
       authorizationServers,
@@ -363,5 +366,6 @@ function rateLimits(r: AsFile['rate_limits']): AuthorizationServerRateLimits {
   };
 }
 
-/** What audience-defaulting credential kinds name: the URL, or the stdio label. */
-const upstreamLabel = (f: RouteFile): string => (typeof f.upstream === 'string' ? f.upstream : `stdio:${f.upstream.stdio.command}`);
+/** What audience-defaulting credential kinds name: the URL (a legacy server's SSE URL), or the stdio label. */
+const upstreamLabel = (f: RouteFile): string =>
+  typeof f.upstream === 'string' ? f.upstream : 'sse' in f.upstream ? f.upstream.sse : `stdio:${f.upstream.stdio.command}`;

@@ -137,18 +137,26 @@ export const StdioUpstreamSchema = z
   })
   .meta({ id: 'StdioUpstream', description: 'An MCP server the gateway starts itself, one process per MCP session' });
 
+/** A legacy HTTP+SSE server (2024-11-05): the gateway opens its GET stream and POSTs to the endpoint it names. */
+const SseUpstream = z
+  .strictObject({ sse: HttpUrl })
+  .meta({ id: 'SseUpstream', description: 'A legacy HTTP+SSE MCP server (2024-11-05 transport)' });
+
 export const RouteSchema = z.strictObject({
   path: RoutePath,
   upstream: z
-    .union([HttpUrl, z.strictObject({ stdio: StdioUpstreamSchema })], {
+    .union([HttpUrl, z.strictObject({ stdio: StdioUpstreamSchema }), SseUpstream], {
+      // `{ sse: ... }` gets the errors of its one key (validate.ts locates them).
       error: (issue) =>
         issue.input === undefined
           ? 'required, but missing'
           : typeof issue.input === 'object' && issue.input !== null && 'stdio' in issue.input
             ? 'stdio needs at least command (then args, env, inherit_env, cwd, max_processes, idle_timeout)'
-            : 'expected an http(s) URL or { stdio: { command, ... } }',
+            : typeof issue.input === 'object' && issue.input !== null && 'sse' in issue.input
+              ? undefined
+              : 'expected an http(s) URL, { sse: URL } (legacy HTTP+SSE) or { stdio: { command, ... } }',
     })
-    .describe('a Streamable HTTP URL, or { stdio: { command, ... } }'),
+    .describe('a Streamable HTTP URL, { sse: URL } (a legacy HTTP+SSE server), or { stdio: { command, ... } }'),
   resource: HttpUrl.optional().describe('default: public_url + path'),
   authorization_servers: z.array(HttpUrl).min(1).optional().describe('default: the built-in AS'),
   token: TokenSchema.optional(),

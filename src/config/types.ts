@@ -63,10 +63,12 @@ export interface RouteConfig {
   /** The file this route came from, for messages. */
   file: string;
   path: string;
-  /** The Streamable HTTP URL; for a stdio route, `stdio:<command>` (a label only). */
+  /** The Streamable HTTP URL; for a legacy SSE route, its SSE URL; for a stdio route, `stdio:<command>` (a label only). */
   upstream: string;
   /** Set when the upstream is a process the gateway starts (then `upstream` is a label). */
   stdio?: StdioUpstreamConfig;
+  /** Set when `upstream` is the SSE URL of a legacy HTTP+SSE server (2024-11-05 transport; src/proxy/sse/). */
+  sse?: true;
   /** Canonical resource URI: the audience tokens must carry. */
   resource: string;
   /** `<public_url>/.well-known/oauth-protected-resource<path>` */
