@@ -17,6 +17,8 @@ export async function probeUpstream(route: RouteConfig): Promise<Finding> {
   // A process is started per session, on demand: there is nothing listening to reach yet.
   if (route.stdio) return ok('upstream', `${route.upstream}: a stdio server, started per session (not probed)`);
   const where = redactUrl(route.upstream);
+  // An initialize POST means nothing to a legacy SSE URL (GET only): said plainly rather than judged wrongly.
+  if (route.sse) return warn('upstream', `${where}: a legacy HTTP+SSE upstream; check --online does not probe its event stream`);
   const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
   // A static credential is sent as the gateway sends it; the other kinds need a token endpoint or a user, so none is sent.
   const auth = route.upstreamAuth;

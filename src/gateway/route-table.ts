@@ -11,6 +11,7 @@ import type { Forwarder, ProxyMetrics } from '../proxy/forwarder.js';
 import { createHttpForwarder } from '../proxy/http-forwarder.js';
 import { createSessionBinding, type SessionBinding } from '../proxy/session-binding.js';
 import { sessionHook } from '../proxy/session-hook.js';
+import { createSseForwarder } from '../proxy/sse/sse-forwarder.js';
 import { createStdioForwarder } from '../proxy/stdio/stdio-forwarder.js';
 import { createProtectedRoute, type ProtectedRouteHandler } from '../routes/protected-route.js';
 import { createUpstreamCredential } from '../upstream-auth/create-upstream-credential.js';
@@ -75,6 +76,11 @@ function createRouteForwarder(route: RouteConfig, sessions: SessionBinding, { lo
     streamClosed: () => metrics.openStreams.labels(route.path).dec(),
   };
   const { stdio } = route;
+  // A legacy SSE route's sessions are live upstream streams: kept across a reload that leaves the route as it was.
+  if (route.sse) {
+    const key = JSON.stringify(['sse', route.path, route.upstream, route.maxBodyBytes, route.upstreamTimeoutMs]);
+    return sharedForwarders.acquire(key, () => createSseForwarder(route, { session, logger, metrics: proxyMetrics }));
+  }
   if (!stdio) return createHttpForwarder(route, { session, logger, metrics: proxyMetrics });
   // Same path and settings as in the table before a reload: the same processes go on serving.
   const key = JSON.stringify([route.path, stdio, route.maxBodyBytes, route.upstreamTimeoutMs]);

@@ -4,7 +4,8 @@
 // down (503, not the upstream's fault, so not counted as an upstream error).
 import { GatewayError } from '../errors/gateway-error.js';
 
-export type UpstreamErrorKind = 'unreachable' | 'timeout' | 'reset';
+/** `protocol`: the upstream answered, but not as its transport requires (a legacy SSE server's stream or endpoint). */
+export type UpstreamErrorKind = 'unreachable' | 'timeout' | 'reset' | 'protocol';
 
 const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH']);
 const TIMEOUT = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'ETIMEDOUT']);
@@ -29,5 +30,7 @@ export function upstreamErrorResponse(kind: UpstreamErrorKind | 'shutdown'): Gat
       return new GatewayError(502, 'bad_gateway', 'Upstream unreachable');
     case 'reset':
       return new GatewayError(502, 'bad_gateway', 'Upstream connection failed');
+    case 'protocol':
+      return new GatewayError(502, 'bad_gateway', 'Upstream broke its transport protocol');
   }
 }

@@ -15,14 +15,22 @@ export interface UpstreamHandle {
 
 const everythingEntry = createRequire(import.meta.url).resolve('@modelcontextprotocol/server-everything/dist/index.js');
 
+/** How server-everything says it is up, and where it is reached, per transport. */
+const EVERYTHING_MODES = {
+  streamableHttp: { ready: (port: number) => `listening on port ${port}`, path: '/mcp' },
+  // The legacy HTTP+SSE transport (2024-11-05): GET /sse, then POST to the endpoint it names.
+  sse: { ready: (port: number) => `Server is running on port ${port}`, path: '/sse' },
+} as const;
+
 /**
- * Spawns `@modelcontextprotocol/server-everything streamableHttp` (it reads only `PORT`, binds all
+ * Spawns `@modelcontextprotocol/server-everything streamableHttp` (or `sse`) (it reads only `PORT`, binds all
  * interfaces and cannot report a port it picked itself, so a free port is chosen first; retried on a race).
  */
-export async function startEverythingServer(): Promise<UpstreamHandle> {
+export async function startEverythingServer(mode: keyof typeof EVERYTHING_MODES = 'streamableHttp'): Promise<UpstreamHandle> {
+  const { ready: readyLine, path } = EVERYTHING_MODES[mode];
   for (let attempt = 1; ; attempt++) {
     const port = await freePort();
-    const child = spawn(process.execPath, [everythingEntry, 'streamableHttp'], {
+    const child = spawn(process.execPath, [everythingEntry, mode], {
       env: { ...process.env, PORT: String(port) },
       stdio: ['ignore', 'ignore', 'pipe'],
     });
@@ -31,7 +39,7 @@ export async function startEverythingServer(): Promise<UpstreamHandle> {
       const timer = setTimeout(() => resolve(false), 15_000);
       child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
         stderr += chunk;
-        if (stderr.includes(`listening on port ${port}`)) {
+        if (stderr.includes(readyLine(port))) {
           clearTimeout(timer);
           resolve(true);
         }
@@ -45,7 +53,7 @@ export async function startEverythingServer(): Promise<UpstreamHandle> {
       child.stderr.resume(); // keep draining its logs
       const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
       return {
-        url: `http://127.0.0.1:${port}/mcp`,
+        url: `http://127.0.0.1:${port}${path}`,
         close: async () => {
           if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
           await exited;

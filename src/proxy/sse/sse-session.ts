@@ -1,0 +1,176 @@
+// One client session of a legacy SSE route, and its own upstream connection
+// (never shared: the gateway minted this session id and bound it to one
+// principal). It routes what the upstream says: an answer to the POST that
+// waits for it (by JSON-RPC id), progress to the POST whose request asked for
+// it, and the server's own requests and notifications to the client's GET
+// stream (or, while none is open, to a POST still waiting, else a bounded
+// backlog). When the upstream stream drops, the session ends: waiting POSTs
+// get an error and the id is unknown from then on.
+import type { ServerResponse } from 'node:http';
+import type { Pool } from 'undici';
+import { GatewayError, temporarilyUnavailable } from '../../errors/gateway-error.js';
+import type { ForwardContext } from '../forwarder.js';
+import { upstreamErrorResponse } from '../upstream-failure.js';
+import { ClientStream } from './client-streams.js';
+import { cancelledNotification, classifyUpstreamMessage, type ClientMessages } from './messages.js';
+import { PostReply, REQUEST_TIMEOUT } from './post-reply.js';
+import type { SseScope } from './sse-scope.js';
+import { UpstreamConnection } from './upstream-connection.js';
+
+/** Requests of one session waiting for their answers at once; beyond: 503. */
+export const MAX_PENDING_REQUESTS = 100;
+/** Server messages held while the client has no GET stream open; the oldest go first. */
+export const MAX_BACKLOG = 100;
+/** JSON-RPC error code of a request whose session ended before its answer came. */
+const SESSION_ENDED = -32000;
+
+export type SessionEnd = 'deleted' | 'lost' | 'shutdown' | 'idle';
+
+export interface ClientAccepts {
+  json: boolean;
+  eventStream: boolean;
+}
+
+export class SseSession {
+  readonly upstream: UpstreamConnection;
+  /** idKey of a waiting request → the reply waiting for its answer. */
+  private readonly answers = new Map<string, PostReply>();
+  /** idKey of a progress token → the reply of the request that asked for it. */
+  private readonly progress = new Map<string, PostReply>();
+  private readonly replies = new Set<PostReply>();
+  private stream: ClientStream | undefined;
+  private readonly backlog: string[] = [];
+  private lastActive = Date.now();
+  private ended = false;
+
+  constructor(
+    readonly id: string,
+    /** principalKey of the principal it is bound to. */
+    readonly owner: string,
+    pool: Pool,
+    sseUrl: URL,
+    private readonly scope: SseScope,
+    private readonly onEnded: (session: SseSession) => void,
+  ) {
+    this.upstream = new UpstreamConnection(pool, sseUrl, scope, {
+      message: (json, parsed) => this.fromUpstream(json, parsed),
+      lost: (err) => this.end('lost', err),
+    });
+  }
+
+  /** Milliseconds since anything happened, or 0 while a POST waits or the GET stream is open. */
+  idleFor(now: number): number {
+    return this.replies.size > 0 || this.stream !== undefined ? 0 : now - this.lastActive;
+  }
+
+  /** One POST of the client. Resolves when its response is over; throws a GatewayError before anything was written. */
+  async post(res: ServerResponse, ctx: ForwardContext, messages: ClientMessages, accepts: ClientAccepts, newSessionId?: string): Promise<void> {
+    this.lastActive = Date.now();
+    if (messages.requests.length === 0) {
+      // Notifications and answers (to the server's own requests): accepted once the upstream took them.
+      await this.upstream.post(ctx.body, ctx.injected);
+      res.writeHead(202).end();
+      return;
+    }
+    for (const r of messages.requests) {
+      if (this.answers.has(r.key)) throw new GatewayError(400, 'invalid_request', 'A request with this id is still waiting in this session');
+    }
+    if (this.answers.size + messages.requests.length > MAX_PENDING_REQUESTS) throw temporarilyUnavailable('Too many requests waiting in this session');
+    const reply = new PostReply(res, this.scope, {
+      requests: messages.requests,
+      batch: messages.batch,
+      acceptsJson: accepts.json,
+      acceptsEventStream: accepts.eventStream,
+      transform: ctx.transform,
+      newSessionId,
+      onEnd: (ended, cancelled) => this.replyEnded(ended, cancelled, ctx.injected),
+      onTimeout: (late) => this.timedOut(late, ctx.injected),
+    });
+    // Registered before the POST: the answer may come on the stream before the upstream's 202 does.
+    this.replies.add(reply);
+    for (const r of messages.requests) {
+      this.answers.set(r.key, reply);
+      if (r.progressKey !== undefined) this.progress.set(r.progressKey, reply);
+    }
+    try {
+      await this.upstream.post(ctx.body, ctx.injected);
+    } catch (err) {
+      reply.fail(this.scope.failure(err), SESSION_ENDED);
+    }
+    return reply.done;
+  }
+
+  /** The client's GET stream; one at a time (409 for a second, as Streamable HTTP servers answer). */
+  openStream(res: ServerResponse): Promise<void> {
+    if (this.stream) throw new GatewayError(409, 'invalid_request', 'This session already has an open GET stream');
+    const stream = new ClientStream(res, this.scope, () => {
+      if (this.stream === stream) this.stream = undefined;
+      this.lastActive = Date.now();
+    });
+    this.stream = stream;
+    for (const json of this.backlog.splice(0)) stream.send(json);
+    return stream.closed;
+  }
+
+  private fromUpstream(json: string, parsed: unknown): void {
+    const message = classifyUpstreamMessage(parsed);
+    if (message.kind === 'answer') {
+      const reply = this.answers.get(message.key);
+      if (reply === undefined) return this.scope.logger?.warn({ route: this.scope.route }, 'upstream answered no waiting request; dropped');
+      this.answers.delete(message.key);
+      return reply.answer(message.key, json);
+    }
+    if (message.kind === 'progress') {
+      const reply = this.progress.get(message.progressKey);
+      reply?.touch();
+      if (reply?.relay(json)) return;
+    }
+    this.toClient(json);
+  }
+
+  /** The server's own message: the GET stream, else a POST still waiting (an event stream), else the backlog. */
+  private toClient(json: string): void {
+    if (this.stream) return this.stream.send(json);
+    for (const reply of [...this.replies].reverse()) if (reply.relay(json)) return;
+    if (this.backlog.length >= MAX_BACKLOG) {
+      this.backlog.shift();
+      this.scope.logger?.warn({ route: this.scope.route, limit: MAX_BACKLOG }, 'no GET stream open: the oldest held server message dropped');
+    }
+    this.backlog.push(json);
+  }
+
+  private replyEnded(reply: PostReply, cancelled: boolean, injected: ForwardContext['injected']): void {
+    this.replies.delete(reply);
+    this.lastActive = Date.now();
+    for (const r of reply.requests) {
+      if (this.answers.get(r.key) === reply) this.answers.delete(r.key);
+      if (r.progressKey !== undefined && this.progress.get(r.progressKey) === reply) this.progress.delete(r.progressKey);
+    }
+    // The client closed the response: the upstream stops working on what it no longer waits for.
+    if (cancelled) this.cancelUpstream([...reply.waiting.values()], 'The client closed the response', injected);
+  }
+
+  private timedOut(reply: PostReply, injected: ForwardContext['injected']): void {
+    const ids = [...reply.waiting.values()];
+    reply.fail(this.scope.upstreamError('timeout', 'upstream did not answer in time', { requests: ids.length }), REQUEST_TIMEOUT);
+    this.cancelUpstream(ids, 'Timed out at the gateway', injected);
+  }
+
+  private cancelUpstream(ids: Array<string | number>, reason: string, injected: ForwardContext['injected']): void {
+    if (this.ended) return;
+    for (const id of ids) this.upstream.post(cancelledNotification(id, reason), injected).catch(() => undefined);
+  }
+
+  /** Ends the session: the upstream stream closed, waiting POSTs answered with an error, the GET stream ended. */
+  end(why: SessionEnd, err?: GatewayError): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.upstream.close();
+    const answer =
+      why === 'shutdown' ? upstreamErrorResponse('shutdown') : (err ?? new GatewayError(404, 'not_found', 'The session has ended'));
+    for (const reply of [...this.replies]) reply.fail(answer, SESSION_ENDED);
+    this.stream?.end();
+    this.backlog.length = 0;
+    this.onEnded(this);
+  }
+}
