@@ -8,6 +8,7 @@
 import type { ServerResponse } from 'node:http';
 import { GatewayError } from '../../errors/gateway-error.js';
 import { writeError } from '../../errors/write-error.js';
+import { privateCacheControl } from '../headers.js';
 import type { ResponseTransform } from '../response-transform.js';
 import { errorResponse, type JsonRpcId, type Message } from './messages.js';
 import { SseSink } from './sse-sink.js';
@@ -89,11 +90,13 @@ export class PostAnswer implements Answer {
   private writeJson(): void {
     const { res, batch, transform, headers } = this.options;
     const payload = batch ? this.collected : this.collected[0];
-    const head = { 'content-type': 'application/json', ...headers };
+    const head: Record<string, string> = { 'content-type': 'application/json', ...headers };
     let bytes: Buffer = Buffer.from(JSON.stringify(payload));
     try {
       const body = transform?.(head);
       if (body) bytes = Buffer.concat([body.push(bytes), body.end()]);
+      // A filtered answer is this caller's alone, as on the HTTP forwarder.
+      if (body?.perCaller) head['cache-control'] = privateCacheControl(head['cache-control']);
     } catch {
       this.finish('complete');
       writeError(res, new GatewayError(502, 'bad_gateway', 'Upstream response could not be filtered'));

@@ -4,6 +4,7 @@
 // written with the first message, so a sink that never gets one can still
 // answer with an HTTP error.
 import type { ServerResponse } from 'node:http';
+import { privateCacheControl } from '../headers.js';
 import type { BodyTransform, ResponseTransform } from '../response-transform.js';
 
 export const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' } as const;
@@ -23,8 +24,10 @@ export class SseSink {
   open(): void {
     if (this.headSent || this.res.writableEnded) return;
     this.headSent = true;
-    const headers = { ...SSE_HEADERS, ...this.extraHeaders };
+    const headers: Record<string, string> = { ...SSE_HEADERS, ...this.extraHeaders };
     this.body = this.transform?.(headers);
+    // A filtered answer is this caller's alone, as on the HTTP forwarder.
+    if (this.body?.perCaller) headers['cache-control'] = privateCacheControl(headers['cache-control']);
     this.res.writeHead(200, headers);
     this.res.flushHeaders();
   }
