@@ -51,6 +51,8 @@ function handle(message) {
     pendingAsks.delete(message.id);
     return resolve?.(message.result ?? message.error);
   }
+  // Said on stderr, so a test can see from the gateway's log that a cancellation arrived.
+  if (message.method === 'notifications/cancelled') process.stderr.write(`cancelled request ${message.params.requestId}\n`);
   if (mode === 'silent' || message.id === undefined) return;
   switch (message.method) {
     case 'initialize':

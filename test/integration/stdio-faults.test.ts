@@ -1,0 +1,193 @@
+/**
+ * stdio upstreams under faults (DESIGN §7.2): a child killed mid-call, a server that never
+ * answers initialize, one that floods stderr, one that exits at once, one that writes an
+ * oversized message, max_processes, idle reaping, a client that goes away mid-call. Each
+ * route starts the fixture server (test/helpers/stdio-fixture-server.mjs) in one mode.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connectClient, FIXTURE_SERVER, isAlive, resultText, startStdioStage, waitFor, type StdioStage } from '../helpers/stdio-stage.js';
+
+let stage: StdioStage;
+
+const fixture = (mode: string, more: Record<string, unknown> = {}, limits: Record<string, unknown> = {}) => ({
+  upstream: { stdio: { command: process.execPath, args: [FIXTURE_SERVER, mode], ...more } },
+  limits: { upstream_timeout: '2s', ...limits },
+});
+
+beforeAll(async () => {
+  stage = await startStdioStage({
+    '/probe/mcp': fixture('probe'),
+    '/silent/mcp': fixture('silent'),
+    '/flood/mcp': fixture('flood'),
+    '/exit/mcp': fixture('exit'),
+    '/huge/mcp': fixture('huge', {}, { max_body_bytes: 65_536 }),
+    '/two/mcp': fixture('probe', { max_processes: 2 }),
+    '/idle/mcp': fixture('probe', { idle_timeout: '400ms' }),
+  });
+}, 60_000);
+
+afterAll(async () => {
+  await stage?.close();
+});
+
+const INITIALIZE = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } };
+
+async function post(path: string, body: unknown, headers: Record<string, string> = {}, sub = 'alice', signal?: AbortSignal): Promise<Response> {
+  return fetch(stage.url(path), {
+    method: 'POST',
+    signal,
+    headers: { authorization: `Bearer ${await stage.token(path, sub)}`, 'content-type': 'application/json', accept: 'application/json', ...headers },
+    body: JSON.stringify(body),
+  });
+}
+
+async function pidOf(path: string, sessionId: string): Promise<number> {
+  const res = await post(path, { jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'report', arguments: {} } }, { 'mcp-session-id': sessionId });
+  return (JSON.parse(((await res.json()) as { result: { content: { text: string }[] } }).result.content[0]!.text) as { pid: number }).pid;
+}
+
+const processes = async (path: string) => (await stage.gw.metrics.stdioProcesses.get()).values.find((v) => v.labels.route === path)?.value ?? 0;
+const exits = async (path: string, reason: string) =>
+  (await stage.gw.metrics.stdioExits.get()).values.find((v) => v.labels.route === path && v.labels.reason === reason)?.value ?? 0;
+
+describe('a process that ends ends its session', () => {
+  it('child killed mid-call: the pending call gets an error, the session is then unknown (404), a new session works', async () => {
+    const init = await post('/probe/mcp', INITIALIZE);
+    const sessionId = init.headers.get('mcp-session-id')!;
+    const pid = await pidOf('/probe/mcp', sessionId);
+    const pending = post('/probe/mcp', { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'sleep', arguments: { ms: 30_000 } } }, { 'mcp-session-id': sessionId });
+    await new Promise((r) => setTimeout(r, 200));
+    process.kill(pid, 'SIGKILL');
+    const res = await pending;
+    expect(res.status).toBe(502);
+    expect(await res.json()).toMatchObject({ error: 'bad_gateway' });
+    expect((await post('/probe/mcp', { jsonrpc: '2.0', id: 3, method: 'tools/list' }, { 'mcp-session-id': sessionId })).status).toBe(404);
+    const { client } = await connectClient(stage.url('/probe/mcp'), await stage.token('/probe/mcp'));
+    try {
+      expect(resultText(await client.callTool({ name: 'sleep', arguments: { ms: 1 } }))).toBe('slept 1');
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('a call that makes the server exit, on an event stream: a JSON-RPC error for the request, then the stream ends', async () => {
+    const sessionId = (await post('/probe/mcp', INITIALIZE)).headers.get('mcp-session-id')!;
+    // The fixture's `ask` opens the event stream (a sampling request) before anything fails.
+    const res = await post('/probe/mcp', [{ jsonrpc: '2.0', id: 'a', method: 'tools/call', params: { name: 'ask', arguments: {} } }, { jsonrpc: '2.0', id: 'c', method: 'tools/call', params: { name: 'crash', arguments: {} } }], {
+      'mcp-session-id': sessionId,
+      accept: 'application/json, text/event-stream',
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('text/event-stream');
+    const text = await res.text();
+    expect(text).toContain('sampling/createMessage');
+    expect(text).toMatch(/"id":"a","error":\{"code":-32603/);
+    expect(text).toMatch(/"id":"c","error":\{"code":-32603/);
+  });
+
+  it('a server that exits at once: 502, and nothing is left running', async () => {
+    const res = await post('/exit/mcp', INITIALIZE);
+    expect(res.status).toBe(502);
+    expect(await res.json()).toMatchObject({ error: 'bad_gateway' });
+    await waitFor(async () => (await processes('/exit/mcp')) === 0, 5_000, 'the process count to drop');
+  });
+
+  it('a command that cannot start: 502 (spawn_failed counted)', async () => {
+    const broken = await startStdioStage({ '/nothing/mcp': { upstream: { stdio: { command: '/nonexistent/mcp-server' } } } });
+    try {
+      const res = await fetch(broken.url('/nothing/mcp'), {
+        method: 'POST',
+        headers: { authorization: `Bearer ${await broken.token('/nothing/mcp')}`, 'content-type': 'application/json', accept: 'application/json' },
+        body: JSON.stringify(INITIALIZE),
+      });
+      expect(res.status).toBe(502);
+      const failed = (await broken.gw.metrics.stdioExits.get()).values.find((v) => v.labels.reason === 'spawn_failed');
+      expect(failed?.value).toBe(1);
+    } finally {
+      await broken.close();
+    }
+  });
+});
+
+describe('bounded', () => {
+  it('a server that never answers initialize: 504 within upstream_timeout, and its process is stopped', async () => {
+    const started = Date.now();
+    const res = await post('/silent/mcp', INITIALIZE);
+    expect(res.status).toBe(504);
+    expect(await res.json()).toMatchObject({ error: 'gateway_timeout' });
+    expect(Date.now() - started).toBeLessThan(4_000);
+    await waitFor(async () => (await processes('/silent/mcp')) === 0, 5_000, 'the silent process to stop');
+    expect(await exits('/silent/mcp', 'timeout')).toBe(1);
+  });
+
+  it('the same for a 2026-07-28 client, whose process the gateway initializes itself', async () => {
+    const res = await post('/silent/mcp', { jsonrpc: '2.0', id: 5, method: 'tools/list' }, { 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/list' });
+    expect(res.status).toBe(504);
+    await waitFor(async () => (await processes('/silent/mcp')) === 0, 5_000, 'the silent process to stop');
+  });
+
+  it('a stderr flood is logged rate-limited and tagged, and the server still answers', async () => {
+    const before = stage.gw.logs.length;
+    const { client } = await connectClient(stage.url('/flood/mcp'), await stage.token('/flood/mcp'));
+    try {
+      await new Promise((r) => setTimeout(r, 1_500));
+      expect(resultText(await client.callTool({ name: 'sleep', arguments: { ms: 1 } }))).toBe('slept 1');
+    } finally {
+      await client.close();
+    }
+    const stderrLines = stage.gw.logs.slice(before).filter((l) => l.includes('"stream":"stderr"'));
+    // The fixture writes ~100 000 lines; a burst of 50 and 10 a second pass.
+    expect(stderrLines.length).toBeGreaterThan(10);
+    expect(stderrLines.length).toBeLessThan(200);
+    expect(stderrLines[0]).toContain('"route":"/flood/mcp"');
+    expect(stderrLines[0]).toMatch(/"session":"[0-9a-f-]{36}"/);
+    expect(stderrLines.some((l) => l.includes('"dropped_lines"'))).toBe(true);
+  });
+
+  it('stdout that is not JSON-RPC is logged, never forwarded', async () => {
+    const res = await post('/probe/mcp', INITIALIZE);
+    expect(await res.text()).not.toContain('not JSON');
+    await waitFor(() => stage.gw.logs.some((l) => l.includes('"stream":"stdout"') && l.includes('fixture server starting (not JSON)')), 5_000, 'the banner in the log');
+  });
+
+  it('a message over max_body_bytes on stdout: the process is stopped and the client gets an error, not the message', async () => {
+    const sessionId = (await post('/huge/mcp', INITIALIZE)).headers.get('mcp-session-id')!;
+    const res = await post('/huge/mcp', { jsonrpc: '2.0', id: 2, method: 'tools/list' }, { 'mcp-session-id': sessionId });
+    expect(res.status).toBe(502);
+    expect(await res.text()).not.toContain('xxxx');
+    await waitFor(async () => (await processes('/huge/mcp')) === 0, 5_000, 'the process to stop');
+  });
+
+  it('max_processes: the next session is refused with 503, Retry-After and a JSON body; once one ends, a new one starts', async () => {
+    const a = (await post('/two/mcp', INITIALIZE)).headers.get('mcp-session-id')!;
+    const b = (await post('/two/mcp', INITIALIZE, {}, 'bob')).headers.get('mcp-session-id')!;
+    expect(a && b).toBeTruthy();
+    const third = await post('/two/mcp', INITIALIZE, {}, 'carol');
+    expect(third.status).toBe(503);
+    expect(Number(third.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(await third.json()).toMatchObject({ error: 'temporarily_unavailable' });
+    const ended = await fetch(stage.url('/two/mcp'), { method: 'DELETE', headers: { authorization: `Bearer ${await stage.token('/two/mcp')}`, 'mcp-session-id': a } });
+    expect(ended.status).toBe(200);
+    await waitFor(async () => (await processes('/two/mcp')) === 1, 5_000, 'one process to remain');
+    expect((await post('/two/mcp', INITIALIZE, {}, 'carol')).status).toBe(200);
+  });
+
+  it('idle processes are stopped after idle_timeout; their session is then unknown', async () => {
+    const sessionId = (await post('/idle/mcp', INITIALIZE)).headers.get('mcp-session-id')!;
+    const pid = await pidOf('/idle/mcp', sessionId);
+    await waitFor(() => !isAlive(pid), 5_000, 'the idle process to stop');
+    expect(await exits('/idle/mcp', 'idle')).toBeGreaterThanOrEqual(1);
+    expect((await post('/idle/mcp', { jsonrpc: '2.0', id: 3, method: 'tools/list' }, { 'mcp-session-id': sessionId })).status).toBe(404);
+  });
+
+  it('a client that goes away mid-call: the server is told (notifications/cancelled) and the session goes on', async () => {
+    const sessionId = (await post('/probe/mcp', INITIALIZE)).headers.get('mcp-session-id')!;
+    const abort = new AbortController();
+    const call = post('/probe/mcp', { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'sleep', arguments: { ms: 5_000 } } }, { 'mcp-session-id': sessionId }, 'alice', abort.signal);
+    await new Promise((r) => setTimeout(r, 200));
+    abort.abort();
+    await expect(call).rejects.toThrow();
+    await waitFor(() => stage.gw.logs.some((l) => l.includes(sessionId) && l.includes('cancelled request')), 5_000, 'the cancellation at the server');
+    expect(await pidOf('/probe/mcp', sessionId)).toBeGreaterThan(0);
+  });
+});
