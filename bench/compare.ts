@@ -10,6 +10,11 @@
 // to a sink in this process): `bin/mcp-auth-gateway.js bin/mcp-auth-gateway.js+tracing`
 // is what tracing costs.
 //   COMPARE_ROUNDS (default 6), COMPARE_SECONDS (default 3)
+//   COMPARE_SHAPE  a (default), b16, b1000 or c: the traffic shape of bench/lib/shapes.ts
+//                  (c: each gateway walks its own pool of COMPARE_COLD_TOKENS, default 100000)
+//   COMPARE_ALG    the tokens' algorithm (default ES256, as npm run bench)
+// An entry may name the node that runs it and its flags, before `::`:
+//   '/tmp/node24/bin/node --max-semi-space-size=16::bin/mcp-auth-gateway.js'
 import { resolve } from 'node:path';
 import { audienceOf } from './lib/environment.js';
 import { GATEWAY_PATHS, REQUIRED_SCOPE, UPSTREAM_CREDENTIAL, startGatewayProcess, type GatewayProcess } from './lib/gateway.js';
@@ -18,48 +23,82 @@ import { MCP_HEADERS } from './lib/load.js';
 import { chooseLoader } from './lib/loader.js';
 import { readyPort, spawnReady } from './lib/processes.js';
 import { spread, type Spread } from './lib/stats.js';
+import { TokenFeed } from './lib/token-feed.js';
 import { startIssuer } from './lib/tokens.js';
 import { startOtlpSink } from './lib/otlp-sink.js';
 
 const TRACING_SUFFIX = '+tracing';
-const entries = process.argv.slice(2).map((entry) => resolve(entry));
+const entries = process.argv.slice(2).map(parseEntry);
 if (entries.length < 2) {
   console.error('usage: npm run bench:compare -- <baseline entry> <entry> [...]');
   process.exit(2);
 }
 const rounds = Number(process.env.COMPARE_ROUNDS ?? 6);
 const durationSec = Number(process.env.COMPARE_SECONDS ?? 3);
+const shape = process.env.COMPARE_SHAPE ?? 'a';
+const alg = process.env.COMPARE_ALG ?? 'ES256';
+const coldTokens = Number(process.env.COMPARE_COLD_TOKENS ?? 100_000);
+const USERS: Record<string, number> = { b16: 16, b1000: 1000 };
+if (shape !== 'a' && shape !== 'c' && !USERS[shape]) {
+  console.error(`COMPARE_SHAPE ${shape}: a, b16, b1000 or c`);
+  process.exit(2);
+}
+
+interface Entry {
+  label: string;
+  entry: string;
+  tracing: boolean;
+  node?: string;
+  nodeArgs: string[];
+}
+
+/** `[node [flags…]::]entry[+tracing]`: the build, the node that runs it (default: this one), and whether it traces. */
+function parseEntry(label: string): Entry {
+  const tracing = label.endsWith(TRACING_SUFFIX);
+  const argument = tracing ? label.slice(0, -TRACING_SUFFIX.length) : label;
+  const at = argument.indexOf('::');
+  if (at < 0) return { label, entry: resolve(argument), tracing, nodeArgs: [] };
+  const [node, ...nodeArgs] = argument.slice(0, at).trim().split(/\s+/);
+  return { label, entry: resolve(argument.slice(at + 2)), tracing, node: node ? resolve(node) : undefined, nodeArgs };
+}
 
 const upstream = await spawnReady('upstream', process.execPath, ['--import', 'tsx', 'bench/servers/upstream.ts'], {
   env: { ...process.env, BENCH_UPSTREAM_CREDENTIAL: UPSTREAM_CREDENTIAL },
   ready: readyPort,
 });
-const issuer = await startIssuer('RS256', `${REQUIRED_SCOPE} mcp:write`);
+const issuer = await startIssuer(alg, `${REQUIRED_SCOPE} mcp:write`);
 const sink = await startOtlpSink();
 const gateways: GatewayProcess[] = [];
 try {
-  const token = await issuer.mint(audienceOf(GATEWAY_PATHS.mcp), 'bench-user');
-  for (const [i, entry] of entries.entries()) {
+  const audience = audienceOf(GATEWAY_PATHS.mcp);
+  const token = await issuer.mint(audience, 'bench-user');
+  const users = USERS[shape] ? await issuer.mintMany(audience, USERS[shape], `bench-${shape}`) : undefined;
+  const pool = shape === 'c' ? await issuer.mintMany(audience, coldTokens, 'bench-pool') : undefined;
+  for (const [i, { entry, node, nodeArgs, tracing }] of entries.entries()) {
     gateways.push(
       await startGatewayProcess(`gateway ${i}`, {
         upstreamOrigin: `http://127.0.0.1:${upstream.readyValue as number}`,
         issuer: issuer.issuer,
         jwksUri: issuer.jwksUri,
-        alg: 'RS256',
+        alg,
         runtime: 'dist',
-        entry: entry.endsWith(TRACING_SUFFIX) ? entry.slice(0, -TRACING_SUFFIX.length) : entry,
-        env: entry.endsWith(TRACING_SUFFIX) ? { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url } : {},
+        entry,
+        env: tracing ? { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url } : {},
+        ...(node ? { node } : {}),
+        nodeArgs,
       }),
     );
   }
   const targets: MeasuredTarget[] = gateways.map((gateway, i) => ({
-    name: `${i}: ${entries[i]}`,
+    name: `${i}: ${entries[i]!.label}`,
     url: `${gateway.url}${GATEWAY_PATHS.mcp}`,
     headers: { ...MCP_HEADERS, authorization: `Bearer ${token}` },
     pid: gateway.pid,
+    // Every gateway its own feed: each walks the pool of shape c from its start, each cache cold.
+    ...(users ? { tokens: new TokenFeed('rotate', users) } : pool ? { tokens: new TokenFeed('once', pool) } : {}),
   }));
   const loader = chooseLoader('auto', 2);
-  console.log(`${rounds} interleaved rounds of ${loader.seconds(durationSec)} s, 32 connections, ${loader.name} ${loader.version}`);
+  console.log(`${rounds} interleaved rounds of ${loader.seconds(durationSec)} s, shape ${shape} (${alg}), 32 connections, ${loader.name} ${loader.version}`);
   const samples = await interleave(targets, { connections: 32, durationSec }, rounds, 2, () => undefined, loader.run);
   const show = (s: Spread, digits: number) => `${s.median.toFixed(digits)} (${s.min.toFixed(digits)}–${s.max.toFixed(digits)})`;
   const baseline = samples.get(targets[0]!.name)!;

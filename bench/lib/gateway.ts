@@ -36,6 +36,9 @@ export interface GatewayOptions {
   runtime: 'dist' | 'src';
   /** The JS entry point for runtime dist. */
   entry: string;
+  /** The node binary (default: the harness's own) and flags before the entry point. */
+  node?: string;
+  nodeArgs?: readonly string[];
   /** Write a V8 CPU profile into this directory when the process exits. */
   cpuProfileDir?: string;
   /** The same gateway with authentication off (bench/servers/gateway-auth-off.ts), for the cost of auth. */
@@ -80,7 +83,7 @@ export async function startGatewayProcess(name: string, options: GatewayOptions)
       ].join('\n'),
     );
   }
-  const nodeArgs = options.cpuProfileDir ? ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfileDir}`] : [];
+  const nodeArgs = [...(options.nodeArgs ?? []), ...(options.cpuProfileDir ? ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfileDir}`] : [])];
   const command = options.authOff
     ? ['--import', 'tsx', 'bench/servers/gateway-auth-off.ts', configDir]
     : [...(options.runtime === 'dist' ? [options.entry] : ['--import', 'tsx', 'bench/lib/gateway-from-src.ts']), 'serve', '--config', configDir];
@@ -91,8 +94,10 @@ export async function startGatewayProcess(name: string, options: GatewayOptions)
     BENCH_UPSTREAM_TOKEN: UPSTREAM_CREDENTIAL_VALUE,
     BENCH_GATEWAY_MODULES: options.runtime,
     ...options.env,
+    // bench/servers/cluster-gateway.ts: how many workers.
+    ...(process.env.BENCH_WORKERS ? { BENCH_WORKERS: process.env.BENCH_WORKERS } : {}),
   };
-  const handle = await spawnReady(name, process.execPath, [...nodeArgs, ...command], {
+  const handle = await spawnReady(name, options.node ?? process.execPath, [...nodeArgs, ...command], {
     env,
     ready: listeningUrl,
   });
