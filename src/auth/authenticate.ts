@@ -15,7 +15,8 @@ export interface AuthenticatedRequest {
 /**
  * The verified context, synchronously when this connection's previous
  * request presented the same Authorization header (the keep-alive common
- * case), else a promise. Throws or rejects with a GatewayError.
+ * case) or the token is in the verifier's cache, else a promise. Throws or
+ * rejects with a GatewayError.
  */
 export function authenticate(route: RouteConfig, verifier: TokenVerifier, req: AuthenticatedRequest, search: string): AuthContext | Promise<AuthContext> {
   const header = authorizationHeader(req.rawHeaders, search);
@@ -25,7 +26,10 @@ export function authenticate(route: RouteConfig, verifier: TokenVerifier, req: A
   const token = bearerTokenOf(header);
   // Another scheme (`Basic`, GitHub's `token`) counts as no token; the description says why.
   if (token === undefined) throw missingToken(route.requiredScopes, 'A bearer token is required; the Authorization header uses another scheme');
-  return verifier.verify(token, { connection: req.socket, header }).then((auth) => withRequiredScopes(route, auth));
+  // Synchronous too when another connection verified this token before (many users over a few connections).
+  const seenOn = { connection: req.socket, header };
+  const verified = verifier.verifyCached ? verifier.verifyCached(token, seenOn) : verifier.verify(token, seenOn);
+  return verified instanceof Promise ? verified.then((auth) => withRequiredScopes(route, auth)) : withRequiredScopes(route, verified);
 }
 
 function withRequiredScopes(route: RouteConfig, auth: AuthContext): AuthContext {

@@ -7,7 +7,8 @@ import { logClaimMismatches } from './claim-mismatch.js';
 import { createIntrospectionVerifier } from './introspection-verifier.js';
 import type { JwksRegistry } from './jwks.js';
 import { createJwtVerifier } from './jwt-verifier.js';
-import { TokenCache } from './token-cache.js';
+import { TokenCache, type SeenOn } from './token-cache.js';
+import type { AuthContext } from './principal.js';
 import type { BuiltinVerifierFactory, TokenVerifier } from './verifier.js';
 
 export interface TokenVerifierDeps {
@@ -36,20 +37,27 @@ export function createTokenVerifier(route: RouteConfig, deps: TokenVerifierDeps)
     ? (token: string) => traced(tracing, 'verify token', 'internal', spanAttributes, () => inner.verify(token))
     : (token: string) => inner.verify(token);
   const usable = inner.usable;
+  const cached = (token: string, seenOn?: SeenOn) => cache.get(token, route.resource, maxTtlMs, verifyUncached, hooks, seenOn);
   if (!usable) {
     return {
-      verify: (token, seenOn) => cache.verify(token, route.resource, maxTtlMs, verifyUncached, hooks, seenOn),
+      verify: async (token, seenOn) => cached(token, seenOn),
+      verifyCached: cached,
       recall: (connection, header) => cache.recall(connection, header, route.resource, hooks),
     };
   }
   // Checked outside the cache, so neither a cached entry nor a connection's recall outlives a revocation.
+  const checked = (auth: AuthContext): AuthContext => {
+    const refusal = usable(auth);
+    if (refusal) throw refusal;
+    return auth;
+  };
+  const verifyCached = (token: string, seenOn?: SeenOn): AuthContext | Promise<AuthContext> => {
+    const auth = cached(token, seenOn);
+    return auth instanceof Promise ? auth.then(checked) : checked(auth);
+  };
   return {
-    async verify(token, seenOn) {
-      const auth = await cache.verify(token, route.resource, maxTtlMs, verifyUncached, hooks, seenOn);
-      const refusal = usable(auth);
-      if (refusal) throw refusal;
-      return auth;
-    },
+    verify: async (token, seenOn) => verifyCached(token, seenOn),
+    verifyCached,
     recall(connection, header) {
       const auth = cache.recall(connection, header, route.resource, hooks);
       // Refused: verify() then answers with the reason.

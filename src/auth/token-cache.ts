@@ -60,6 +60,42 @@ export class TokenCache {
     return remembered.entry.auth;
   }
 
+  /**
+   * The verified context: synchronously when the cache holds the token (the
+   * same token on another connection costs one hash and one lookup, no
+   * promise), else a promise of its verification, shared by concurrent callers.
+   */
+  get(
+    token: string,
+    resource: string,
+    maxTtlMs: number,
+    verify: (token: string) => Promise<AuthContext>,
+    hooks: CacheHooks = {},
+    seenOn?: SeenOn,
+  ): AuthContext | Promise<AuthContext> {
+    const key = `${sha256Base64Url(token)} ${resource}`;
+    const entry = this.entries.get(key);
+    // Checked against the wall clock too, whatever the LRU's own timer says.
+    if (entry && entry.validUntil > Date.now()) {
+      hooks.onHit?.();
+      this.remember(seenOn, resource, entry);
+      return entry.auth;
+    }
+    hooks.onMiss?.();
+    let pending = this.inFlight.get(key);
+    if (!pending) {
+      pending = verify(token)
+        .then((auth) => this.store(key, auth, maxTtlMs))
+        .finally(() => this.inFlight.delete(key));
+      this.inFlight.set(key, pending);
+    }
+    return pending.then((verified) => {
+      this.remember(seenOn, resource, verified);
+      return verified.auth;
+    });
+  }
+
+  /** As get, always a promise. */
   async verify(
     token: string,
     resource: string,
@@ -68,26 +104,14 @@ export class TokenCache {
     hooks: CacheHooks = {},
     seenOn?: SeenOn,
   ): Promise<AuthContext> {
-    const key = `${sha256Base64Url(token)} ${resource}`;
-    let entry = this.entries.get(key);
-    // Checked against the wall clock too, whatever the LRU's own timer says.
-    if (entry && entry.validUntil > Date.now()) {
-      hooks.onHit?.();
-    } else {
-      hooks.onMiss?.();
-      let pending = this.inFlight.get(key);
-      if (!pending) {
-        pending = verify(token)
-          .then((auth) => this.store(key, auth, maxTtlMs))
-          .finally(() => this.inFlight.delete(key));
-        this.inFlight.set(key, pending);
-      }
-      entry = await pending;
-    }
+    return this.get(token, resource, maxTtlMs, verify, hooks, seenOn);
+  }
+
+  /** For the connection's next request; only while the entry is trusted. */
+  private remember(seenOn: SeenOn | undefined, resource: string, entry: Entry): void {
     if (seenOn && entry.validUntil > Date.now()) {
       this.lastOnConnection.set(seenOn.connection, { header: seenOn.header, resource, entry });
     }
-    return entry.auth;
   }
 
   private store(key: string, auth: AuthContext, maxTtlMs: number): Entry {

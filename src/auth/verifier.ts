@@ -15,6 +15,12 @@ export interface TokenVerifier {
    */
   verify(token: string, seenOn?: SeenOn): Promise<AuthContext>;
   /**
+   * As verify, but synchronous when the cache already holds the token: a
+   * token verified on one connection costs no promise on another. Throws or
+   * rejects with the same errors. Only the cached verifier has one.
+   */
+  verifyCached?(token: string, seenOn?: SeenOn): AuthContext | Promise<AuthContext>;
+  /**
    * Synchronously, the context verified for this exact Authorization header
    * on this connection while the cache still trusts it; else undefined.
    */

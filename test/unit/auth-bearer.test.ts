@@ -188,6 +188,7 @@ describe('authenticate', () => {
       const inner = vi.fn(async (token: string) => ({ ...context(scopes), token, expiresAt: Math.floor(Date.now() / 1000) + 300 }));
       const verifier: TokenVerifier = {
         verify: (token, seenOn) => cache.verify(token, route.resource, 60_000, inner, {}, seenOn),
+        verifyCached: (token, seenOn) => cache.get(token, route.resource, 60_000, inner, {}, seenOn),
         recall: (connection, header) => cache.recall(connection, header, route.resource),
       };
       return { verifier, inner };
@@ -201,6 +202,18 @@ describe('authenticate', () => {
       expect(second).not.toBeInstanceOf(Promise);
       expect(second).toBe(first);
       expect(inner).toHaveBeenCalledTimes(1);
+    });
+
+    it('answers a token verified on another connection synchronously too, and still checks the route scopes', async () => {
+      const { verifier, inner } = cachedVerifier(['mcp:read']);
+      const first = await authenticate(route, verifier, { rawHeaders: auth('Bearer tok'), socket: {} }, '');
+      const elsewhere = authenticate(route, verifier, { rawHeaders: auth('Bearer tok'), socket: {} }, '');
+      expect(elsewhere).not.toBeInstanceOf(Promise);
+      expect(elsewhere).toBe(first);
+      expect(inner).toHaveBeenCalledTimes(1);
+      const narrow = cachedVerifier(['mcp:write']).verifier;
+      await rejected(run(route, narrow, { rawHeaders: auth('Bearer tok'), socket: {} }, ''));
+      expect(() => authenticate(route, narrow, { rawHeaders: auth('Bearer tok'), socket: {} }, '')).toThrow(expect.objectContaining({ status: 403 }));
     });
 
     it('still refuses what is wrong with the request itself', async () => {

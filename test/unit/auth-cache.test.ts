@@ -98,6 +98,39 @@ describe('TokenCache', () => {
     expect(() => auth.scopes.push('admin')).toThrow(TypeError);
   });
 
+  describe('get: synchronous for a cached token, on any connection', () => {
+    it('answers a token verified on one connection synchronously on another, and a new token with a promise', async () => {
+      const cache = new TokenCache();
+      const inner = vi.fn(async (token: string) => context(token));
+      const hooks = { onHit: vi.fn(), onMiss: vi.fn() };
+      const first = cache.get('t', R, 60_000, inner, hooks, { connection: {}, header: 'Bearer t' });
+      expect(first).toBeInstanceOf(Promise);
+      const auth = await first;
+      const other = {};
+      const again = cache.get('t', R, 60_000, inner, hooks, { connection: other, header: 'Bearer t' });
+      expect(again).toBe(auth);
+      expect(cache.recall(other, 'Bearer t', R)).toBe(auth);
+      expect(cache.get('u', R, 60_000, inner, hooks)).toBeInstanceOf(Promise);
+      expect(cache.get('t', `${R}/`, 60_000, inner, hooks)).toBeInstanceOf(Promise);
+      expect(hooks.onHit).toHaveBeenCalledTimes(1);
+      expect(hooks.onMiss).toHaveBeenCalledTimes(3);
+    });
+
+    it('never answers synchronously past the token exp or the cache bound: it verifies again', async () => {
+      vi.useFakeTimers({ toFake: ['Date'] });
+      const cache = new TokenCache();
+      const inner = vi.fn(async (token: string) => context(token, token === 's' ? 2 : 3_600));
+      await cache.get('s', R, 3_600_000, inner);
+      await cache.get('b', R, 5_000, inner);
+      vi.setSystemTime(Date.now() + 2_500);
+      expect(cache.get('s', R, 3_600_000, inner)).toBeInstanceOf(Promise);
+      expect(cache.get('b', R, 5_000, inner)).not.toBeInstanceOf(Promise);
+      vi.setSystemTime(Date.now() + 3_000);
+      expect(cache.get('b', R, 5_000, inner)).toBeInstanceOf(Promise);
+      await vi.waitFor(() => expect(inner).toHaveBeenCalledTimes(4));
+    });
+  });
+
   describe('recall on a connection', () => {
     const header = 'Bearer t';
 

@@ -382,6 +382,16 @@ describe('createTokenVerifier with a JWT route', () => {
     expect(server.count('/jwks')).toBe(1);
   });
 
+  it('answers a cached token synchronously (verifyCached), a new one with a promise', async () => {
+    const v = createTokenVerifier(route(jwtConfig()), { jwksSources: new JwksRegistry() });
+    const token = await sign();
+    const pending = v.verifyCached!(token);
+    expect(pending).toBeInstanceOf(Promise);
+    const first = await pending;
+    expect(v.verifyCached!(token)).toBe(first);
+    expect(v.verifyCached!(await sign(claims({ sub: 'another' })))).toBeInstanceOf(Promise);
+  });
+
   it('refuses at route B a token cached for route A', async () => {
     const shared = new JwksRegistry();
     const a = createTokenVerifier(route(jwtConfig()), { jwksSources: shared });
