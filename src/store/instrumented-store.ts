@@ -5,10 +5,10 @@
 // it, named by operation only: keys hold token hashes and session ids.
 import type { Metrics } from '../observability/metrics.js';
 import type { Tracing } from '../observability/tracing.js';
-import { StoreUnavailableError, type LogEntry, type Store } from './store.js';
+import { StoreUnavailableError, type Admission, type AdmitRequest, type LogEntry, type Store } from './store.js';
 
 type StoreMetrics = Pick<Metrics, 'storeDuration' | 'storeErrors'>;
-type Operation = 'get' | 'set' | 'setIfAbsent' | 'take' | 'increment' | 'delete' | 'ping' | 'appendToLog' | 'readLog';
+type Operation = 'get' | 'set' | 'setIfAbsent' | 'take' | 'increment' | 'delete' | 'ping' | 'appendToLog' | 'readLog' | 'admit';
 
 export class InstrumentedStore implements Store {
   readonly kind: Store['kind'];
@@ -48,6 +48,10 @@ export class InstrumentedStore implements Store {
 
   readLog(key: string, sinceMs: number): Promise<LogEntry[]> {
     return this.#observe('readLog', () => this.backend.readLog(key, sinceMs));
+  }
+
+  admit(key: string, request: AdmitRequest): Promise<Admission> {
+    return this.#observe('admit', () => this.backend.admit(key, request));
   }
 
   delete(key: string): Promise<void> {

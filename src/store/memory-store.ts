@@ -6,7 +6,8 @@
 // (memory-class-budgets.ts says which class gets what).
 import { memoryClassBudget, type ClassBudget } from './memory-class-budgets.js';
 import { MemoryClassCache } from './memory-class-cache.js';
-import type { LogEntry, Store } from './store.js';
+import { admitSlidingWindow, assertAdmitRequest, slidingWindowTtlMs } from './sliding-window.js';
+import type { Admission, AdmitRequest, LogEntry, Store } from './store.js';
 import { assertTtl } from './ttl.js';
 
 export interface MemoryStoreOptions {
@@ -58,6 +59,16 @@ export class MemoryStore implements Store {
     const count = Number(cache.get(key) ?? 0) + 1;
     cache.set(key, String(count), ttl, true);
     return count;
+  }
+
+  async admit(key: string, request: AdmitRequest): Promise<Admission> {
+    assertAdmitRequest(request);
+    const cache = this.#cacheOf(key);
+    // One thread: this read, decision and write happen with no other call in between.
+    const counts = new Map<number, number>(JSON.parse(cache.get(key) ?? '[]') as [number, number][]);
+    const admission = admitSlidingWindow(counts, Date.now(), request);
+    if (admission.admitted) cache.set(key, JSON.stringify([...counts]), slidingWindowTtlMs(request.windowMs));
+    return admission;
   }
 
   async appendToLog(key: string, member: string, retentionMs: number): Promise<void> {

@@ -5,7 +5,8 @@
 // reconnects on its own. Every operation touches one key, so Cluster needs no
 // hash tags.
 import { Cluster } from 'ioredis';
-import { StoreUnavailableError, type LogEntry, type Store } from './store.js';
+import { StoreUnavailableError, type Admission, type AdmitRequest, type LogEntry, type Store } from './store.js';
+import { assertAdmitRequest, SLIDING_WINDOW_SLOTS } from './sliding-window.js';
 import { assertTtl } from './ttl.js';
 import { createRedisClient, type RedisClient } from './redis-client.js';
 import { parseRedisUrl, type RedisTopology } from '../config/redis-url.js';
@@ -36,6 +37,36 @@ const APPEND_TO_LOG_SCRIPT = [
   "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. (now - tonumber(ARGV[2])))",
   "redis.call('PEXPIRE', KEYS[1], ARGV[2])",
   'return now',
+].join('\n');
+
+// sliding-window.ts in Lua, by the server's TIME: the hash at KEYS[1] maps slot → count. Reads, drops the
+// slots that left the window, and counts an admitted request in one step, so no replica ever sees a count
+// another is about to change. Returns {1, 0} admitted, or {0, retryAfterMs}. One key, so Cluster-safe.
+const ADMIT_SCRIPT = [
+  "local t = redis.call('TIME')",
+  'local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)',
+  'local cost, limit, window, slots = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])',
+  'local current = math.floor(now * slots / window)',
+  "local flat = redis.call('HGETALL', KEYS[1])",
+  'local live, used = {}, 0',
+  'for i = 1, #flat, 2 do',
+  '  local slot, count = tonumber(flat[i]), tonumber(flat[i + 1])',
+  "  if slot < current - slots then redis.call('HDEL', KEYS[1], flat[i])",
+  '  else used = used + count; live[#live + 1] = { slot, count } end',
+  'end',
+  'if used + cost <= limit then',
+  "  redis.call('HINCRBY', KEYS[1], string.format('%d', current), cost)",
+  "  redis.call('PEXPIRE', KEYS[1], window + math.ceil(window / slots))",
+  '  return { 1, 0 }',
+  'end',
+  'local never = window + math.ceil(window / slots)',
+  'if cost > limit then return { 0, never } end',
+  'table.sort(live, function(a, b) return a[1] < b[1] end)',
+  'for _, entry in ipairs(live) do',
+  '  used = used - entry[2]',
+  '  if used + cost <= limit then return { 0, math.max(1, math.ceil((entry[1] + slots + 1) * window / slots) - now) } end',
+  'end',
+  'return { 0, never }',
 ].join('\n');
 
 /** Beyond commandTimeout: a command queued while a Cluster (re)discovers its nodes has no per-node timer yet. */
@@ -98,6 +129,15 @@ export class RedisStore implements Store {
     const retention = assertTtl(retentionMs);
     return this.#run('ZADD', async (c) => {
       await c.eval(APPEND_TO_LOG_SCRIPT, 1, key, member, retention);
+    });
+  }
+
+  async admit(key: string, request: AdmitRequest): Promise<Admission> {
+    assertAdmitRequest(request);
+    const { cost, limit, windowMs } = request;
+    return this.#run('ADMIT', async (c) => {
+      const [admitted, retryAfterMs] = (await c.eval(ADMIT_SCRIPT, 1, key, cost, limit, windowMs, SLIDING_WINDOW_SLOTS)) as [number, number];
+      return { admitted: admitted === 1, retryAfterMs: Number(retryAfterMs) };
     });
   }
 

@@ -1,6 +1,9 @@
 // The storage contract every backend implements (in the manner of
 // oidc-provider's adapter). Values are strings; every write has a TTL so the
 // store stays bounded; keys come only from `key-names.ts`.
+import type { Admission, AdmitRequest } from './sliding-window.js';
+
+export type { Admission, AdmitRequest } from './sliding-window.js';
 
 export interface Store {
   readonly kind: 'memory' | 'redis';
@@ -23,6 +26,13 @@ export interface Store {
    * whole log expires `retentionMs` after its last append.
    */
   appendToLog(key: string, member: string, retentionMs: number): Promise<void>;
+  /**
+   * Rate-limit admission (sliding-window.ts): admits `request.cost` uses when
+   * the window at `key`, by the backend's one clock, has room for them, and
+   * counts them; refused, counts nothing and says when they would fit. Atomic:
+   * concurrent callers on every replica never admit more than `limit` together.
+   */
+  admit(key: string, request: AdmitRequest): Promise<Admission>;
   /** The log's members stamped after `sinceMs` (0: all), with their stamps, oldest first. */
   readLog(key: string, sinceMs: number): Promise<LogEntry[]>;
   delete(key: string): Promise<void>;

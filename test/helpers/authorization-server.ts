@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'vitest';
 import { MemoryStore } from '../../src/store/memory-store.js';
-import type { Store } from '../../src/store/store.js';
+import type { AdmitRequest, Store } from '../../src/store/store.js';
 import type { AuthorizationServerOptions } from '../../src/authorization-server/index.js';
 import type { Audit, AuditEvent } from '../../src/observability/audit.js';
 import { startTestGateway, type ConfigFiles, type TestGateway } from './gateway.js';
@@ -43,6 +43,10 @@ export class RecordingStore implements Store {
   /** Rate-limit counters: not recorded, they hold no request data ("nothing stored" means none of it). */
   increment(key: string, ttlMs: number) {
     return this.inner.increment(key, ttlMs);
+  }
+  /** Route rate-limit windows: not recorded either, for the same reason. */
+  admit(key: string, request: AdmitRequest) {
+    return this.inner.admit(key, request);
   }
   delete(key: string) {
     return this.inner.delete(key);

@@ -124,6 +124,55 @@ export function describeStoreContract(backend: ContractBackend): void {
       await expect(store.appendToLog(k(), 'x', 0)).rejects.toThrow(RangeError);
     });
 
+    it('admit: a window admits `limit` uses, then refuses with the time until room, counting nothing refused', async () => {
+      const key = k();
+      const request = { cost: 1, limit: 3, windowMs: 60_000 };
+      for (let i = 0; i < 3; i++) expect(await store.admit(key, request)).toEqual({ admitted: true, retryAfterMs: 0 });
+      const refused = await store.admit(key, request);
+      expect(refused.admitted).toBe(false);
+      // All three are in the current slot: room comes when it leaves the window, within window + one slot.
+      expect(refused.retryAfterMs).toBeGreaterThan(60_000 - 6_000);
+      expect(refused.retryAfterMs).toBeLessThanOrEqual(66_000);
+      // A batch bigger than the limit never fits.
+      expect((await store.admit(k(), { cost: 4, limit: 3, windowMs: 60_000 })).admitted).toBe(false);
+    });
+
+    it('admit: a cost is admitted whole or not at all', async () => {
+      const key = k();
+      expect((await store.admit(key, { cost: 3, limit: 5, windowMs: 60_000 })).admitted).toBe(true);
+      expect((await store.admit(key, { cost: 3, limit: 5, windowMs: 60_000 })).admitted).toBe(false);
+      expect((await store.admit(key, { cost: 2, limit: 5, windowMs: 60_000 })).admitted).toBe(true);
+      expect((await store.admit(key, { cost: 1, limit: 5, windowMs: 60_000 })).admitted).toBe(false);
+    });
+
+    it('admit: of 20 concurrent callers exactly `limit` are admitted', async () => {
+      const key = k();
+      const results = await Promise.all(Array.from({ length: 20 }, () => store.admit(key, { cost: 1, limit: 7, windowMs: 60_000 })));
+      expect(results.filter((r) => r.admitted)).toHaveLength(7);
+    });
+
+    it('admit: after retryAfterMs the refused use fits', async () => {
+      const key = k();
+      const request = { cost: 1, limit: 2, windowMs: 400 };
+      await store.admit(key, request);
+      await store.admit(key, request);
+      const refused = await store.admit(key, request);
+      expect(refused.admitted).toBe(false);
+      expect(refused.retryAfterMs).toBeLessThanOrEqual(440);
+      await sleep(refused.retryAfterMs + 5);
+      expect((await store.admit(key, request)).admitted).toBe(true);
+    });
+
+    it('admit: counts left under another window length do not break a decision; bad requests are RangeErrors', async () => {
+      const key = k();
+      await store.admit(key, { cost: 1, limit: 5, windowMs: 1_000 });
+      const after = await store.admit(key, { cost: 1, limit: 5, windowMs: 3_600_000 });
+      expect(typeof after.admitted).toBe('boolean');
+      await expect(store.admit(k(), { cost: 0, limit: 5, windowMs: 1_000 })).rejects.toThrow(RangeError);
+      await expect(store.admit(k(), { cost: 1, limit: 1.5, windowMs: 1_000 })).rejects.toThrow(RangeError);
+      await expect(store.admit(k(), { cost: 1, limit: 5, windowMs: 5 })).rejects.toThrow(RangeError);
+    });
+
     it('delete removes a key, and is quiet about a missing one', async () => {
       const key = k();
       await store.set(key, 'v', 10_000);

@@ -14,7 +14,7 @@ import { createAudit } from '../../src/observability/audit.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
-import { StoreUnavailableError, type LogEntry, type Store } from '../../src/store/store.js';
+import { StoreUnavailableError, type AdmitRequest, type LogEntry, type Store } from '../../src/store/store.js';
 
 const IDP = 'https://idp.example';
 const TTL_MS = 3_600_000;
@@ -37,6 +37,7 @@ class FailingOnceStore implements Store {
   setIfAbsent = (key: string, value: string, ttlMs: number) => this.#call(() => this.inner.setIfAbsent(key, value, ttlMs));
   take = (key: string) => this.#call(() => this.inner.take(key));
   increment = (key: string, ttlMs: number) => this.#call(() => this.inner.increment(key, ttlMs));
+  admit = (key: string, request: AdmitRequest) => this.#call(() => this.inner.admit(key, request));
   appendToLog = (key: string, member: string, retentionMs: number) => this.#call(() => this.inner.appendToLog(key, member, retentionMs));
   readLog = (key: string, sinceMs: number): Promise<LogEntry[]> => this.#call(() => this.inner.readLog(key, sinceMs));
   delete = (key: string) => this.#call(() => this.inner.delete(key));

@@ -25,6 +25,7 @@ const down: Store = {
   setIfAbsent: () => Promise.reject(new StoreUnavailableError('down')),
   take: () => Promise.reject(new StoreUnavailableError('down')),
   increment: () => Promise.reject(new StoreUnavailableError('down')),
+  admit: () => Promise.reject(new StoreUnavailableError('down')),
   delete: () => Promise.reject(new StoreUnavailableError('down')),
   appendToLog: () => Promise.reject(new StoreUnavailableError('down')),
   readLog: () => Promise.reject(new StoreUnavailableError('down')),
