@@ -17,6 +17,7 @@ import type {
   AuthorizationServerRateLimits,
   GatewayConfig,
   RouteConfig,
+  RouteRateLimitConfig,
   RuleConfig,
   StaticClientConfig,
   StdioUpstreamConfig,
@@ -217,6 +218,15 @@ class Resolver {
         }),
       ),
       filterToolsList: f.filter_tools_list,
+      rateLimits: f.rate_limits.map(
+        (l, i): RouteRateLimitConfig => ({
+          per: l.per,
+          ...(l.match && { match: l.match }),
+          requests: l.requests,
+          windowMs: parseDuration(l.window),
+          source: ruleSource(at(['rate_limits', i], '')),
+        }),
+      ),
       allowedOrigins: f.cors.allowed_origins,
       maxBodyBytes: f.limits.max_body_bytes,
       upstreamTimeoutMs: parseDuration(f.limits.upstream_timeout),

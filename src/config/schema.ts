@@ -1,6 +1,7 @@
 // The configuration file formats. Pure zod without transforms, so the same
 // schema validates files and generates schema/gateway.schema.json.
 import { z } from 'zod';
+import { parseDuration } from './duration.js';
 import { ASYMMETRIC_JWS_ALGORITHMS } from './jws-algorithms.js';
 
 /** A duration such as `500ms`, `60s`, `10m`, `12h`, `30d`. */
@@ -71,16 +72,19 @@ export const TokenSchema = z
 
 const Glob = z.string().min(1);
 
+/** What a rule or a rate limit applies to: JSON-RPC messages by method and tool, resource or prompt name (globs). */
+const MatchSchema = z
+  .strictObject({
+    method: z.string().min(1).optional(),
+    tool: Glob.optional(),
+    uri: Glob.optional(),
+    prompt: Glob.optional(),
+  })
+  .refine((m) => Object.keys(m).length > 0, 'a match needs at least one of method, tool, uri, prompt');
+
 export const RuleSchema = z
   .strictObject({
-    match: z
-      .strictObject({
-        method: z.string().min(1).optional(),
-        tool: Glob.optional(),
-        uri: Glob.optional(),
-        prompt: Glob.optional(),
-      })
-      .refine((m) => Object.keys(m).length > 0, 'a match needs at least one of method, tool, uri, prompt'),
+    match: MatchSchema,
     require_scopes: z.array(Scope).optional(),
     deny: z.literal(true).optional(),
     allow_clients: z.array(z.string().min(1)).optional(),
@@ -88,6 +92,21 @@ export const RuleSchema = z
   })
   .refine((r) => !(r.deny && (r.require_scopes || r.allow_clients || r.allow_subjects)), 'deny stands alone')
   .meta({ id: 'Rule' });
+
+/** Longest rate-limit window: a counter lives as long as its window. */
+const MAX_RATE_LIMIT_WINDOW_MS = 86_400_000;
+
+export const RouteRateLimitSchema = z
+  .strictObject({
+    per: z.enum(['principal', 'client', 'subject']).describe('whose uses are counted together: principal (issuer, subject and client id), client (issuer and client id), subject (issuer and subject)'),
+    match: MatchSchema.optional().describe('count only the messages a policy rule with this match would apply to (default: every request)'),
+    requests: z.number().int().positive().max(1_000_000),
+    window: Duration.refine((w) => {
+      const ms = parseDuration(w);
+      return ms >= 1000 && ms <= MAX_RATE_LIMIT_WINDOW_MS;
+    }, 'a rate-limit window is between 1s and 1d'),
+  })
+  .meta({ id: 'RouteRateLimit', description: 'At most `requests` uses in any sliding `window`, shared by every replica through the store; over it: 429 with Retry-After' });
 
 export const UpstreamAuthSchema = z.discriminatedUnion('kind', [
   z.strictObject({ kind: z.literal('none') }),
@@ -164,6 +183,7 @@ export const RouteSchema = z.strictObject({
   required_scopes: z.array(Scope).default([]),
   rules: z.array(RuleSchema).default([]),
   filter_tools_list: z.boolean().default(false),
+  rate_limits: z.array(RouteRateLimitSchema).max(20).default([]).describe('all that match a request apply'),
   cors: z.strictObject({ allowed_origins: z.array(HttpUrl).default([]) }).default({ allowed_origins: [] }),
   limits: z
     .strictObject({

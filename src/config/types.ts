@@ -37,6 +37,17 @@ export interface RuleConfig {
   source?: string;
 }
 
+/** One of a route's `rate_limits`, durations in ms. */
+export interface RouteRateLimitConfig {
+  per: 'principal' | 'client' | 'subject';
+  /** Undefined: every request to the route counts. */
+  match?: RuleConfig['match'];
+  requests: number;
+  windowMs: number;
+  /** `file:line` of the limit, for the audit log. */
+  source?: string;
+}
+
 export type UpstreamAuthConfig =
   | { kind: 'none' }
   | { kind: 'static'; header: string; value: string }
@@ -79,6 +90,7 @@ export interface RouteConfig {
   requiredScopes: string[];
   rules: RuleConfig[];
   filterToolsList: boolean;
+  rateLimits: RouteRateLimitConfig[];
   allowedOrigins: string[];
   maxBodyBytes: number;
   upstreamTimeoutMs: number;

@@ -98,3 +98,7 @@ export const deniedByPolicy = (description: string) => new GatewayError(403, 'ac
 
 export const temporarilyUnavailable = (description: string, cause?: unknown) =>
   new GatewayError(503, 'temporarily_unavailable', description, { cause, headers: { 'retry-after': '1' } });
+
+/** 429 with `Retry-After` in whole seconds (at least 1): when the request would fit again. */
+export const tooManyRequests = (description: string, retryAfterMs: number) =>
+  new GatewayError(429, 'too_many_requests', description, { headers: { 'retry-after': String(Math.max(1, Math.ceil(retryAfterMs / 1000))) } });

@@ -7,6 +7,7 @@ import { createTokenVerifier } from '../auth/create-token-verifier.js';
 import { createAuthorizationServer, type AuthorizationServer } from '../authorization-server/index.js';
 import type { GatewayConfig, RouteConfig } from '../config/types.js';
 import { createPolicyStep } from '../policy/policy-step.js';
+import type { RateLimiterDeps } from '../policy/rate-limiter.js';
 import type { Forwarder, ProxyMetrics } from '../proxy/forwarder.js';
 import { createHttpForwarder } from '../proxy/http-forwarder.js';
 import { createSessionBinding, type SessionBinding } from '../proxy/session-binding.js';
@@ -58,7 +59,7 @@ export async function buildRouteTable(config: GatewayConfig, services: Services,
       metrics,
       logger,
       selfOrigin,
-      policy: createPolicyStep(route, { audit }),
+      policy: createPolicyStep(route, { audit, rateLimits: rateLimitDeps(route, config, services) }),
       tracing: services.tracing,
       benchmarkPrincipal: options.benchmarkPrincipal,
     });
@@ -101,6 +102,18 @@ function createRouteForwarder(route: RouteConfig, sessions: SessionBinding, { lo
       },
     }),
   );
+}
+
+/** What a route's rate limits count with: the shared store, bounded by its command timeout, and the route's counters. */
+function rateLimitDeps(route: RouteConfig, config: GatewayConfig, { store, metrics }: Services): RateLimiterDeps {
+  return {
+    store,
+    waitMs: config.store.kind === 'redis' ? config.store.commandTimeoutMs : undefined,
+    counters: (label) => ({
+      limited: metrics.routeRateLimited.labels(route.path, label),
+      failOpen: metrics.routeRateLimitFailOpen.labels(route.path, label),
+    }),
+  };
 }
 
 /** Ends the table's event streams and closes its upstream pools. */

@@ -156,6 +156,22 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  // --- route rate limits (rate_limits of a route) -------------------------------
+
+  readonly routeRateLimited = new Counter({
+    name: 'mag_route_rate_limited_total',
+    help: 'Requests to protected routes refused with 429 by a rate limit, by route and limit (rate_limits[i] of the route)',
+    labelNames: ['route', 'limit'] as const,
+    registers: [this.registry],
+  });
+
+  readonly routeRateLimitFailOpen = new Counter({
+    name: 'mag_route_rate_limit_fail_open_total',
+    help: 'Requests to protected routes let through a rate limit because the store failed or did not answer within store.command_timeout, by route and limit',
+    labelNames: ['route', 'limit'] as const,
+    registers: [this.registry],
+  });
+
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'mag_' });
   }

@@ -3,7 +3,7 @@
 // match means the route's required scopes only. A batch is allowed only when
 // every message in it is.
 import { operationOf, type JsonRpcMessage, type Operation } from './json-rpc.js';
-import type { CompiledRule, RoutePolicy } from './route-policy.js';
+import { matchesOperation, type CompiledRule, type RoutePolicy } from './route-policy.js';
 
 export interface PolicyCaller {
   subject: string;
@@ -60,16 +60,7 @@ export function evaluateOperation(policy: RoutePolicy, operation: Operation, cal
 
 /** The first rule that matches the operation, if any. */
 function matchingRule(policy: RoutePolicy, operation: Operation): CompiledRule | undefined {
-  return policy.rules.find((rule) => matches(rule, operation));
-}
-
-function matches(rule: CompiledRule, { method, name }: Operation): boolean {
-  if (rule.method && !rule.method.test(method)) return false;
-  // A name pattern applies only to the method that carries that kind of name.
-  if (rule.tool && (method !== 'tools/call' || name === undefined || !rule.tool.test(name))) return false;
-  if (rule.uri && (method !== 'resources/read' || name === undefined || !rule.uri.test(name))) return false;
-  if (rule.prompt && (method !== 'prompts/get' || name === undefined || !rule.prompt.test(name))) return false;
-  return true;
+  return policy.rules.find((rule) => matchesOperation(rule, operation));
 }
 
 // Per-rule results computed once: this runs on every request.

@@ -1,20 +1,22 @@
 // The policy step of a protected route, between reading the body and the
 // credential swap: parse the JSON-RPC body once, hold the 2026-07-28 routing
-// headers to it, decide, write the audit line, and — when the route filters
+// headers to it, decide, count it against the route's rate limits (429 over
+// one; rate-limiter.ts), write the audit line, and — when the route filters
 // `tools/list` — hand the proxy the response transform for this request.
 import type { IncomingHttpHeaders } from 'node:http';
 import type { AuthContext } from '../auth/principal.js';
 import type { RouteConfig } from '../config/types.js';
-import { deniedByPolicy, GatewayError, insufficientScope } from '../errors/gateway-error.js';
+import { deniedByPolicy, GatewayError, insufficientScope, tooManyRequests } from '../errors/gateway-error.js';
 import type { Audit } from '../observability/audit.js';
 import type { GatewaySpan } from '../observability/tracing.js';
 import type { ResponseTransform } from '../proxy/response-transform.js';
-import { createDecisionAudit } from './decision-audit.js';
+import { createDecisionAudit, type DecisionAudit } from './decision-audit.js';
 import { spanDecision, spanRequest } from './decision-span.js';
-import { evaluate, evaluateOperation, type Decision } from './evaluate.js';
+import { evaluate, evaluateOperation, type Decision, type MessageDecision } from './evaluate.js';
 import { requireIdentityEncoding, requireUtf8Body } from './body-charset.js';
 import { parseJsonRpcBody, type ParsedRequest } from './json-rpc.js';
 import { HeaderMismatchError, checkMcpHeaders, refuseMcpHeadersWithoutBody } from './mcp-headers.js';
+import { createRateLimiter, type RateLimiter, type RateLimiterDeps } from './rate-limiter.js';
 import { compilePolicy, type RoutePolicy } from './route-policy.js';
 import { toolsListFilter } from './tools-list-filter.js';
 
@@ -38,27 +40,33 @@ export interface PolicyOutcome {
 export interface PolicyStep {
   readonly policy: RoutePolicy;
   /**
-   * Throws a GatewayError (400 not JSON-RPC, 403 refused) or a
-   * HeaderMismatchError (400, -32020); nothing is forwarded then. `span`:
+   * Throws a GatewayError (400 not JSON-RPC, 403 refused, 429 over a rate
+   * limit) or a HeaderMismatchError (400, -32020); nothing is forwarded then.
+   * Synchronous unless the route has rate limits (they ask the store). `span`:
    * the request's, told the MCP operation and the decision.
    */
-  check(req: PolicyRequest, body: Buffer, auth: AuthContext, span?: GatewaySpan): PolicyOutcome;
+  check(req: PolicyRequest, body: Buffer, auth: AuthContext, span?: GatewaySpan): PolicyOutcome | Promise<PolicyOutcome>;
 }
 
 export interface PolicyStepDeps {
   audit: Audit;
+  /** The store and counters of the route's `rate_limits`; without it, they are not enforced (tools that only decide, such as explain). */
+  rateLimits?: RateLimiterDeps;
 }
 
 const NOTHING_TO_DO: PolicyOutcome = Object.freeze({});
+const NO_OPERATIONS: readonly undefined[] = [];
 
 export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): PolicyStep {
   const policy = compilePolicy(route);
   const { audit } = deps;
   const decisionAudit = createDecisionAudit(audit, route);
-  // No rules, no filtering and no audit line: every well-formed request that
+  const limiter = deps.rateLimits && route.rateLimits.length > 0 ? createRateLimiter(route, deps.rateLimits) : undefined;
+  const limited = limiter && applyRateLimits(limiter, decisionAudit);
+  // No rules, no filtering, no audit line and no rate limit: every well-formed request that
   // passed authentication (the route's scopes) is allowed, so nothing is left
   // to decide once the body has been read and held to the routing headers.
-  const onlyValidate = policy.rules.length === 0 && !route.filterToolsList && !audit.enabled;
+  const onlyValidate = policy.rules.length === 0 && !route.filterToolsList && !audit.enabled && !limiter;
 
   const mayCall = (auth: AuthContext) => (tool: string) => evaluateOperation(policy, { method: 'tools/call', name: tool }, auth).allow;
 
@@ -78,7 +86,8 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
         }
         // A GET stream carries no request of the client's, but a resumed POST
         // stream may deliver a tools/list answer on it.
-        return req.method === 'GET' && route.filterToolsList ? { transform: filterFor(auth) } : NOTHING_TO_DO;
+        const outcome = req.method === 'GET' && route.filterToolsList ? { transform: filterFor(auth) } : NOTHING_TO_DO;
+        return limited ? limited(auth, undefined, outcome, span) : outcome;
       }
       let request: ParsedRequest;
       try {
@@ -96,14 +105,30 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
         return NOTHING_TO_DO;
       }
       const decision = evaluate(policy, request, auth);
-      decisionAudit.decided(auth, decision.messages, !decision.allow);
+      if (!decision.allow || !limited) decisionAudit.decided(auth, decision.messages, !decision.allow);
       if (span) spanDecision(span, decision, route);
       if (!decision.allow) throw refusal(decision);
-      if (!route.filterToolsList) return NOTHING_TO_DO;
       // Every answer is read, whatever this body asks: a server (or a bridge
       // routing answers by id) may deliver a tool list on any answer it holds.
-      return { transform: filterFor(auth) };
+      const outcome = route.filterToolsList ? { transform: filterFor(auth) } : NOTHING_TO_DO;
+      return limited ? limited(auth, decision.messages, outcome, span) : outcome;
     },
+  };
+}
+
+/** After the policy allowed: the rate limits, then the audit lines (naming the limit when one refused). */
+function applyRateLimits(limiter: RateLimiter, decisionAudit: DecisionAudit) {
+  return async function limited(auth: AuthContext, messages: readonly MessageDecision[] | undefined, outcome: PolicyOutcome, span?: GatewaySpan): Promise<PolicyOutcome> {
+    const refusal = await limiter.admit(auth, messages?.map((m) => m.operation) ?? NO_OPERATIONS);
+    if (!refusal) {
+      if (messages) decisionAudit.decided(auth, messages, false);
+      return outcome;
+    }
+    span?.set('mag.rate_limit', refusal.limit.name);
+    if (messages) decisionAudit.decided(auth, messages, { limit: refusal.limit.name });
+    else decisionAudit.rejected(auth, 'rate_limited', 429, refusal.limit.name);
+    const { requests, windowMs, label } = refusal.limit;
+    throw tooManyRequests(`Rate limit of this route: at most ${requests} per ${windowMs / 1000} s (${label})`, refusal.retryAfterMs);
   };
 }
 

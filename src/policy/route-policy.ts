@@ -3,18 +3,23 @@
 // each rule for `explain` and the audit log.
 import type { RouteConfig, RuleConfig } from '../config/types.js';
 import { compileGlob, type Glob } from './glob.js';
+import type { Operation } from './json-rpc.js';
 
-export interface CompiledRule {
+/** A rule's `match` (also a rate limit's), compiled: every glob given must match. */
+export interface CompiledMatch {
+  method?: Glob;
+  tool?: Glob;
+  uri?: Glob;
+  prompt?: Glob;
+}
+
+export interface CompiledRule extends CompiledMatch {
   /** Position in the route's `rules` list (0-based). */
   index: number;
   /** `file:line` of the rule in the configuration, when known. */
   source?: string;
   /** The rule as written, on one line. */
   description: string;
-  method?: Glob;
-  tool?: Glob;
-  uri?: Glob;
-  prompt?: Glob;
   deny: boolean;
   requireScopes: readonly string[];
   allowClients?: ReadonlySet<string>;
@@ -40,16 +45,32 @@ export function compilePolicy(route: Pick<RouteConfig, 'path' | 'requiredScopes'
   };
 }
 
+export function compileMatch(match: RuleConfig['match']): CompiledMatch {
+  return {
+    method: match.method === undefined ? undefined : compileGlob(match.method),
+    tool: match.tool === undefined ? undefined : compileGlob(match.tool),
+    uri: match.uri === undefined ? undefined : compileGlob(match.uri),
+    prompt: match.prompt === undefined ? undefined : compileGlob(match.prompt),
+  };
+}
+
+/** Whether `match` applies to the operation. */
+export function matchesOperation(match: CompiledMatch, { method, name }: Operation): boolean {
+  if (match.method && !match.method.test(method)) return false;
+  // A name pattern applies only to the method that carries that kind of name.
+  if (match.tool && (method !== 'tools/call' || name === undefined || !match.tool.test(name))) return false;
+  if (match.uri && (method !== 'resources/read' || name === undefined || !match.uri.test(name))) return false;
+  if (match.prompt && (method !== 'prompts/get' || name === undefined || !match.prompt.test(name))) return false;
+  return true;
+}
+
 function compileRule(rule: RuleConfig, index: number): CompiledRule {
   const { match } = rule;
   return {
     index,
     source: rule.source,
     description: describeRule(rule),
-    method: match.method === undefined ? undefined : compileGlob(match.method),
-    tool: match.tool === undefined ? undefined : compileGlob(match.tool),
-    uri: match.uri === undefined ? undefined : compileGlob(match.uri),
-    prompt: match.prompt === undefined ? undefined : compileGlob(match.prompt),
+    ...compileMatch(match),
     deny: rule.deny === true,
     requireScopes: rule.requireScopes ?? [],
     allowClients: rule.allowClients && new Set(rule.allowClients),
@@ -59,17 +80,22 @@ function compileRule(rule: RuleConfig, index: number): CompiledRule {
 
 /** `match { method: tools/call, tool: "delete_*" } → require_scopes [mcp:write]` */
 export function describeRule(rule: RuleConfig): string {
-  const match = Object.entries(rule.match)
-    .filter(([, value]) => value !== undefined)
-    .map(([key, value]) => `${key}: ${quoteIfGlob(value as string)}`)
-    .join(', ');
   const outcomes: string[] = [];
   if (rule.deny) outcomes.push('deny');
   if (rule.allowClients) outcomes.push(`allow_clients [${rule.allowClients.join(', ')}]`);
   if (rule.allowSubjects) outcomes.push(`allow_subjects [${rule.allowSubjects.join(', ')}]`);
   if (rule.requireScopes) outcomes.push(`require_scopes [${rule.requireScopes.join(', ')}]`);
   if (outcomes.length === 0) outcomes.push('allow');
-  return `match { ${match} } → ${outcomes.join(', ')}`;
+  return `${describeMatch(rule.match)} → ${outcomes.join(', ')}`;
+}
+
+/** `match { method: tools/call, tool: "delete_*" }` */
+export function describeMatch(match: RuleConfig['match']): string {
+  const fields = Object.entries(match)
+    .filter(([, value]) => value !== undefined)
+    .map(([key, value]) => `${key}: ${quoteIfGlob(value as string)}`)
+    .join(', ');
+  return `match { ${fields} }`;
 }
 
 const quoteIfGlob = (value: string) => (/[*?]/.test(value) ? JSON.stringify(value) : value);

@@ -1,5 +1,5 @@
 // One protected route: origin check, bearer authentication, bounded body,
-// policy, credential swap, then the proxy. Whatever is thrown is translated
+// policy and rate limits, credential swap, then the proxy. Whatever is thrown is translated
 // (toGatewayError) and written once, by writeError.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RouteConfig } from '../config/types.js';
@@ -90,7 +90,9 @@ function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHan
       // The client, never the subject (a person) nor anything of the token.
       span?.set('mag.client_id', auth.clientId);
       const body = formBody ?? (req.method === 'POST' ? await readBody(req, route.maxBodyBytes) : EMPTY_BODY);
-      const transform = deps.policy?.check(req, body, auth, span).transform;
+      // Synchronous unless the route has rate limits, which ask the store.
+      const checked = deps.policy?.check(req, body, auth, span);
+      const transform = (checked instanceof Promise ? await checked : checked)?.transform;
       const credential = deps.credential.headersFor(auth);
       const injected = credential instanceof Promise ? await credential : credential;
       if (cors) for (const [name, value] of Object.entries(cors)) res.setHeader(name, value);

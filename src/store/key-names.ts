@@ -41,6 +41,14 @@ export const NEVER_EVICTED_CLASSES: readonly string[] = [REVOKED_GRANT_CLASS, US
 /** Principal that created an upstream session (`Mcp-Session-Id`) on a route. */
 export const sessionBindingKey = (routePath: string, sessionId: string) => key(SESSION_BINDING_CLASS, routePath, sessionId);
 
+/**
+ * The sliding window (`Store.admit`) of one route rate limit and one caller:
+ * `limit` is the limit's definition as written (a changed limit starts new
+ * counters; the old ones expire), `who` the counted identity (a principal's
+ * `[issuer, sub, client_id]`, a client's or a subject's), hashed like every part.
+ */
+export const routeRateLimitKey = (routePath: string, limit: string, who: string) => key('route-limit', routePath, limit, who);
+
 // --- built-in authorization server (reserved for it) ------------------------
 
 /** A registered client (DCR) or a fetched Client ID Metadata Document. */

@@ -43,6 +43,7 @@ function routeFor(upstream: string, overrides: Partial<RouteConfig> = {}): Route
     requiredScopes: [],
     rules: [],
     filterToolsList: false,
+    rateLimits: [],
     allowedOrigins: [],
     maxBodyBytes: 1024,
     upstreamTimeoutMs: 5_000,
