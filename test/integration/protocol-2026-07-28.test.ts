@@ -64,9 +64,11 @@ let issuer: TestIssuer;
 let gw: TestGateway;
 let reader: string;
 let writer: string;
+let upstreamUrl: string;
 
 beforeAll(async () => {
   const port = await listen(upstream);
+  upstreamUrl = `http://127.0.0.1:${port}/mcp`;
   issuer = await startTestIssuer('RS256');
   gw = await startTestGateway({
     'gateway.yaml': gatewayYaml(),
@@ -86,7 +88,7 @@ afterAll(async () => {
 });
 
 /** A 2026-07-28 POST: the routing headers mirror the body, `extra` headers in the order given. */
-function post(token: string, method: string, params: Record<string, unknown>, extra: Array<[string, string]> = [], signal?: AbortSignal) {
+function post(token: string, method: string, params: Record<string, unknown>, extra: Array<[string, string]> = [], signal?: AbortSignal, url = `${gw.url}${PATH}`) {
   const headers = new Headers({
     authorization: `Bearer ${token}`,
     'content-type': 'application/json',
@@ -96,7 +98,7 @@ function post(token: string, method: string, params: Record<string, unknown>, ex
   });
   if (typeof params.name === 'string') headers.set('mcp-name', params.name);
   for (const [name, value] of extra) headers.append(name, value);
-  return fetch(`${gw.url}${PATH}`, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 9, method, params }), signal });
+  return fetch(url, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 9, method, params }), signal });
 }
 
 const headerOf = (record: Seen, name: string) => record.headers.filter(([n]) => n.toLowerCase() === name).map(([, v]) => v);
@@ -140,11 +142,11 @@ describe('Mcp-Param-* headers', () => {
 });
 
 describe('a client closing an SSE response', () => {
-  /** One stream: opened, two events read, then closed by the client; ms until the upstream saw its request closed. */
-  async function cancelOnce(): Promise<number> {
+  /** One stream (through the gateway, or straight to the upstream): opened, two events read, then closed by the client; ms until the upstream saw its request closed. */
+  async function cancelOnce(url: string): Promise<number> {
     const abort = new AbortController();
     const before = seen.length;
-    const res = await post(reader, 'tools/call', { name: 'slow', arguments: {} }, [], abort.signal);
+    const res = await post(reader, 'tools/call', { name: 'slow', arguments: {} }, [], abort.signal, url);
     expect(res.headers.get('content-type')).toBe('text/event-stream');
     const stream = res.body!.getReader();
     let text = '';
@@ -159,14 +161,19 @@ describe('a client closing an SSE response', () => {
     return record.closedAt! - closedByClient;
   }
 
-  it('cancels the upstream request at once: the upstream sees it closed within 100 ms (median of 5)', async () => {
-    const delays: number[] = [];
-    for (let i = 0; i < 5; i++) delays.push(await cancelOnce());
-    delays.sort((a, b) => a - b);
-    // Client, gateway and upstream share one event loop on a shared machine: one slow turn is
-    // scheduling, not the gateway waiting for the next event or a timeout.
-    expect(delays[2], delays.map((d) => d.toFixed(1)).join(' ')).toBeLessThan(100);
-    expect(delays[4]).toBeLessThan(1_000);
+  it('cancels the upstream request at once: within 100 ms of what a direct connection takes (medians of 5, interleaved)', async () => {
+    const direct: number[] = [];
+    const through: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      direct.push(await cancelOnce(upstreamUrl));
+      through.push(await cancelOnce(`${gw.url}${PATH}`));
+    }
+    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[2]!;
+    const shown = `direct ${direct.map((d) => d.toFixed(1)).join(' ')}; gateway ${through.map((d) => d.toFixed(1)).join(' ')}`;
+    // Client, gateway and upstream share one event loop on a shared machine, so the direct run is
+    // the baseline: the gateway adds one hop's socket close, not a wait for the next event or a timeout.
+    expect(median(through) - median(direct), shown).toBeLessThan(100);
+    expect(Math.max(...through), shown).toBeLessThan(1_000);
   });
 });
 
