@@ -1,8 +1,13 @@
 // `mcp-auth-gateway demo`: everything in one process on this machine — the
 // demo MCP server on a free loopback port, and in front of it the gateway
 // with the built-in authorization server and the dev login, on
-// 127.0.0.1:8080 (PORT overrides). Configuration is embedded (validated by
+// 127.0.0.1:8080 (PORT overrides); and a second route, the common case, an
+// unmodified stdio server (`@modelcontextprotocol/server-memory`, a
+// dependency: started with this Node from node_modules, so it works offline)
+// that the gateway starts per session. Configuration is embedded (validated by
 // the same schema and resolver as files), the store is in memory.
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { resolveConfig } from '../config/resolve.js';
 import { ConfigError, type ConfigIssue } from '../config/config-error.js';
 import { GatewaySchema, RouteSchema } from '../config/schema.js';
@@ -13,6 +18,14 @@ import { startGateway } from '../gateway.js';
 import { startDemoMcpServer } from './demo-mcp-server.js';
 
 export const DEMO_ROUTE_PATH = '/demo/mcp';
+export const DEMO_MEMORY_ROUTE_PATH = '/memory/mcp';
+
+/** server-memory's bin script, resolved in node_modules (never fetched by npx). */
+export function memoryServerScript(): string {
+  const require = createRequire(import.meta.url);
+  const manifest = require('@modelcontextprotocol/server-memory/package.json') as { bin: Record<string, string> };
+  return join(dirname(require.resolve('@modelcontextprotocol/server-memory/package.json')), manifest.bin['mcp-server-memory']!);
+}
 
 /** The demo's configuration, as it would be written in policies/. */
 export function demoConfigFiles(port: number, upstream: string) {
@@ -24,7 +37,8 @@ export function demoConfigFiles(port: number, upstream: string) {
       store: { kind: 'memory' },
       audit: { sink: 'stderr' },
       log_level: process.env.LOG_LEVEL ?? 'warn',
-      authorization_server: { enabled: true, login: { kind: 'dev' } },
+      // Two routes: a 2025-03-26 client that sends no `resource` gets the first one's.
+      authorization_server: { enabled: true, login: { kind: 'dev' }, default_resource: `${publicUrl}${DEMO_ROUTE_PATH}` },
     },
     route: {
       path: DEMO_ROUTE_PATH,
@@ -39,6 +53,29 @@ export function demoConfigFiles(port: number, upstream: string) {
       filter_tools_list: true,
       upstream_auth: { kind: 'none' },
     },
+    memoryRoute: {
+      path: DEMO_MEMORY_ROUTE_PATH,
+      upstream: {
+        stdio: {
+          command: process.execPath,
+          args: [memoryServerScript()],
+          // One knowledge graph per process, so per session: alice never sees bob's.
+          env: { MEMORY_FILE_PATH: '${PROCESS_DIR}/memory.jsonl' },
+          max_processes: 20,
+          idle_timeout: '10m',
+        },
+      },
+      scopes_supported: ['mcp:read', 'mcp:write'],
+      required_scopes: ['mcp:read'],
+      rules: [
+        { match: { method: 'tools/call', tool: 'read_graph' }, require_scopes: ['mcp:read'] },
+        { match: { method: 'tools/call', tool: 'search_nodes' }, require_scopes: ['mcp:read'] },
+        { match: { method: 'tools/call', tool: 'open_nodes' }, require_scopes: ['mcp:read'] },
+        { match: { method: 'tools/call', tool: '*' }, require_scopes: ['mcp:write'] },
+      ],
+      filter_tools_list: true,
+      upstream_auth: { kind: 'none' },
+    },
   };
 }
 
@@ -47,13 +84,17 @@ export async function demoConfig(port: number, upstream: string): Promise<Gatewa
   const at: Locate = (path, message, key) => ({ file: 'demo', line: 0, column: 0, message: `${[...path, ...(key ? [key] : [])].join('.')}: ${message}` });
   const gateway = validate(GatewaySchema, files.gateway, at);
   const route = validate(RouteSchema, files.route, at);
-  const issues: ConfigIssue[] = [...gateway.issues, ...route.issues];
-  if (!gateway.value || !route.value) throw new ConfigError(issues);
+  const memoryRoute = validate(RouteSchema, files.memoryRoute, at);
+  const issues: ConfigIssue[] = [...gateway.issues, ...route.issues, ...memoryRoute.issues];
+  if (!gateway.value || !route.value || !memoryRoute.value) throw new ConfigError(issues);
   const resolved = await resolveConfig({
     source: 'demo',
     configDir: process.cwd(),
     gateway: { file: 'demo', value: gateway.value, at },
-    routes: [{ file: 'demo', value: route.value, at }],
+    routes: [
+      { file: 'demo', value: route.value, at },
+      { file: 'demo', value: memoryRoute.value, at },
+    ],
     env: process.env,
   });
   if (resolved.issues.length > 0) throw new ConfigError(resolved.issues);
@@ -62,6 +103,8 @@ export async function demoConfig(port: number, upstream: string): Promise<Gatewa
 
 export interface RunningDemo {
   mcpUrl: string;
+  /** The stdio route (server-memory). */
+  memoryUrl: string;
   close(): Promise<void>;
 }
 
@@ -71,6 +114,7 @@ export async function startDemo(port: number): Promise<RunningDemo> {
     const gateway = await startGateway(await demoConfig(port, upstream.url));
     return {
       mcpUrl: `${gateway.url}${DEMO_ROUTE_PATH}`,
+      memoryUrl: `${gateway.url}${DEMO_MEMORY_ROUTE_PATH}`,
       async close() {
         await gateway.close();
         await upstream.close();
@@ -108,6 +152,12 @@ export async function demoCommand(env: NodeJS.ProcessEnv = process.env): Promise
       '  It discovers the built-in authorization server, registers itself, and opens a consent page that',
       '  names it; then sign in with any user name (the dev login). Scopes: mcp:read lists and calls',
       '  echo, add, list_notes; mcp:write also add_note and delete_note; shell is denied by policy.',
+      '',
+      `  stdio server URL: ${demo.memoryUrl}`,
+      '',
+      '  The same, in front of an unmodified stdio server (@modelcontextprotocol/server-memory): the gateway',
+      '  starts one process per MCP session, so each user gets a knowledge graph of their own. mcp:read',
+      '  reads the graph (read_graph, search_nodes, open_nodes); mcp:write also changes it.',
       '',
       'Press Ctrl-C to stop.',
       '',

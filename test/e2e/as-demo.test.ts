@@ -95,6 +95,35 @@ describe('mcp-auth-gateway demo', () => {
     }
   });
 
+  it("prints a stdio route too: server-memory, one process per session, so bob never sees alice's graph", async () => {
+    const memoryUrl = /stdio server URL:\s+(\S+)/.exec(stdout)?.[1];
+    expect(memoryUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/memory\/mcp$/);
+    const register = async () => {
+      const redirectUrl = `http://127.0.0.1:${await freePort()}/callback`;
+      const registration = await fetch(new URL('/register', memoryUrl), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ client_name: 'memory app', redirect_uris: [redirectUrl], grant_types: ['authorization_code'], token_endpoint_auth_method: 'none', scope: 'mcp:read mcp:write' }),
+      });
+      return { redirectUrl, registeredClient: (await registration.json()) as OAuthClientInformationMixed };
+    };
+    const alice = await connectWithOAuth(memoryUrl!, { onPage: headlessUser('alice'), ...(await register()) });
+    const bob = await connectWithOAuth(memoryUrl!, { onPage: headlessUser('bob'), ...(await register()) });
+    try {
+      // mcp:read: only the reading tools are listed.
+      expect((await bob.client.listTools()).tools.map((t) => t.name).sort()).toEqual(['open_nodes', 'read_graph', 'search_nodes']);
+      const entity = { entities: [{ name: 'alice-only', entityType: 'note', observations: ['private'] }] };
+      await expect(alice.client.callTool({ name: 'create_entities', arguments: entity })).rejects.toThrow(UnauthorizedError);
+      await alice.transport.finishAuth(alice.provider.takeAuthorizationCode());
+      await alice.client.callTool({ name: 'create_entities', arguments: entity });
+      const text = (r: unknown) => JSON.stringify(r);
+      expect(text(await alice.client.callTool({ name: 'read_graph', arguments: {} }))).toContain('alice-only');
+      expect(text(await bob.client.callTool({ name: 'read_graph', arguments: {} }))).not.toContain('alice-only');
+    } finally {
+      await Promise.all([alice.close(), bob.close()]);
+    }
+  });
+
   it('keeps its dev signing key in .dev-keys under the working directory, mode 0600', async () => {
     const info = await stat(join(dir, '.dev-keys', 'signing.jwk.json'));
     expect(info.mode & 0o777).toBe(0o600);
