@@ -24,15 +24,21 @@ export class EventStreamReader {
   private type = '';
   private data: string[] = [];
   private dataLength = 0;
+  /** The last chunk ended with a CR: an LF starting the next one is the rest of that CRLF. */
+  private afterCr = false;
 
   constructor(private readonly maxEventBytes: number) {}
 
   /** Feeds a chunk; returns the events it completes. Throws EventTooLargeError. */
   push(chunk: Buffer): StreamEvent[] {
-    let text = this.partial + this.decoder.write(chunk);
-    // A CR at the very end may be the first half of a CRLF: kept for the next chunk.
-    const heldCr = text.endsWith('\r');
-    if (heldCr) text = text.slice(0, -1);
+    let fresh = this.decoder.write(chunk);
+    if (this.afterCr && fresh.startsWith('\n')) {
+      fresh = fresh.slice(1);
+      this.afterCr = false;
+    }
+    // A chunk that decodes to nothing (part of a UTF-8 sequence) changes nothing.
+    if (fresh.length > 0) this.afterCr = fresh.endsWith('\r');
+    const text = this.partial + fresh;
     const events: StreamEvent[] = [];
     let start = 0;
     LINE_END.lastIndex = 0;
@@ -41,7 +47,7 @@ export class EventStreamReader {
       if (event) events.push(event);
       start = m.index + m[0].length;
     }
-    this.partial = text.slice(start) + (heldCr ? '\r' : '');
+    this.partial = text.slice(start);
     if (this.partial.length + this.dataLength > this.maxEventBytes) throw new EventTooLargeError(`an event exceeds ${this.maxEventBytes} bytes`);
     return events;
   }
