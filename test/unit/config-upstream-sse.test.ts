@@ -1,7 +1,7 @@
 // `upstream: { sse: URL }`: a legacy HTTP+SSE route loads with its transport,
 // and what is not an http(s) URL or that one form is refused at its line.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../../src/config/load.js';
@@ -63,5 +63,17 @@ describe('upstream: { sse: URL }', () => {
     const errors = await errorsOf(route);
     expect(errors).toHaveLength(1);
     expect(errors[0]).toMatch(message);
+  });
+});
+
+describe("the README's legacy SSE route", () => {
+  it('loads as shown', async () => {
+    const readme = await readFile(new URL('../../README.md', import.meta.url), 'utf8');
+    const block = /```yaml\n(# policies\/legacy\.yaml[\s\S]*?)```/.exec(readme)?.[1];
+    expect(block).toBeDefined();
+    await writeFile(join(dir, 'gateway.yaml'), GATEWAY);
+    await writeFile(join(dir, 'legacy.yaml'), block!);
+    const config = await loadConfig(dir, { LEGACY_API_KEY: 'k' });
+    expect(config.routes[0]).toMatchObject({ path: '/legacy/mcp', upstream: 'http://127.0.0.1:3001/sse', sse: true, upstreamAuth: { kind: 'static', header: 'x-api-key', value: 'k' } });
   });
 });
