@@ -75,7 +75,26 @@ describe('the Grafana dashboard', () => {
     }
     expect(problems).toEqual([]);
     // The gateway's own metrics are all on the dashboard, the store's included.
-    for (const own of ['mag_requests_total', 'mag_request_duration_seconds', 'mag_upstream_errors_total', 'mag_open_streams', 'mag_token_cache_total', 'mag_store_operation_duration_seconds', 'mag_store_errors_total']) {
+    for (const own of [
+      'mag_requests_total',
+      'mag_request_duration_seconds',
+      'mag_upstream_errors_total',
+      'mag_open_streams',
+      'mag_token_cache_total',
+      'mag_store_operation_duration_seconds',
+      'mag_store_errors_total',
+      // Rate limits (routes and the built-in AS) and the built-in AS's counters (issue 15).
+      'mag_route_rate_limited_total',
+      'mag_route_rate_limit_fail_open_total',
+      'mag_rate_limited_total',
+      'mag_rate_limit_fail_open_total',
+      'mag_tokens_issued_total',
+      'mag_token_errors_total',
+      'mag_consent_decisions_total',
+      'mag_grants_revoked_total',
+      'mag_revocation_syncs_total',
+      'mag_revocation_last_read_timestamp_seconds',
+    ]) {
       expect(used).toContain(own);
     }
   });
