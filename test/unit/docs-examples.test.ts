@@ -89,6 +89,23 @@ describe('README', () => {
   });
 });
 
+describe('README: rate limits per route', () => {
+  it('the example route loads, with every limit as written', async () => {
+    const blocks = await fencedBlocks('README.md', 'yaml');
+    const route = blocks.find(({ before }) => before.includes('### Rate limits per route') && !before.slice(before.lastIndexOf('### Rate limits per route')).includes('```'));
+    expect(route?.text).toMatch(/^# policies\/github\.yaml/);
+    const gateway = 'listen: { host: 127.0.0.1 }\npublic_url: http://127.0.0.1:8080\nauthorization_server: { enabled: true, login: { kind: dev } }\n';
+    const dir = await writeConfig('readme-rate-limits', { 'gateway.yaml': gateway, 'github.yaml': route!.text });
+    const config = await loadConfig(dir, SECRETS_ENV);
+    expect(config.routes[0]!.rateLimits.map(({ per, requests, windowMs, match }) => [per, requests, windowMs, match ?? null])).toEqual([
+      ['principal', 120, 60_000, null],
+      ['client', 1000, 60_000, null],
+      ['subject', 300, 60_000, null],
+      ['principal', 5, 3_600_000, { method: 'tools/call', tool: 'delete_*' }],
+    ]);
+  });
+});
+
 describe('docs/deployment.md', () => {
   it('the docker run example mounts a configuration that starts in the image', async () => {
     const command = (await fencedBlocks('docs/deployment.md', 'sh')).map(({ text }) => text.replaceAll('\\\n', ' ')).find((text) => text.includes('docker run'));
