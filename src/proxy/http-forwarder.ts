@@ -36,6 +36,8 @@ const MAX_CONNECT_MS = 10_000;
 export function createHttpForwarder(route: RouteConfig, deps: HttpForwarderDeps): Forwarder {
   const target = new URL(route.upstream);
   const upstreamPath = target.pathname + target.search;
+  // Read once: URL's getters build a new string on every call, and this one ran per request.
+  const hostHeader = target.host;
   const timeoutMs = route.upstreamTimeoutMs;
   const pool = createPool(target.origin, timeoutMs);
   const scope = new ExchangeScope(route.path, deps.session, timeoutMs, deps.logger, deps.metrics);
@@ -64,7 +66,7 @@ export function createHttpForwarder(route: RouteConfig, deps: HttpForwarderDeps)
         {
           path: upstreamPath,
           method,
-          headers: buildUpstreamHeaders(req.rawHeaders, { hostHeader: target.host, injected, trace: span?.traceHeaders() }),
+          headers: buildUpstreamHeaders(req.rawHeaders, { hostHeader, injected, trace: span?.traceHeaders() }),
           body: ctx.body.length > 0 || method === 'POST' ? ctx.body : null,
         },
         exchange,
