@@ -156,6 +156,42 @@ describe('a session', () => {
     await waitFor(() => servers.good.openStreams() === open);
   });
 
+  it('a client closing its response cancels the request upstream at once (notifications/cancelled)', async () => {
+    const session = await initialize('good');
+    const abort = new AbortController();
+    const pending = fetch(`${gw.url}/good/mcp`, {
+      method: 'POST',
+      signal: abort.signal,
+      headers: { authorization: `Bearer ${tokens.good}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-session-id': session },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 'gone-1', method: 'hang' }),
+    }).catch((err: unknown) => err);
+    await waitFor(() => servers.good.requests.some((r) => r.body.includes('"gone-1"')));
+    const aborted = Date.now();
+    abort.abort();
+    await pending;
+    await waitFor(() => servers.good.requests.some((r) => r.body.includes('notifications/cancelled') && r.body.includes('"requestId":"gone-1"')));
+    // Well inside upstream_timeout (1 s): the cancellation came from the client leaving, not the timeout.
+    expect(Date.now() - aborted).toBeLessThan(800);
+  });
+
+  it('counts the GET stream in mag_open_streams while it is open', async () => {
+    const gauge = async () => {
+      const line = (await gw.metrics.registry.metrics()).split('\n').find((l) => l.startsWith('mag_open_streams{route="/good/mcp"}'));
+      return line === undefined ? 0 : Number(line.split(' ').pop());
+    };
+    const session = await initialize('good');
+    const before = await gauge();
+    const abort = new AbortController();
+    const stream = await fetch(`${gw.url}/good/mcp`, { signal: abort.signal, headers: { authorization: `Bearer ${tokens.good}`, 'mcp-session-id': session, accept: 'text/event-stream' } });
+    expect(stream.status).toBe(200);
+    expect(await gauge()).toBe(before + 1);
+    abort.abort();
+    await stream.text().catch(() => '');
+    const until = Date.now() + 2000;
+    while ((await gauge()) !== before && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    expect(await gauge()).toBe(before);
+  });
+
   it('a second GET stream for one session is 409', async () => {
     const session = await initialize('good');
     const headers = { authorization: `Bearer ${tokens.good}`, 'mcp-session-id': session, accept: 'text/event-stream' };
