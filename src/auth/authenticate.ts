@@ -1,8 +1,10 @@
-// The authentication step of a protected route: bearer token → verified
-// context → the route's required scopes. Tool-level rules come later (policy/).
+// The authentication step of a protected route: bearer (or DPoP) token →
+// verified context → the route's required scopes. Tool-level rules come later (policy/).
 import type { RouteConfig } from '../config/types.js';
 import { insufficientScope, missingToken } from '../errors/gateway-error.js';
-import { authorizationHeader, bearerTokenOf } from './bearer.js';
+import { authorizationHeader, credentialsOf, isDpopScheme } from './bearer.js';
+import { asDpopRefusal, bearerRefused, checkBearerUse, checkDpopUse } from './dpop-binding.js';
+import type { ClaimDpopProof } from './dpop-replay.js';
 import type { AuthContext } from './principal.js';
 import type { TokenVerifier } from './verifier.js';
 
@@ -10,26 +12,49 @@ export interface AuthenticatedRequest {
   rawHeaders: readonly string[];
   /** The client connection: a token verified on it is recalled for its next request. */
   socket: object;
+  /** Checked against a DPoP proof's `htm`. */
+  method?: string;
 }
 
 /**
  * The verified context, synchronously when this connection's previous
- * request presented the same Authorization header (the keep-alive common
- * case) or the token is in the verifier's cache, else a promise. Throws or
- * rejects with a GatewayError.
+ * request presented the same Bearer Authorization header (the keep-alive
+ * common case) or the token is in the verifier's cache, else a promise.
+ * Throws or rejects with a GatewayError. `claimProof`: the store's one-use
+ * check of DPoP proofs; without it (or with `dpop: off`) the DPoP scheme is
+ * unknown here. A DPoP request is always a promise: its proof is checked on
+ * every request, never recalled or cached.
  */
-export function authenticate(route: RouteConfig, verifier: TokenVerifier, req: AuthenticatedRequest, search: string): AuthContext | Promise<AuthContext> {
+export function authenticate(route: RouteConfig, verifier: TokenVerifier, req: AuthenticatedRequest, search: string, claimProof?: ClaimDpopProof): AuthContext | Promise<AuthContext> {
   const header = authorizationHeader(req.rawHeaders, search);
   if (header === undefined) throw missingToken(route.requiredScopes);
+  const dpop = claimProof && route.dpop && { config: route.dpop, claim: claimProof };
   const recalled = verifier.recall?.(req.socket, header);
-  if (recalled !== undefined) return withRequiredScopes(route, recalled);
-  const token = bearerTokenOf(header);
+  if (recalled !== undefined) {
+    // A recalled DPoP token still needs this request's own proof.
+    if (dpop && isDpopScheme(header)) return checkDpopUse(dpop.config, dpop.claim, req, recalled).then((auth) => withRequiredScopes(route, auth)).catch(rethrowAsDpop);
+    return withRequiredScopes(route, checkBearerUse(route.dpop, recalled));
+  }
+  const credentials = credentialsOf(header, dpop !== undefined);
   // Another scheme (`Basic`, GitHub's `token`) counts as no token; the description says why.
-  if (token === undefined) throw missingToken(route.requiredScopes, 'A bearer token is required; the Authorization header uses another scheme');
-  // Synchronous too when another connection verified this token before (many users over a few connections).
+  if (credentials === undefined) throw missingToken(route.requiredScopes, 'A bearer token is required; the Authorization header uses another scheme');
   const seenOn = { connection: req.socket, header };
-  const verified = verifier.verifyCached ? verifier.verifyCached(token, seenOn) : verifier.verify(token, seenOn);
-  return verified instanceof Promise ? verified.then((auth) => withRequiredScopes(route, auth)) : withRequiredScopes(route, verified);
+  if (!credentials.dpop || !dpop) {
+    // Refused before any verification: no Bearer token can pass here.
+    if (route.dpop?.required) throw bearerRefused();
+    // Synchronous too when another connection verified this token before (many users over a few connections).
+    const verified = verifier.verifyCached ? verifier.verifyCached(credentials.token, seenOn) : verifier.verify(credentials.token, seenOn);
+    const admit = (auth: AuthContext) => withRequiredScopes(route, checkBearerUse(route.dpop, auth));
+    return verified instanceof Promise ? verified.then(admit) : admit(verified);
+  }
+  return Promise.resolve(verifier.verifyCached ? verifier.verifyCached(credentials.token, seenOn) : verifier.verify(credentials.token, seenOn))
+    .then((auth) => checkDpopUse(dpop.config, dpop.claim, req, auth))
+    .then((auth) => withRequiredScopes(route, auth))
+    .catch(rethrowAsDpop);
+}
+
+function rethrowAsDpop(err: unknown): never {
+  throw asDpopRefusal(err);
 }
 
 function withRequiredScopes(route: RouteConfig, auth: AuthContext): AuthContext {

@@ -13,3 +13,10 @@ const ASYMMETRIC = new Set<string>(ASYMMETRIC_JWS_ALGORITHMS);
 export function isAsymmetricJwsAlgorithm(alg: string): alg is JwtAlgorithm {
   return ASYMMETRIC.has(alg);
 }
+
+/**
+ * The algorithms of DPoP proofs (RFC 9449 §4.3: asymmetric, never `none`),
+ * what protected routes and the built-in AS accept and advertise
+ * (`dpop_signing_alg_values_supported`).
+ */
+export const DPOP_ALGORITHMS: readonly string[] = ASYMMETRIC_JWS_ALGORITHMS;

@@ -5,7 +5,7 @@
 import { formatIssue, type ConfigIssue } from './config-error.js';
 import { parseDuration } from './duration.js';
 import { readSecret } from './secrets.js';
-import { canonicalUrl, isPlainHttpRemote, redactUrl, resourceMetadataUrl } from './urls.js';
+import { canonicalUrl, isPlainHttpRemote, normalizedHttpUri, redactUrl, resourceMetadataUrl } from './urls.js';
 import { parseRedisUrl, RedisUrlError } from './redis-url.js';
 import { refuseDevLogin } from './dev-login-placement.js';
 import { issuerWithTrailingSlash, upstreamWithoutPath } from './hints.js';
@@ -205,6 +205,7 @@ class Resolver {
       resourceMetadataUrl: resourceMetadataUrl(resource),
       authorizationServers,
       token: await this.token(source, builtinIssuer !== undefined),
+      ...dpopOf(f.token?.dpop ?? 'allowed', publicUrl, f.path),
       scopesSupported: f.scopes_supported,
       requiredScopes: f.required_scopes,
       rules: f.rules.map(
@@ -362,6 +363,14 @@ function isJsonObject(text: string): boolean {
   } catch {
     return false;
   }
+}
+
+/** The route's DPoP settings: off leaves none; else the `htu` its proofs must name (the URL clients call, not `resource`). */
+function dpopOf(mode: 'allowed' | 'required' | 'off', publicUrl: string, path: string): Pick<RouteConfig, 'dpop'> {
+  if (mode === 'off') return {};
+  const htu = normalizedHttpUri(publicUrl + path);
+  if (htu === undefined) throw new Error(`public_url ${publicUrl} is not an http(s) URL`);
+  return { dpop: { required: mode === 'required', htu } };
 }
 
 function rateLimits(r: AsFile['rate_limits']): AuthorizationServerRateLimits {

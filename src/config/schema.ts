@@ -65,9 +65,13 @@ export const TokenSchema = z
         cache_ttl: Duration.default('60s'),
       })
       .optional(),
+    dpop: z
+      .enum(['allowed', 'required', 'off'])
+      .default('allowed')
+      .describe('DPoP (RFC 9449): allowed (Bearer or DPoP), required (DPoP only), off (the DPoP scheme is unknown here)'),
   })
-  // Neither would silently mean "accept nothing"; say so at load instead.
-  .refine((t) => !t.jwt !== !t.introspection, 'choose exactly one of jwt or introspection')
+  // Neither is the built-in AS's tokens (only `dpop` given); resolve.ts says when there is none.
+  .refine((t) => !(t.jwt && t.introspection), 'choose exactly one of jwt or introspection')
   .meta({ id: 'Token' });
 
 const Glob = z.string().min(1);

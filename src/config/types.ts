@@ -27,6 +27,15 @@ export interface BuiltinTokenConfig {
 
 export type TokenConfig = JwtTokenConfig | IntrospectionTokenConfig | BuiltinTokenConfig;
 
+/**
+ * DPoP (RFC 9449) on a route; absent: `dpop: off`. `htu` is what a proof's
+ * `htu` must equal once normalised: public_url + the route's path (RFC 9449 §4.3).
+ */
+export interface DpopRouteConfig {
+  required: boolean;
+  htu: string;
+}
+
 export interface RuleConfig {
   match: { method?: string; tool?: string; uri?: string; prompt?: string };
   requireScopes?: string[];
@@ -86,6 +95,8 @@ export interface RouteConfig {
   resourceMetadataUrl: string;
   authorizationServers: string[];
   token: TokenConfig;
+  /** undefined: DPoP off on this route. */
+  dpop?: DpopRouteConfig;
   scopesSupported: string[];
   requiredScopes: string[];
   rules: RuleConfig[];

@@ -13,6 +13,27 @@ export function resourceMetadataUrl(resource: string): string {
   return `${u.origin}/.well-known/oauth-protected-resource${u.pathname === '/' ? '' : u.pathname.replace(/\/+$/, '')}`;
 }
 
+/** RFC 3986 §2.3 unreserved characters: a percent-encoded one means the character itself. */
+const UNRESERVED = /^[A-Za-z0-9\-._~]$/;
+
+/**
+ * An http(s) URI as RFC 9449 §4.3 compares a DPoP proof's `htu`: query and
+ * fragment dropped, then RFC 3986 §6.2.2 syntax-based normalisation (case of
+ * scheme, host and percent-encodings; unreserved characters decoded; dot
+ * segments) and §6.2.3 scheme-based (default port, empty path is `/`).
+ * undefined: not an absolute http(s) URI, or one carrying user information.
+ */
+export function normalizedHttpUri(value: string): string | undefined {
+  if (!URL.canParse(value)) return undefined;
+  const u = new URL(value);
+  if ((u.protocol !== 'https:' && u.protocol !== 'http:') || u.username !== '' || u.password !== '') return undefined;
+  const path = u.pathname.replace(/%[0-9A-Fa-f]{2}/g, (escape) => {
+    const ch = String.fromCharCode(Number.parseInt(escape.slice(1), 16));
+    return UNRESERVED.test(ch) ? ch : escape.toUpperCase();
+  });
+  return `${u.protocol}//${u.host}${path}`;
+}
+
 const LOOPBACK = new BlockList();
 LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4');
 LOOPBACK.addAddress('::1', 'ipv6');

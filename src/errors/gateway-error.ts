@@ -17,7 +17,10 @@ export type OAuthErrorCode =
   | 'invalid_client_metadata'
   | 'access_denied'
   | 'temporarily_unavailable'
-  | 'server_error';
+  | 'server_error'
+  // RFC 9449 §7.1 (resource) and §5 (token endpoint).
+  | 'invalid_dpop_proof'
+  | 'use_dpop_nonce';
 
 export type GatewayErrorCode =
   | OAuthErrorCode
@@ -40,6 +43,8 @@ export interface GatewayErrorOptions {
   bareChallenge?: boolean;
   /** `scope` parameter of the challenge: what would allow this request. */
   scope?: readonly string[];
+  /** The refusal concerns a `DPoP`-scheme request: its challenge is `DPoP`, not `Bearer` (RFC 9449 §7.1). */
+  dpop?: boolean;
   /** Detail for logs only; never sent to the client. */
   cause?: unknown;
   headers?: Record<string, string>;
@@ -52,6 +57,7 @@ export class GatewayError extends Error {
   readonly challenge: boolean;
   readonly bareChallenge: boolean;
   readonly scope: readonly string[] | undefined;
+  readonly dpop: boolean;
   readonly headers: Record<string, string> | undefined;
 
   constructor(status: number, code: GatewayErrorCode, description: string, options: GatewayErrorOptions = {}) {
@@ -63,6 +69,7 @@ export class GatewayError extends Error {
     this.challenge = options.challenge ?? false;
     this.bareChallenge = options.bareChallenge ?? false;
     this.scope = options.scope;
+    this.dpop = options.dpop ?? false;
     this.headers = options.headers;
   }
 
@@ -102,3 +109,7 @@ export const temporarilyUnavailable = (description: string, cause?: unknown) =>
 /** 429 with `Retry-After` in whole seconds (at least 1): when the request would fit again. */
 export const tooManyRequests = (description: string, retryAfterMs: number) =>
   new GatewayError(429, 'too_many_requests', description, { headers: { 'retry-after': String(Math.max(1, Math.ceil(retryAfterMs / 1000))) } });
+
+/** A DPoP proof refused at a protected route (RFC 9449 §7.1): 401 with the `DPoP` challenge. */
+export const invalidDpopProof = (description: string, cause?: unknown) =>
+  new GatewayError(401, 'invalid_dpop_proof', description, { challenge: true, dpop: true, cause });

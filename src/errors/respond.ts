@@ -16,11 +16,17 @@ export function quoteParam(value: string): string {
 
 export interface ChallengeContext {
   resourceMetadataUrl: string;
+  /** The route accepts DPoP (RFC 9449): the proof algorithms it takes, and whether Bearer is refused. */
+  dpop?: { algs: readonly string[]; required: boolean };
 }
 
 /**
  * RFC 6750 §3 challenge. A missing token (401 with the bare-challenge
  * description) carries no `error` parameter, as RFC 6750 §3.1 asks.
+ * The `DPoP` scheme (RFC 9449 §7.1, with `algs`) answers a route that
+ * requires DPoP, or a refusal of a DPoP-scheme request; a route that merely
+ * allows DPoP keeps the `Bearer` challenge (MCP clients read only that one)
+ * and says `dpop_signing_alg_values_supported` in its metadata instead.
  */
 export function buildChallenge(err: GatewayError, ctx: ChallengeContext, bare: boolean): string {
   const params: string[] = [];
@@ -28,6 +34,8 @@ export function buildChallenge(err: GatewayError, ctx: ChallengeContext, bare: b
   if (err.scope && err.scope.length > 0) params.push(`scope=${quoteParam(err.scope.join(' '))}`);
   if (!bare) params.push(`error_description=${quoteParam(err.description)}`);
   params.push(`resource_metadata=${quoteParam(ctx.resourceMetadataUrl)}`);
+  const dpop = ctx.dpop;
+  if (dpop && (dpop.required || err.dpop)) return `DPoP ${params.join(', ')}, algs=${quoteParam(dpop.algs.join(' '))}`;
   return `Bearer ${params.join(', ')}`;
 }
 

@@ -4,6 +4,7 @@
 // in-flight requests keep the closures of the table they started with.
 import { createApp, type NodeListener } from '../app.js';
 import { createTokenVerifier } from '../auth/create-token-verifier.js';
+import { dpopProofClaimer } from '../auth/dpop-replay.js';
 import { createAuthorizationServer, type AuthorizationServer } from '../authorization-server/index.js';
 import type { GatewayConfig, RouteConfig } from '../config/types.js';
 import { createPolicyStep } from '../policy/policy-step.js';
@@ -32,6 +33,7 @@ export async function buildRouteTable(config: GatewayConfig, services: Services,
     : undefined;
   const sessions = createSessionBinding(store);
   const selfOrigin = new URL(config.publicUrl).origin;
+  const claimDpopProof = dpopProofClaimer(store);
   const protectedRoutes = new Map<string, ProtectedRouteHandler>();
   const forwarders: Forwarder[] = [];
   for (const route of config.routes) {
@@ -61,6 +63,7 @@ export async function buildRouteTable(config: GatewayConfig, services: Services,
       selfOrigin,
       policy: createPolicyStep(route, { audit, rateLimits: rateLimitDeps(route, config, services) }),
       tracing: services.tracing,
+      claimDpopProof,
       benchmarkPrincipal: options.benchmarkPrincipal,
     });
     protectedRoutes.set(route.path, handler);

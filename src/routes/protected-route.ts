@@ -8,6 +8,8 @@ import { toGatewayError } from '../errors/translate.js';
 import { authenticate } from '../auth/authenticate.js';
 import { hasBodyAccessToken } from '../auth/bearer.js';
 import type { TokenVerifier } from '../auth/verifier.js';
+import { DPOP_ALGORITHMS } from '../config/jws-algorithms.js';
+import type { ClaimDpopProof } from '../auth/dpop-replay.js';
 import type { AuthContext } from '../auth/principal.js';
 import { readBody } from '../proxy/read-body.js';
 import { checkOrigin, corsPreflight, corsResponseHeaders } from '../proxy/origin.js';
@@ -34,6 +36,8 @@ export interface ProtectedRouteDeps {
   selfOrigin: string;
   /** Per-method and per-tool rules; without it, the route's required scopes only. */
   policy?: PolicyStep;
+  /** The store's one-use check of DPoP proofs; without it the DPoP scheme is refused as unknown. */
+  claimDpopProof?: ClaimDpopProof;
   /**
    * Benchmark only, never from configuration: every request is taken as this
    * principal and its token is not looked at, so `npm run bench` can measure
@@ -53,7 +57,10 @@ export function createProtectedRoute(route: RouteConfig, deps: ProtectedRouteDep
 }
 
 function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHandler {
-  const challenge = { resourceMetadataUrl: route.resourceMetadataUrl };
+  const challenge = {
+    resourceMetadataUrl: route.resourceMetadataUrl,
+    ...(route.dpop && deps.claimDpopProof && { dpop: { algs: DPOP_ALGORITHMS, required: route.dpop.required } }),
+  };
   const routeLabel = route.path;
   const finish = routeOutcomeRecorder(deps.metrics, routeLabel);
 
@@ -85,7 +92,7 @@ function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHan
         throw invalidRequest('Access tokens are accepted only in the Authorization header');
       }
       // Synchronous for a token this connection presented before: no await, no promise.
-      const authenticated = deps.benchmarkPrincipal ?? authenticate(route, deps.verifier, req, search);
+      const authenticated = deps.benchmarkPrincipal ?? authenticate(route, deps.verifier, req, search, deps.claimDpopProof);
       auth = authenticated instanceof Promise ? await authenticated : authenticated;
       // The client, never the subject (a person) nor anything of the token.
       span?.set('mag.client_id', auth.clientId);

@@ -28,13 +28,14 @@ const REVOKED_GRANT_CLASS = 'grant';
 const USED_CODE_CLASS = 'code-used';
 const USED_REFRESH_TOKEN_CLASS = 'refresh-used';
 const LOGOUT_TOKEN_CLASS = 'idp-logout-jti';
+const DPOP_PROOF_CLASS = 'dpop-jti';
 
 /**
  * Revocations and spent one-time values: forgetting one before its TTL would
  * lift a refusal (a revoked grant refreshing again, a replay passing), so the
  * memory store never evicts them; a full class refuses new writes instead.
  */
-export const NEVER_EVICTED_CLASSES: readonly string[] = [REVOKED_GRANT_CLASS, USED_CODE_CLASS, USED_REFRESH_TOKEN_CLASS, LOGOUT_TOKEN_CLASS];
+export const NEVER_EVICTED_CLASSES: readonly string[] = [REVOKED_GRANT_CLASS, USED_CODE_CLASS, USED_REFRESH_TOKEN_CLASS, LOGOUT_TOKEN_CLASS, DPOP_PROOF_CLASS];
 
 // --- protected resource / proxy ---------------------------------------------
 
@@ -48,6 +49,13 @@ export const sessionBindingKey = (routePath: string, sessionId: string) => key(S
  * `[issuer, sub, client_id]`, a client's or a subject's), hashed like every part.
  */
 export const routeRateLimitKey = (routePath: string, limit: string, who: string) => key('route-limit', routePath, limit, who);
+
+/**
+ * A DPoP proof's `jti`, claimed (SET NX) by the one request that uses it
+ * (RFC 9449 §11.1), per proof key (`jkt`): a replayed proof is refused on
+ * every replica. Written by protected routes and the built-in AS's /token.
+ */
+export const dpopProofKey = (jkt: string, jti: string) => key(DPOP_PROOF_CLASS, jkt, jti);
 
 // --- built-in authorization server (reserved for it) ------------------------
 

@@ -15,6 +15,7 @@ import { buildGatewayCli, spawnGateway, writeConfigDir, type GatewayCli, type Ga
 import { connectWithToken } from '../helpers/mcp-client.js';
 import { expectRejection, parseChallenge, simplify, startTestIssuer, tokenSecrets, type TestIssuer } from '../helpers/security-fixtures.js';
 import { startEverythingServer, startRecordingHop, type RecordingHop, type UpstreamHandle } from '../helpers/upstream.js';
+import { DPOP_ALGORITHMS } from '../../src/config/jws-algorithms.js';
 
 const REPO = resolve(import.meta.dirname, '../..');
 const PUBLIC_URL = 'https://mcp.example.test';
@@ -104,6 +105,7 @@ describe('mcp-auth-gateway serve', () => {
       authorization_servers: [issuer.issuer],
       scopes_supported: ['mcp:read', 'mcp:write'],
       bearer_methods_supported: ['header'],
+      dpop_signing_alg_values_supported: [...DPOP_ALGORITHMS],
     });
   });
 

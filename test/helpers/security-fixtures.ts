@@ -273,6 +273,8 @@ export interface ExpectedRejection {
    * `none`: no WWW-Authenticate; undefined: not checked.
    */
   challenge?: 'bare' | 'error' | 'none';
+  /** The challenge's auth-scheme (default `Bearer`; `DPoP` for RFC 9449 refusals). */
+  scheme?: 'Bearer' | 'DPoP';
   resourceMetadata?: string;
   /** Expected `scope` parameter; null: must be absent. */
   scope?: string | null;
@@ -304,7 +306,7 @@ export function expectRejection(res: SimpleResponse, want: ExpectedRejection, se
   }
   expect(challenge, 'WWW-Authenticate').toBeDefined();
   const { scheme, params } = parseChallenge(challenge!);
-  expect(scheme).toBe('Bearer');
+  expect(scheme).toBe(want.scheme ?? 'Bearer');
   if (want.resourceMetadata !== undefined) expect(params.resource_metadata).toBe(want.resourceMetadata);
   if (want.challenge === 'bare') {
     expect(params.error).toBeUndefined();

@@ -14,6 +14,7 @@ import { freePort } from '../helpers/net.js';
 import { startOidcProvider, type OidcProviderHandle } from '../helpers/oidc-provider.js';
 import { expectRejection, parseChallenge, simplify, tokenSecrets } from '../helpers/security-fixtures.js';
 import { startEverythingServer, startRecordingHop, type RecordedRequest, type RecordingHop, type UpstreamHandle } from '../helpers/upstream.js';
+import { DPOP_ALGORITHMS } from '../../src/config/jws-algorithms.js';
 
 const SCOPES = ['mcp:read', 'mcp:write', 'mcp:admin'];
 const UPSTREAM_PAT = 'upstream-personal-access-token-0123456789';
@@ -117,6 +118,7 @@ describe('discovery starts at the gateway', () => {
       authorization_servers: [oidc.issuer],
       scopes_supported: ['mcp:read', 'mcp:write'],
       bearer_methods_supported: ['header'],
+      dpop_signing_alg_values_supported: [...DPOP_ALGORITHMS],
     });
   });
 });

@@ -459,6 +459,7 @@ describe('[A1] [A6] presenting the credential (corpora/bearer-tricks.json, raw s
         status: res.status,
         error: c.expect.error,
         challenge: c.expect.challenge,
+        scheme: c.expect.scheme,
         resourceMetadata: metadataUrlOf(PATH),
         ...(c.expect.challenge === 'bare' && { scope: 'mcp:read' }),
       },

@@ -22,6 +22,7 @@ import {
   type RecordingUpstream,
   type TestIssuer,
 } from '../helpers/security-fixtures.js';
+import { DPOP_ALGORITHMS } from '../../src/config/jws-algorithms.js';
 
 interface AudienceCase {
   name: string;
@@ -119,6 +120,7 @@ describe('[B10] request headers never move the audience or the metadata (trust_p
     authorization_servers: [issuer.issuer],
     scopes_supported: ['mcp:read', 'mcp:write'],
     bearer_methods_supported: ['header'],
+    dpop_signing_alg_values_supported: [...DPOP_ALGORITHMS],
   });
   const challenge = `Bearer scope="mcp:read", resource_metadata="${metadataUrlOf(A)}"`;
 

@@ -19,6 +19,7 @@ import {
   type RecordingUpstream,
   type TestIssuer,
 } from '../helpers/security-fixtures.js';
+import { DPOP_ALGORITHMS } from '../../src/config/jws-algorithms.js';
 
 interface InjectionCase {
   name: string;
@@ -50,6 +51,7 @@ const expectedMetadata = () => ({
   authorization_servers: [issuer.issuer],
   scopes_supported: ['mcp:read', 'mcp:write'],
   bearer_methods_supported: ['header'],
+  dpop_signing_alg_values_supported: [...DPOP_ALGORITHMS],
 });
 
 function send(c: InjectionCase, parts: { method: string; target: string; token?: string }): Promise<RawResponse> {

@@ -1,0 +1,98 @@
+// A DPoP proof (RFC 9449 §4): a JWT the client signs for one request with
+// the private key its token is bound to, the public key in its own header.
+// Checked as §4.3 lists, cheap structure first, crypto last; replay (`jti`)
+// is the caller's, through the store (dpop-replay.ts). Shared by the
+// protected routes and the built-in AS's token endpoint.
+import { calculateJwkThumbprint, decodeProtectedHeader, EmbeddedJWK, jwtVerify, type JWK, type JWTPayload } from 'jose';
+import { DPOP_ALGORITHMS } from '../config/jws-algorithms.js';
+import { normalizedHttpUri } from '../config/urls.js';
+
+/** A proof is one small JWT: a P-256 proof is ~500 bytes, an RSA-4096 one ~1.5 KiB. */
+export const MAX_PROOF_LENGTH = 8 * 1024;
+
+/** `iat` may be this far from the gateway's clock, either way (§4.3 check 11, §11.1). */
+export const PROOF_WINDOW_SECONDS = 60;
+
+/** A `jti` is remembered a little longer than any proof carrying it can be accepted. */
+export const PROOF_JTI_TTL_MS = (2 * PROOF_WINDOW_SECONDS + 5) * 1000;
+
+const MAX_JTI_LENGTH = 256;
+
+/** Members only a private or symmetric JWK has (RFC 7518 §6.2.2, §6.3.2, §6.4; RFC 8037 §2). */
+const PRIVATE_JWK_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'] as const;
+
+/** Why a proof was refused; the caller chooses the status (401 at a resource, 400 at /token). */
+export class InvalidDpopProof extends Error {
+  constructor(description: string, options?: { cause?: unknown }) {
+    super(description, options);
+    this.name = 'InvalidDpopProof';
+  }
+}
+
+export interface ProofExpectations {
+  /** The request's method (`htm`). */
+  method: string;
+  /** The URI the request was sent to, normalised by `normalizedHttpUri`. */
+  htu: string;
+  /** base64url(SHA-256(access token)) when the proof accompanies one (`ath`, §4.3 check 12). */
+  accessTokenHash?: string;
+  /** Seconds since the epoch; default: now. */
+  nowSeconds?: number;
+}
+
+export interface VerifiedProof {
+  /** RFC 7638 SHA-256 thumbprint of the proof's key: what `cnf.jkt` names. */
+  jkt: string;
+  jti: string;
+  /** The public key, as sent. */
+  jwk: JWK;
+}
+
+export async function verifyDpopProof(proof: string, expected: ProofExpectations): Promise<VerifiedProof> {
+  const jwk = checkHeader(proof);
+  let payload: JWTPayload;
+  try {
+    // EmbeddedJWK imports the header's key and refuses one that is not public (§4.3 check 7).
+    ({ payload } = await jwtVerify(proof, EmbeddedJWK, { typ: 'dpop+jwt', algorithms: [...DPOP_ALGORITHMS] }));
+  } catch (err) {
+    throw new InvalidDpopProof('DPoP proof signature or claims invalid', { cause: err });
+  }
+  const jti = checkClaims(payload, expected);
+  return { jkt: await calculateJwkThumbprint(jwk, 'sha256'), jti, jwk };
+}
+
+/** §4.3 checks 2–7 before any crypto: one compact JWS, `typ`, an asymmetric `alg`, a public `jwk`. */
+function checkHeader(proof: string): JWK {
+  if (proof.length > MAX_PROOF_LENGTH) throw new InvalidDpopProof('DPoP proof too large');
+  if (proof.split('.').length !== 3) throw new InvalidDpopProof('DPoP proof is not a signed JWT');
+  let header: Record<string, unknown>;
+  try {
+    header = decodeProtectedHeader(proof);
+  } catch {
+    throw new InvalidDpopProof('Malformed DPoP proof header');
+  }
+  if (header.typ !== 'dpop+jwt') throw new InvalidDpopProof('DPoP proof typ must be dpop+jwt');
+  if (typeof header.alg !== 'string' || !DPOP_ALGORITHMS.includes(header.alg)) throw new InvalidDpopProof('DPoP proof algorithm not allowed');
+  const jwk = header.jwk;
+  if (typeof jwk !== 'object' || jwk === null || Array.isArray(jwk)) throw new InvalidDpopProof('DPoP proof has no jwk');
+  for (const member of PRIVATE_JWK_MEMBERS) {
+    if (member in jwk) throw new InvalidDpopProof('DPoP proof jwk must be a public key');
+  }
+  return jwk as JWK;
+}
+
+/** §4.3 checks 8–12: `htm`, `htu`, `iat`, `jti`, `ath`. Returns the `jti`. */
+function checkClaims(payload: JWTPayload, expected: ProofExpectations): string {
+  const { htm, htu, iat, jti, ath } = payload as Record<string, unknown>;
+  if (typeof jti !== 'string' || jti === '' || jti.length > MAX_JTI_LENGTH) throw new InvalidDpopProof('DPoP proof jti missing or malformed');
+  if (htm !== expected.method) throw new InvalidDpopProof('DPoP proof htm does not match the request method');
+  if (typeof htu !== 'string' || normalizedHttpUri(htu) !== expected.htu) throw new InvalidDpopProof('DPoP proof htu does not match the request URI');
+  const now = expected.nowSeconds ?? Math.floor(Date.now() / 1000);
+  if (typeof iat !== 'number' || !Number.isFinite(iat) || Math.abs(now - iat) > PROOF_WINDOW_SECONDS) {
+    throw new InvalidDpopProof('DPoP proof iat is outside the accepted window');
+  }
+  if (expected.accessTokenHash !== undefined && ath !== expected.accessTokenHash) {
+    throw new InvalidDpopProof('DPoP proof ath does not match the access token');
+  }
+  return jti;
+}
