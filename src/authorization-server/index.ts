@@ -37,6 +37,8 @@ import { revokeRoutes } from './endpoints/revoke.js';
 import { RevokedGrants } from './tokens/revoked-grants.js';
 import { createSafeFetcher, type SafeFetchOptions } from './helpers/safe-fetch.js';
 import { tokenRoutes } from './endpoints/token.js';
+import { tokenRequestProof } from './tokens/token-dpop.js';
+import { dpopProofClaimer } from '../auth/dpop-replay.js';
 
 export interface AuthorizationServerOptions {
   /** Test only, never from configuration: SSRF guard settings for Client ID Metadata Document fetches. */
@@ -201,7 +203,7 @@ function mountEndpoints(ctx: AsContext, parts: EndpointParts, options: Authoriza
   routes.route('/', authorizeRoutes(ctx, { clients, interactions, browser, consents, login }));
   routes.route('/', consentRoutes(ctx, { clients, interactions, browser, consents, login, services, selfOrigin: services.selfOrigin }));
   routes.route('/', login.routes());
-  routes.route('/', tokenRoutes(ctx, { clients, codes, grants }));
+  routes.route('/', tokenRoutes(ctx, { clients, codes, grants }, tokenRequestProof(ctx, dpopProofClaimer(ctx.store))));
   routes.route('/', revokeRoutes(ctx, { clients, grants }));
   return routes;
 }

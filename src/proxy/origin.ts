@@ -8,7 +8,7 @@ export type OriginDecision = 'allow' | 'deny';
 
 const ALLOW_METHODS = 'GET, POST, DELETE, OPTIONS';
 const ALLOW_HEADERS =
-  'authorization, content-type, mcp-session-id, mcp-protocol-version, last-event-id, mcp-method, mcp-name';
+  'authorization, content-type, mcp-session-id, mcp-protocol-version, last-event-id, mcp-method, mcp-name, dpop';
 const EXPOSE_HEADERS = 'mcp-session-id, www-authenticate';
 
 /** `scheme://host[:port]` with scheme and host lower-cased and default ports dropped; undefined when not an origin. */

@@ -8,6 +8,7 @@ import type { AsContext } from '../context.js';
 import { endpointUrl } from '../context.js';
 import { publicCors } from '../helpers/cors.js';
 import { SUPPORTED_GRANT_TYPES, TOKEN_ENDPOINT_AUTH_METHODS } from '../clients/client-record.js';
+import { DPOP_ALGORITHMS } from '../../config/jws-algorithms.js';
 
 function authorizationServerMetadata(ctx: AsContext): Record<string, unknown> {
   const scopes = new Set<string>();
@@ -30,6 +31,8 @@ function authorizationServerMetadata(ctx: AsContext): Record<string, unknown> {
     code_challenge_methods_supported: ['S256'],
     client_id_metadata_document_supported: ctx.config.clientIdMetadataDocuments,
     authorization_response_iss_parameter_supported: true,
+    // RFC 9449 §5.1: a proof at /token gets a DPoP-bound token.
+    dpop_signing_alg_values_supported: [...DPOP_ALGORITHMS],
   };
 }
 

@@ -16,6 +16,7 @@ import type { GrantHandler, GrantHandlerFactory, TokenDeps } from '../grants/gra
 import { refreshTokenGrant } from '../grants/refresh-token.js';
 import { NO_STORE } from '../helpers/no-store.js';
 import { readForm } from '../helpers/request-body.js';
+import type { TokenRequestProof } from '../tokens/token-dpop.js';
 
 /** Every supported grant type has its handler (checked by the type). */
 const GRANTS: Record<GrantType, GrantHandlerFactory> = {
@@ -24,7 +25,8 @@ const GRANTS: Record<GrantType, GrantHandlerFactory> = {
   client_credentials: clientCredentialsGrant,
 };
 
-export function tokenRoutes(ctx: AsContext, deps: TokenDeps): Hono {
+/** `proofOf`: the DPoP proof check of token requests (RFC 9449 §5). */
+export function tokenRoutes(ctx: AsContext, deps: TokenDeps, proofOf: TokenRequestProof): Hono {
   const app = new Hono();
   const realm = ctx.issuer;
   const handlers = new Map<string, GrantHandler>(Object.entries(GRANTS).map(([type, factory]) => [type, factory(ctx, deps)]));
@@ -39,7 +41,9 @@ export function tokenRoutes(ctx: AsContext, deps: TokenDeps): Hono {
       if (grantType === undefined) throw new GatewayError(400, 'invalid_request', 'grant_type is required');
       const grant = handlers.get(grantType);
       if (!grant) throw new GatewayError(400, 'unsupported_grant_type', 'This grant type is not supported');
-      return c.json(await grant(client, params), 200, NO_STORE);
+      // After the client and grant are known good: only then is a proof's jti spent.
+      const jkt = await proofOf(c.req.raw.headers);
+      return c.json(await grant(client, params, jkt), 200, NO_STORE);
     } catch (err) {
       return tokenError(c, err, grantType);
     }

@@ -4,6 +4,7 @@
 // loaded now, not the one it was issued under.
 import { GatewayError } from '../../errors/gateway-error.js';
 import { mayUseGrant } from '../clients/client-grants.js';
+import { isConfidential } from '../clients/client-record.js';
 import type { GrantInfo } from '../tokens/grants.js';
 import { pkceVerifierMatches } from '../tokens/pkce.js';
 import { requiredParam } from '../helpers/request-body.js';
@@ -17,7 +18,7 @@ export const authorizationCodeGrant: GrantHandlerFactory = (ctx, deps) => {
     await deps.grants.revoke(grantId, 'code_replay', { clientId });
   }
 
-  return async (client, params) => {
+  return async (client, params, jkt) => {
     const code = requiredParam(params, 'code');
     if (!mayUseGrant(client, 'authorization_code')) throw new GatewayError(400, 'unauthorized_client', 'This client is not registered for the authorization_code grant');
     const record = await deps.codes.peek(code);
@@ -48,8 +49,10 @@ export const authorizationCodeGrant: GrantHandlerFactory = (ctx, deps) => {
     }
     // A reload between /authorize and now may have withdrawn the resource or a scope.
     const scopes = resolvedOrThrow(stillGrantable(ctx, client, taken.resource, taken.scopes));
-    const grant: GrantInfo = { grantId: taken.grantId, clientId: client.clientId, subject: taken.subject, scopes, resource: taken.resource };
+    // A public client's refresh tokens are bound to its DPoP key (RFC 9449 §5): a stolen one is useless without the key.
+    const refreshKey = jkt !== undefined && !isConfidential(client) ? { jkt } : {};
+    const grant: GrantInfo = { grantId: taken.grantId, clientId: client.clientId, subject: taken.subject, scopes, resource: taken.resource, ...refreshKey };
     const refreshToken = mayUseGrant(client, 'refresh_token') ? await deps.grants.startFamily(grant) : undefined;
-    return issueTokens(ctx, deps.clients, { grantType: 'authorization_code', client, grant, scopes, refreshToken });
+    return issueTokens(ctx, deps.clients, { grantType: 'authorization_code', client, grant, scopes, refreshToken, jkt });
   };
 };

@@ -20,13 +20,18 @@ export interface TokenDeps {
 
 export interface TokenResponse {
   access_token: string;
-  token_type: 'Bearer';
+  /** `DPoP` when the access token is bound to the key of the request's proof (RFC 9449 §5). */
+  token_type: 'Bearer' | 'DPoP';
   expires_in: number;
   scope: string;
   refresh_token?: string;
 }
 
-export type GrantHandler = (client: ClientRecord, params: Params) => Promise<TokenResponse>;
+/**
+ * `jkt`: the thumbprint of the key the request proved with a DPoP proof
+ * (endpoints/token.ts checked it), undefined without one.
+ */
+export type GrantHandler = (client: ClientRecord, params: Params, jkt?: string) => Promise<TokenResponse>;
 
 /** Built once per /token app, with what every grant may need. */
 export type GrantHandlerFactory = (ctx: AsContext, deps: TokenDeps) => GrantHandler;
@@ -38,11 +43,13 @@ export interface Issuance {
   /** What this access token carries: the grant's scopes, or fewer (a narrowed refresh). */
   scopes: readonly string[];
   refreshToken?: string;
+  /** Bind the access token to this DPoP key (`cnf.jkt`, RFC 9449 §6.1). */
+  jkt?: string;
 }
 
 /** How every grant ends: the access token minted, the client's registration kept alive, the issue audited and counted. */
 export async function issueTokens(ctx: AsContext, clients: ClientRegistry, issuance: Issuance): Promise<TokenResponse> {
-  const { grantType, client, grant, scopes, refreshToken } = issuance;
+  const { grantType, client, grant, scopes, refreshToken, jkt } = issuance;
   const { token, expiresIn } = await mintAccessToken(ctx.keys, {
     issuer: ctx.issuer,
     subject: grant.subject,
@@ -51,11 +58,12 @@ export async function issueTokens(ctx: AsContext, clients: ClientRegistry, issua
     scopes,
     ttlMs: ctx.config.accessTokenTtlMs,
     grantId: grant.grantId,
+    jkt,
   });
   await clients.touch(client);
   ctx.audit.record({ event: 'token_issued', grant_type: grantType, sub: grant.subject, client_id: client.clientId, resource: grant.resource, scope: scopes.join(' '), refresh: refreshToken !== undefined });
   ctx.metrics.tokensIssued.labels(grantType).inc();
-  return { access_token: token, token_type: 'Bearer', expires_in: expiresIn, scope: scopes.join(' '), ...(refreshToken && { refresh_token: refreshToken }) };
+  return { access_token: token, token_type: jkt === undefined ? 'Bearer' : 'DPoP', expires_in: expiresIn, scope: scopes.join(' '), ...(refreshToken && { refresh_token: refreshToken }) };
 }
 
 /** The resolved value, or the 400 it was refused with (invalid_target, invalid_scope, invalid_grant). */

@@ -7,13 +7,16 @@ import { GatewayError } from '../../errors/gateway-error.js';
 import { mayUseGrant } from '../clients/client-grants.js';
 import { requiredParam } from '../helpers/request-body.js';
 import { stillGrantable } from '../clients/resource-scope.js';
-import { issueTokens, resolvedOrThrow, type GrantHandlerFactory } from './grant-handler.js';
+import type { GrantInfo } from '../tokens/grants.js';
+import { invalidGrant, issueTokens, resolvedOrThrow, type GrantHandlerFactory } from './grant-handler.js';
 
-export const refreshTokenGrant: GrantHandlerFactory = (ctx, deps) => async (client, params) => {
+export const refreshTokenGrant: GrantHandlerFactory = (ctx, deps) => async (client, params, jkt) => {
   const presented = requiredParam(params, 'refresh_token');
   if (!mayUseGrant(client, 'refresh_token')) throw new GatewayError(400, 'unauthorized_client', 'This client is not registered for the refresh_token grant');
   const found = await deps.grants.lookup(presented);
   const known = found?.clientId === client.clientId ? found : undefined;
+  // Refused before rotating: the legitimate holder of the key keeps its refresh token.
+  if (known) checkKeyBinding(known, jkt);
   const resource = params.get('resource');
   if (known && resource !== undefined && resource !== known.resource) throw new GatewayError(400, 'invalid_target', 'resource does not match the grant');
   const requested = params.get('scope');
@@ -23,6 +26,14 @@ export const refreshTokenGrant: GrantHandlerFactory = (ctx, deps) => async (clie
   const allowed = known && resolvedOrThrow(stillGrantable(ctx, client, known.resource, scopes ?? known.scopes));
   const { grant, refreshToken } = await deps.grants.rotate(presented, client.clientId);
   // rotate succeeds only for the grant looked up above; judged again only if that lookup raced.
+  if (!known) checkKeyBinding(grant, jkt);
   const granted = allowed ?? resolvedOrThrow(stillGrantable(ctx, client, grant.resource, scopes ?? grant.scopes));
-  return issueTokens(ctx, deps.clients, { grantType: 'refresh_token', client, grant, scopes: granted, refreshToken });
+  return issueTokens(ctx, deps.clients, { grantType: 'refresh_token', client, grant, scopes: granted, refreshToken, jkt });
 };
+
+/** A refresh token bound to a DPoP key (RFC 9449 §5) is used only with a proof of that key. */
+function checkKeyBinding(grant: GrantInfo, jkt: string | undefined): void {
+  if (grant.jkt !== undefined && grant.jkt !== jkt) {
+    throw invalidGrant(jkt === undefined ? 'This refresh token is bound to a DPoP key: send a DPoP proof' : 'The DPoP proof is not of the key this refresh token is bound to');
+  }
+}

@@ -6,7 +6,7 @@ import { cors } from 'hono/cors';
 export const publicCors = cors({
   origin: '*',
   allowMethods: ['GET', 'POST', 'OPTIONS'],
-  // MCP-Protocol-Version: 2025-03-26 clients send it on metadata requests.
-  allowHeaders: ['authorization', 'content-type', 'mcp-protocol-version'],
+  // MCP-Protocol-Version: 2025-03-26 clients send it on metadata requests; DPoP: proofs at /token (RFC 9449 §5).
+  allowHeaders: ['authorization', 'content-type', 'mcp-protocol-version', 'dpop'],
   maxAge: 86_400,
 });

@@ -17,6 +17,8 @@ export interface AccessTokenClaims {
   scopes: readonly string[];
   ttlMs: number;
   grantId: string;
+  /** The DPoP key the token is bound to (RFC 9449 §6.1: `cnf.jkt`); undefined: a bearer token. */
+  jkt?: string;
 }
 
 export async function mintAccessToken(keys: SigningKeys, claims: AccessTokenClaims): Promise<{ token: string; expiresIn: number }> {
@@ -33,6 +35,7 @@ export async function mintAccessToken(keys: SigningKeys, claims: AccessTokenClai
       exp: iat + expiresIn,
       jti: randomUUID(),
       [GRANT_ID_CLAIM]: claims.grantId,
+      ...(claims.jkt !== undefined && { cnf: { jkt: claims.jkt } }),
     },
     { typ: ACCESS_TOKEN_TYPE },
   );

@@ -24,6 +24,11 @@ export interface GrantInfo {
   subject: string;
   scopes: string[];
   resource: string;
+  /**
+   * A public client's DPoP key (RFC 9449 §5, §5.2): its refresh tokens are
+   * bound to it, so a refresh needs a proof of that key.
+   */
+  jkt?: string;
 }
 
 interface FamilyState {
