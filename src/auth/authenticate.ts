@@ -47,7 +47,9 @@ export function authenticate(route: RouteConfig, verifier: TokenVerifier, req: A
     const admit = (auth: AuthContext) => withRequiredScopes(route, checkBearerUse(route.dpop, auth));
     return verified instanceof Promise ? verified.then(admit) : admit(verified);
   }
-  return Promise.resolve(verifier.verifyCached ? verifier.verifyCached(credentials.token, seenOn) : verifier.verify(credentials.token, seenOn))
+  // Inside the chain, so a synchronous refusal gets the DPoP challenge too.
+  return Promise.resolve()
+    .then(() => (verifier.verifyCached ? verifier.verifyCached(credentials.token, seenOn) : verifier.verify(credentials.token, seenOn)))
     .then((auth) => checkDpopUse(dpop.config, dpop.claim, req, auth))
     .then((auth) => withRequiredScopes(route, auth))
     .catch(rethrowAsDpop);

@@ -177,9 +177,7 @@ class Resolver {
     const { value: f, at } = source;
     // A route at / is the public URL itself, never `<public_url>/`.
     const resource = canonicalUrl(f.resource ?? publicUrl + (f.path === '/' ? '' : f.path));
-    if (isReservedPath(f.path)) {
-      this.issue(at, ['path'], `${f.path} is reserved for the gateway's own endpoints`);
-    }
+    if (isReservedPath(f.path)) this.issue(at, ['path'], `${f.path} is reserved for the gateway's own endpoints`);
     if (new URL(resource).search) this.issue(at, ['resource'], 'a resource URI has no query');
     const stdio = typeof f.upstream === 'object' && 'stdio' in f.upstream ? await this.stdioUpstream(source, f.upstream.stdio) : undefined;
     const sse = typeof f.upstream === 'object' && 'sse' in f.upstream;
