@@ -15,6 +15,7 @@ import { createSessionBinding, type SessionBinding } from '../proxy/session-bind
 import { sessionHook } from '../proxy/session-hook.js';
 import { createSseForwarder } from '../proxy/sse/sse-forwarder.js';
 import { createStdioForwarder } from '../proxy/stdio/stdio-forwarder.js';
+import { tracedRoutes } from '../routes/traced-routes.js';
 import { createProtectedRoute, type ProtectedRouteHandler } from '../routes/protected-route.js';
 import { createUpstreamCredential } from '../upstream-auth/create-upstream-credential.js';
 import type { Services } from './services.js';
@@ -68,7 +69,7 @@ export async function buildRouteTable(config: GatewayConfig, services: Services,
     });
     protectedRoutes.set(route.path, handler);
   }
-  const app = createApp({ routes: config.routes, protectedRoutes, operations: services.operations, logger, extra: as ? [as.routes] : [] });
+  const app = createApp({ routes: config.routes, protectedRoutes, operations: services.operations, logger, extra: as ? [services.tracing ? tracedRoutes(as.routes, services.tracing) : as.routes] : [] });
   return { listener: app.listener, forwarders, authorizationServer: as };
 }
 

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { gatewayYaml } from '../helpers/gateway-config.js';
+import { devAuthorizationServer, gatewayYaml, originYaml } from '../helpers/gateway-config.js';
 import { freePort } from '../helpers/net.js';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver.js';
 import { jwtRoute, resourceOf, startTestIssuer, type TestIssuer } from '../helpers/security-fixtures.js';
@@ -271,5 +271,41 @@ describe('a stdio upstream: the trace context travels in params._meta', () => {
     const stdio = receiver.spans.find((s) => s.parentSpanId === server.spanId && s.name === 'stdio')!;
     expect(stdio.kind).toBe(CLIENT);
     expect(meta).toEqual({ traceparent: `00-${traceId}-${stdio.spanId}-01`, progressToken: 7 });
+  });
+});
+
+describe('the built-in authorization server', () => {
+  it('one server span per endpoint request, continuing the client trace; other paths make none; no secret exported', async () => {
+    const gw = await startTestGateway((origin) => ({
+      'gateway.yaml': originYaml(origin, { authorization_server: devAuthorizationServer(), telemetry: { traces: { otlp_endpoint: receiver.url } } }),
+      'mcp.yaml': { path: '/mcp', upstream: hop.url },
+    }));
+    const [metadataTrace, tokenTrace, strayTrace] = [hex(16), hex(16), hex(16)];
+    const secret = `client-secret-${hex(8)}`;
+    try {
+      const metadata = await fetch(`${gw.url}/.well-known/oauth-authorization-server`, { headers: { traceparent: `00-${metadataTrace}-${hex(8)}-01` } });
+      expect(metadata.status).toBe(200);
+      const token = await fetch(`${gw.url}/token`, {
+        method: 'POST',
+        headers: { traceparent: `00-${tokenTrace}-${hex(8)}-01`, 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ grant_type: 'client_credentials', client_id: 'nobody', client_secret: secret }),
+      });
+      expect(token.status).toBe(401);
+      expect((await fetch(`${gw.url}/nowhere-${hex(4)}`, { headers: { traceparent: `00-${strayTrace}-${hex(8)}-01` } })).status).toBe(404);
+    } finally {
+      await gw.stop();
+    }
+    await receiver.waitFor((spans) => spans.some((s) => s.traceId === metadataTrace) && spans.some((s) => s.traceId === tokenTrace && s.kind === SERVER));
+    expect(receiver.spans.find((s) => s.traceId === metadataTrace)).toMatchObject({
+      name: 'GET /.well-known/oauth-authorization-server',
+      kind: SERVER,
+      attributes: { 'http.response.status_code': 200 },
+    });
+    const token = receiver.spans.find((s) => s.traceId === tokenTrace && s.kind === SERVER);
+    expect(token).toMatchObject({ name: 'POST /token', attributes: { 'http.response.status_code': 401 } });
+    // The flood limit's count in the store is its child.
+    expect(receiver.spans.filter((s) => s.parentSpanId === token!.spanId).map((s) => s.name)).toContain('store increment');
+    expect(receiver.spans.filter((s) => s.traceId === strayTrace)).toEqual([]);
+    expect(receiver.everything()).not.toContain(secret);
   });
 });
