@@ -1,6 +1,6 @@
 // telemetry.traces and the OTEL_* variables (config/telemetry.ts): where spans go, how they are
 // sampled, and that a bad variable is an issue naming the variable, never repeating its value.
-import { mkdtemp, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
@@ -124,6 +124,14 @@ describe('telemetry in gateway.yaml', () => {
     expect(printed).toContain('traces → http://otel-collector:4318/v1/traces (http/protobuf, sample_ratio=0.1, service.name=mcp-auth-gateway, headers: x-api-key)');
     expect(printed).not.toContain('collector-secret');
     expect(describeRoutes(await load(''))).toContain('traces: off');
+  });
+
+  it("the README's telemetry example loads as it says", async () => {
+    const readme = await readFile(join(import.meta.dirname, '../../README.md'), 'utf8');
+    const block = [...readme.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1]!).find((text) => /^telemetry:/m.test(text));
+    expect(block).toBeDefined();
+    const config = await load(block!);
+    expect(config.traces).toMatchObject({ url: 'http://otel-collector:4318/v1/traces', sampleRatio: 0.25, protocol: 'http/protobuf' });
   });
 
   it('a bad sample_ratio or endpoint is refused at load, with its line', async () => {
