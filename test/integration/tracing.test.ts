@@ -309,3 +309,30 @@ describe('the built-in authorization server', () => {
     expect(receiver.everything()).not.toContain(secret);
   });
 });
+
+describe('a legacy SSE upstream: the trace context goes on the POST to its endpoint', () => {
+  it("the POST carrying the client's message names the gateway's span as parent", async () => {
+    const sseServer = await startEverythingServer('sse');
+    const sseHop = await startRecordingHop(sseServer.url);
+    const sseRoute = { ...jwtRoute('/legacy', 'http://127.0.0.1:1/unused', issuer), upstream: { sse: sseHop.url } };
+    const gw = await startTestGateway({ 'gateway.yaml': gatewayYaml({ telemetry: { traces: { otlp_endpoint: receiver.url } } }), 'legacy.yaml': sseRoute });
+    const traceId = hex(16);
+    try {
+      const client = await connect(gw, { traceparent: `00-${traceId}-${hex(8)}-01` }, '/legacy');
+      await client.callTool({ name: 'echo', arguments: { message: 'over sse' } });
+      await client.close();
+      await receiver.waitFor((spans) => {
+        const server = serverSpanOf(spans, traceId, 'echo');
+        return server !== undefined && spans.some((s) => s.parentSpanId === server.spanId && s.kind === CLIENT);
+      });
+      const server = serverSpanOf(receiver.spans, traceId, 'echo')!;
+      const upstream = receiver.spans.find((s) => s.parentSpanId === server.spanId && s.kind === CLIENT)!;
+      expect(upstream.attributes['mag.upstream.transport']).toBe('sse');
+      const posted = sseHop.requests.filter((r) => r.method === 'POST' && r.body.toString('utf8').includes('"message":"over sse"'));
+      expect(posted.flatMap((r) => r.headers.filter(([n]) => n.toLowerCase() === 'traceparent').map(([, v]) => v))).toEqual([`00-${traceId}-${upstream.spanId}-01`]);
+    } finally {
+      await gw.stop();
+      await Promise.allSettled([sseHop.close(), sseServer.close()]);
+    }
+  }, 30_000);
+});

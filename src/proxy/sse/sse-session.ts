@@ -31,6 +31,9 @@ export interface ClientAccepts {
   eventStream: boolean;
 }
 
+const UPSTREAM_SPAN = { 'mag.upstream.transport': 'sse' };
+const errorType = (err: unknown) => (err instanceof GatewayError ? err.code : err instanceof Error ? err.name : 'error');
+
 export class SseSession {
   readonly upstream: UpstreamConnection;
   /** idKey of a waiting request → the reply waiting for its answer. */
@@ -68,7 +71,7 @@ export class SseSession {
     this.lastActive = Date.now();
     if (messages.requests.length === 0) {
       // Notifications and answers (to the server's own requests): accepted once the upstream took them.
-      await this.upstream.post(ctx.body, ctx.injected);
+      await this.postUpstream(ctx);
       res.writeHead(202).end();
       return;
     }
@@ -93,11 +96,29 @@ export class SseSession {
       if (r.progressKey !== undefined) this.progress.set(r.progressKey, reply);
     }
     try {
-      await this.upstream.post(ctx.body, ctx.injected);
+      await this.postUpstream(ctx);
     } catch (err) {
       reply.fail(this.scope.failure(err), SESSION_ENDED);
     }
     return reply.done;
+  }
+
+  /**
+   * The client's body to the endpoint. With tracing on, that POST is a client
+   * span of the request's, and its trace context goes in the POST's headers
+   * (the client's own headers never reach a legacy upstream).
+   */
+  private async postUpstream(ctx: ForwardContext): Promise<void> {
+    const span = ctx.span?.child('POST', 'client', UPSTREAM_SPAN);
+    if (span === undefined) return this.upstream.post(ctx.body, ctx.injected);
+    try {
+      await this.upstream.post(ctx.body, { ...ctx.injected, ...span.traceHeaders() });
+    } catch (err) {
+      span.fail(errorType(err));
+      throw err;
+    } finally {
+      span.end();
+    }
   }
 
   /** The client's GET stream; one at a time (409 for a second, as Streamable HTTP servers answer). */
