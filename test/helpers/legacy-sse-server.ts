@@ -14,6 +14,8 @@ export interface LegacySseOptions {
   endpoint?: (sessionId: string, origin: string) => string | undefined;
   /** Refuses the GET with 401 and its own challenge, as a server refusing the gateway's credential does. */
   refuseGet?: boolean;
+  /** Answers every POST with 500 (a server that takes no message). */
+  refusePost?: boolean;
 }
 
 export interface LegacySseServer {
@@ -56,6 +58,7 @@ export async function startLegacySseServer(opts: LegacySseOptions = {}): Promise
       }
       const stream = streams.get(url.searchParams.get('sessionId') ?? '');
       if (req.method !== 'POST' || stream === undefined) return res.writeHead(404).end('no such session');
+      if (opts.refusePost) return res.writeHead(500).end('refused');
       res.writeHead(202).end('Accepted');
       const parsed = JSON.parse(body) as unknown;
       for (const message of (Array.isArray(parsed) ? parsed : [parsed]) as Array<{ id?: unknown; method?: string }>) {

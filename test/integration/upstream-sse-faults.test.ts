@@ -12,10 +12,10 @@ import { gatewayYaml, jwtRoute, resourceOf, startTestIssuer, type TestIssuer } f
 
 let issuer: TestIssuer;
 let gw: TestGateway;
-const servers: Record<'good' | 'foreign' | 'relative' | 'silent', LegacySseServer> = {} as never;
+const servers: Record<'good' | 'foreign' | 'relative' | 'silent' | 'refusing', LegacySseServer> = {} as never;
 const tokens: Record<string, string> = {};
 
-const ROUTES = ['good', 'foreign', 'relative', 'silent'] as const;
+const ROUTES = ['good', 'foreign', 'relative', 'silent', 'refusing'] as const;
 const INITIALIZE = { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '0' } } };
 
 beforeAll(async () => {
@@ -25,6 +25,7 @@ beforeAll(async () => {
   servers.foreign = await startLegacySseServer({ endpoint: (id, origin) => `${origin.replace(/:\d+$/, ':1')}/message?sessionId=${id}` });
   servers.relative = await startLegacySseServer({ endpoint: (id) => `//evil.example/message?sessionId=${id}` });
   servers.silent = await startLegacySseServer({ endpoint: () => undefined });
+  servers.refusing = await startLegacySseServer({ refusePost: true });
   const files: Record<string, unknown> = { 'gateway.yaml': gatewayYaml() };
   for (const name of ROUTES) {
     files[`${name}.yaml`] = jwtRoute(`/${name}/mcp`, '', issuer, { upstream: { sse: servers[name].url }, limits: { upstream_timeout: '1s', max_body_bytes: 65536 } });
@@ -96,6 +97,14 @@ describe('the endpoint event', () => {
 });
 
 describe('a session', () => {
+  it('whose initialize the upstream refuses is not kept: 502, and its upstream stream is closed at once', async () => {
+    const res = await post('refusing', INITIALIZE);
+    expect(res.status).toBe(502);
+    expect(res.headers.get('mcp-session-id')).toBeNull();
+    expect(await upstreamErrors('refusing', 'protocol')).toBe(1);
+    await waitFor(() => servers.refusing.openStreams() === 0);
+  });
+
   it('starts only with initialize; without a session id anything else is 400', async () => {
     const res = await post('good', { jsonrpc: '2.0', id: 1, method: 'tools/list' });
     expect(res.status).toBe(400);

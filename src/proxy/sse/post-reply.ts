@@ -57,6 +57,11 @@ export class PostReply {
     return this.opts.requests;
   }
 
+  /** Something of the upstream's answer was written (so a new session's id reached the client). */
+  get answered(): boolean {
+    return this.head !== 'none';
+  }
+
   get isOver(): boolean {
     return this.finished;
   }

@@ -100,7 +100,9 @@ export class SseSession {
     } catch (err) {
       reply.fail(this.scope.failure(err), SESSION_ENDED);
     }
-    return reply.done;
+    await reply.done;
+    // An initialize that got no answer never told the client its session id: nobody can use or end the session.
+    if (newSessionId !== undefined && !reply.answered) this.end('deleted');
   }
 
   /**
