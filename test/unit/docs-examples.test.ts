@@ -106,6 +106,18 @@ describe('README: rate limits per route', () => {
   });
 });
 
+describe('README: DPoP', () => {
+  it('the example route loads with dpop: required and its htu', async () => {
+    const heading = '### DPoP: tokens bound to the client\'s key';
+    const blocks = await fencedBlocks('README.md', 'yaml');
+    const route = blocks.find(({ before }) => before.includes(heading) && !before.slice(before.lastIndexOf(heading)).includes('```'));
+    expect(route?.text).toMatch(/^# policies\/github\.yaml/);
+    const dir = await writeConfig('readme-dpop', { 'gateway.yaml': 'listen: { host: 127.0.0.1 }\npublic_url: https://mcp.example.com\n', 'github.yaml': route!.text });
+    const config = await loadConfig(dir, SECRETS_ENV);
+    expect(config.routes[0]!.dpop).toEqual({ required: true, htu: 'https://mcp.example.com/github/mcp' });
+  });
+});
+
 describe('docs/deployment.md', () => {
   it('the docker run example mounts a configuration that starts in the image', async () => {
     const command = (await fencedBlocks('docs/deployment.md', 'sh')).map(({ text }) => text.replaceAll('\\\n', ' ')).find((text) => text.includes('docker run'));
