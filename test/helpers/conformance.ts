@@ -51,6 +51,8 @@ export interface ConformanceRunOptions {
   specVersion?: string;
   /** `--timeout` per scenario in ms (the suite's default is 30 s). */
   scenarioTimeoutMs?: number;
+  /** `--scenario`: this one scenario instead of a suite. */
+  scenario?: string;
 }
 
 export async function conformanceNodeVersion(): Promise<string> {
@@ -70,7 +72,7 @@ export interface ConformanceRun {
 
 /** Runs `conformance server --url <url>` and returns every scenario's checks. */
 export async function runServerConformance(url: string, opts: ConformanceRunOptions = {}): Promise<ConformanceRun> {
-  const args = ['server', '--url', url, '--suite', opts.suite ?? 'all'];
+  const args = ['server', '--url', url, ...(opts.scenario ? ['--scenario', opts.scenario] : ['--suite', opts.suite ?? 'all'])];
   if (opts.specVersion) args.push('--spec-version', opts.specVersion);
   if (opts.scenarioTimeoutMs) args.push('--timeout', String(opts.scenarioTimeoutMs));
   return runCli(args, 'server');
@@ -162,7 +164,9 @@ async function runCli(args: string[], kind: 'server' | 'authorization-server', o
     }
     const crashes = new Map([...stderr.matchAll(/^Failed to run scenario (\S+): (.*)$/gm)].map((m) => [m[1]!, m[2]!]));
     const results: ScenarioResult[] = [];
-    for (const [, scenario] of stdout.matchAll(/^=== Running scenario: (\S+) ===$/gm)) {
+    // A suite announces each scenario with `=== Running scenario: x ===`; `--scenario x` with `Running client scenario 'x'`.
+    const announced = [...stdout.matchAll(/^=== Running scenario: (\S+) ===$|^Running client scenario '([^']+)'/gm)].map((m) => m[1] ?? m[2]);
+    for (const scenario of announced) {
       // A scenario that threw saves nothing; the CLI scores it as one failed check named after it.
       const crash = crashes.get(scenario!);
       const checks = saved.get(scenario!) ?? (crash !== undefined ? [{ id: scenario!, name: scenario!, status: 'FAILURE' as const, errorMessage: crash }] : undefined);
