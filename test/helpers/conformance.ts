@@ -164,8 +164,10 @@ async function runCli(args: string[], kind: 'server' | 'authorization-server', o
     }
     const crashes = new Map([...stderr.matchAll(/^Failed to run scenario (\S+): (.*)$/gm)].map((m) => [m[1]!, m[2]!]));
     const results: ScenarioResult[] = [];
-    // A suite announces each scenario with `=== Running scenario: x ===`; `--scenario x` with `Running client scenario 'x'`.
-    const announced = [...stdout.matchAll(/^=== Running scenario: (\S+) ===$|^Running client scenario '([^']+)'/gm)].map((m) => m[1] ?? m[2]);
+    // A suite announces each scenario with `=== Running scenario: x ===` (then also the line a
+    // single `--scenario x` run prints alone: `Running client scenario 'x'`).
+    const suite = [...stdout.matchAll(/^=== Running scenario: (\S+) ===$/gm)].map((m) => m[1]!);
+    const announced = suite.length > 0 ? suite : [...stdout.matchAll(/^Running client scenario '([^']+)'/gm)].map((m) => m[1]!);
     for (const scenario of announced) {
       // A scenario that threw saves nothing; the CLI scores it as one failed check named after it.
       const crash = crashes.get(scenario!);
