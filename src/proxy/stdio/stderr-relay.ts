@@ -1,7 +1,8 @@
 // A child's stderr into the gateway's log, tagged with route and session, and
 // bounded: lines are cut at a length, at most a burst of lines is logged and
 // then a steady rate, and what is dropped is counted in the next line logged.
-// A server flooding stderr costs a counter, never memory or the log.
+// A server flooding stderr costs a counter, never memory or the log. Its
+// stdout lines that are not JSON-RPC go through one of these too (`log`).
 import { LineSplitter } from './line-splitter.js';
 import type { StdioLogger } from './stdio-deps.js';
 
@@ -20,6 +21,9 @@ export class StderrRelay {
   constructor(
     private readonly logger: StdioLogger,
     private readonly tags: { route: string; session: string; pid: number | undefined },
+    /** The stream named in each line; `prefix` opens each line's message. */
+    private readonly stream: 'stderr' | 'stdout' = 'stderr',
+    private readonly prefix = '',
   ) {
     // Held lines are bounded by the cut length (a longer line is dropped as one, and counted).
     this.lines = new LineSplitter(MAX_LINE_CHARS * 4, { line: (text) => this.log(text), overflow: () => this.log('[a line too long to log]') });
@@ -29,7 +33,8 @@ export class StderrRelay {
     this.lines.push(chunk);
   }
 
-  private log(text: string): void {
+  /** One line, if the rate allows; else counted. */
+  log(text: string): void {
     const now = Date.now();
     this.tokens = Math.min(BURST, this.tokens + ((now - this.refilledAt) / 1000) * LINES_PER_SECOND);
     this.refilledAt = now;
@@ -41,6 +46,6 @@ export class StderrRelay {
     const line = text.length > MAX_LINE_CHARS ? `${text.slice(0, MAX_LINE_CHARS)}… (cut)` : text;
     const dropped = this.dropped;
     this.dropped = 0;
-    this.logger.info({ ...this.tags, stream: 'stderr', ...(dropped > 0 && { dropped_lines: dropped }) }, line);
+    this.logger.info({ ...this.tags, stream: this.stream, ...(dropped > 0 && { dropped_lines: dropped }) }, this.prefix + line);
   }
 }

@@ -79,8 +79,10 @@ export class StdioChild {
       events.exit(detail);
       resolveEnded();
     };
+    // Not JSON-RPC on stdout (a banner, debug output): logged as stderr is, bounded and rate-limited, never forwarded.
+    const stdoutLog = new StderrRelay(options.logger, tags, 'stdout', 'not JSON-RPC, not forwarded: ');
     const stdout = new LineSplitter(options.maxLineBytes, {
-      line: (text) => this.onLine(text, events, options.logger, tags),
+      line: (text) => this.onLine(text, events, stdoutLog),
       overflow: () => {
         options.logger.warn(tags, 'stdio server wrote a message over the size limit: stopping it');
         this.stop();
@@ -95,7 +97,7 @@ export class StdioChild {
     child.on('exit', (code, signal) => finish({ code, signal }));
   }
 
-  private onLine(text: string, events: ChildEvents, logger: StdioLogger, tags: object): void {
+  private onLine(text: string, events: ChildEvents, stdoutLog: StderrRelay): void {
     let message: unknown;
     try {
       message = JSON.parse(text);
@@ -103,8 +105,8 @@ export class StdioChild {
       message = undefined;
     }
     if (typeof message !== 'object' || message === null) {
-      // Not JSON-RPC: a server printing a banner or debug output to stdout. Logged (cut), never forwarded.
-      logger.info({ ...tags, stream: 'stdout' }, `not JSON-RPC, not forwarded: ${text.slice(0, 512)}`);
+      // Cut before the relay's own cut: a banner line needs no more to be recognised.
+      stdoutLog.log(text.slice(0, 512));
       return;
     }
     events.message(message);
