@@ -40,6 +40,6 @@ export function ensurePythonSdk(): void {
   }
   rmSync(venv, { recursive: true, force: true });
   execFileSync(basePython, ['-m', 'venv', venv], { stdio: 'inherit' });
-  execFileSync(join(venv, 'bin', 'pip'), ['install', '--quiet', '-r', requirements], { stdio: 'inherit' });
+  execFileSync(join(venv, 'bin', 'pip'), ['install', '--quiet', '--retries', '0', '--timeout', '10', '-r', requirements], { stdio: 'inherit' });
   if (!sdkImports()) throw new Error(`pip installed ${requirements} into ${venv}, but mcp.client.auth does not import`);
 }
