@@ -55,11 +55,9 @@ export class PostAnswer implements Answer {
     this.outstanding--;
     if (this.sink) {
       clearTimeout(this.timer);
-      this.sink.write(message);
-      if (this.outstanding <= 0) {
-        this.sink.end();
-        this.finish('complete');
-      }
+      const last = this.outstanding <= 0;
+      this.sink.write(message, last);
+      if (last) this.finish('complete');
       return;
     }
     this.collected.push(message);
