@@ -1,6 +1,6 @@
 // The gateway as its own OAuth 2.1 authorization server: built once per
 // configuration load from the GatewayConfig, mounted at the host root.
-import { Hono } from 'hono';
+import { Hono, type Context } from 'hono';
 import type { AuthorizationServerConfig, GatewayConfig, RouteConfig } from '../config/types.js';
 import { refuseDevLogin } from '../config/dev-login-placement.js';
 import { errorResponse } from '../errors/respond.js';
@@ -11,7 +11,12 @@ import type { Logger } from '../observability/logger.js';
 import { Metrics, type AuthorizationServerMetrics } from '../observability/metrics.js';
 import type { Store } from '../store/store.js';
 import type { IdpTokenSource, JwtSigner } from '../upstream-auth/upstream-credential.js';
+import { accountRoutes, accountSignIn } from './endpoints/account-apps.js';
 import { authorizeRoutes } from './endpoints/authorize.js';
+import { AccountSessions } from './interactions/account-sessions.js';
+import { isAccountSignIn } from './interactions/account-sign-in.js';
+import { UserConsents } from './interactions/user-consents.js';
+import { ConnectedApps } from './tokens/connected-apps.js';
 import { BrowserBinding } from './interactions/browser-binding.js';
 import { createBuiltinVerifier } from './tokens/builtin-verifier.js';
 import { ClientMetadataDocuments } from './clients/client-id-metadata-document.js';
@@ -29,7 +34,7 @@ import { devLogin } from './login/dev-login.js';
 import { oidcLogin } from './login/oidc-login.js';
 import type { LoginMethod, LoginMethodFactory, LoginServices } from './login/login-method.js';
 import { metadataRoutes } from './endpoints/metadata.js';
-import { FLOOD_LIMITED_PATHS, floodLimits } from './endpoints/flood-limits.js';
+import { ACCOUNT_FLOOD_LIMITED_PATH, FLOOD_LIMITED_PATHS, floodLimits } from './endpoints/flood-limits.js';
 import { errorPage } from './pages/respond-page.js';
 import { RateLimiter, type RateLimit } from './helpers/rate-limit.js';
 import { registerRoutes } from './endpoints/register.js';
@@ -99,9 +104,10 @@ export async function createAuthorizationServer(config: GatewayConfig, deps: Aut
   const grants = createGrants(ctx, revokedGrants);
   const interactions = new Interactions(deps.store);
   const browser = new BrowserBinding(ctx.keys.cookieSecret);
-  const services = loginServices(ctx, { codes, clients, grants, interactions, browser });
+  const account = asConfig.accountPage ? createAccount(ctx, grants, browser) : undefined;
+  const services = loginServices(ctx, { codes, clients, grants, interactions, browser }, account);
   const login = loginFactory(ctx, services);
-  const parts: EndpointParts = { clients, codes, grants, interactions, browser, consents: new ConsentMemory(ctx.keys.cookieSecret), login, services };
+  const parts: EndpointParts = { clients, codes, grants, interactions, browser, consents: new ConsentMemory(ctx.keys.cookieSecret), login, services, account };
 
   return {
     routes: mountEndpoints(ctx, parts, options),
@@ -154,22 +160,42 @@ function createGrants(ctx: AsContext, revokedGrants: RevokedGrants): Grants {
   return grants;
 }
 
+/** The connected-apps page's parts (`account.enabled`): the per-user index of apps, kept current by every issue, and its sessions. */
+interface AccountParts {
+  apps: ConnectedApps;
+  sessions: AccountSessions;
+  signIn: ReturnType<typeof accountSignIn>;
+}
+
+function createAccount(ctx: AsContext, grants: Grants, browser: BrowserBinding): AccountParts {
+  const apps = new ConnectedApps(ctx.store, ctx.issuer, ctx.config.refreshTokenTtlMs);
+  // "Last used": best effort, a failed write never fails the /token request that issued.
+  grants.onIssue((grant) =>
+    apps.used(grant.subject, grant.clientId).catch((err: unknown) => ctx.logger.warn({ err: err instanceof Error ? err.message : String(err) }, 'connected apps: cannot record the last use')),
+  );
+  const sessions = new AccountSessions(ctx.store, browser);
+  return { apps, sessions, signIn: accountSignIn(ctx, { sessions, browser }) };
+}
+
 type LoginParts = Pick<EndpointParts, 'codes' | 'clients' | 'grants' | 'interactions' | 'browser'>;
 
-/** What a login method is given: the interaction and browser, and how to end (complete or fail). */
-function loginServices(ctx: AsContext, parts: LoginParts): LoginServices {
-  const completion = createCompletion(ctx, { codes: parts.codes, clients: parts.clients });
+/** What a login method is given: the interaction and browser, and how to end (complete or fail); an account sign-in ends on the account page. */
+function loginServices(ctx: AsContext, parts: LoginParts, account: AccountParts | undefined): LoginServices {
+  const completion = createCompletion(ctx, { codes: parts.codes, clients: parts.clients, grants: parts.grants, apps: account?.apps });
   return {
     interactions: parts.interactions,
     browser: parts.browser,
     basePath: `/authorize/login/${ctx.config.login.kind}`,
     selfOrigin: new URL(ctx.issuer).origin,
-    complete: completion.complete,
-    fail: completion.fail,
+    complete: (c, interaction, user) => (isAccountSignIn(interaction.request) ? (account?.signIn.signedIn(c, interaction, user) ?? accountPageOff(c)) : completion.complete(c, interaction, user)),
+    fail: (c, interaction, error, description) => (isAccountSignIn(interaction.request) ? (account?.signIn.failed(c) ?? accountPageOff(c)) : completion.fail(c, interaction, error, description)),
     errorPage,
     grants: parts.grants,
   };
 }
+
+/** A sign-in to the account page that a reload switched off while it was under way. */
+const accountPageOff = (c: Context) => errorPage(c, 404, 'Not found', 'The connected-apps page is not enabled on this gateway.');
 
 interface EndpointParts {
   clients: ClientRegistry;
@@ -180,6 +206,7 @@ interface EndpointParts {
   consents: ConsentMemory;
   login: LoginMethod;
   services: LoginServices;
+  account?: AccountParts;
 }
 
 /** Every endpoint at the host root, behind the flood limits, with one error handler. */
@@ -194,6 +221,7 @@ function mountEndpoints(ctx: AsContext, parts: EndpointParts, options: Authoriza
   // Before every handler: a request over its limit reads no body and writes nothing.
   const limitFloods = floodLimits(ctx, ctx.store, ctx.config.rateLimits);
   for (const path of FLOOD_LIMITED_PATHS) routes.use(path, limitFloods);
+  if (parts.account) routes.use(ACCOUNT_FLOOD_LIMITED_PATH, limitFloods);
   routes.route('/', metadataRoutes(ctx));
   routes.route('/', jwksRoutes(ctx));
   if (ctx.config.dynamicRegistration) {
@@ -205,5 +233,10 @@ function mountEndpoints(ctx: AsContext, parts: EndpointParts, options: Authoriza
   routes.route('/', login.routes());
   routes.route('/', tokenRoutes(ctx, { clients, codes, grants }, tokenRequestProof(ctx, dpopProofClaimer(ctx.store))));
   routes.route('/', revokeRoutes(ctx, { clients, grants }));
+  if (parts.account) {
+    const { apps, sessions } = parts.account;
+    const userConsents = new UserConsents(ctx.store, ctx.issuer);
+    routes.route('/', accountRoutes(ctx, { apps, sessions, browser, interactions, userConsents, grants, login, selfOrigin: services.selfOrigin }));
+  }
   return routes;
 }

@@ -9,6 +9,10 @@ export const AS_ENDPOINTS = { authorize: '/authorize', token: '/token', register
 /** The AS's pages (consent, login, the IdP's callback and logout) live below /authorize/. */
 export const AS_PAGES_PREFIX = `${AS_ENDPOINTS.authorize}/`;
 
+/** The connected-apps page and its forms (`account.enabled`); the prefix is reserved whether or not it is on. */
+export const ACCOUNT_PAGES_PREFIX = '/account/';
+export const ACCOUNT_PATHS = { apps: '/account/apps', revoke: '/account/apps/revoke', signOut: '/account/sign-out' } as const;
+
 export const OPERATIONS_PATHS = { health: '/healthz', ready: '/readyz', metrics: '/metrics' } as const;
 
 /** RFC 8615: metadata documents (protected resource, AS, OpenID). */
@@ -17,5 +21,5 @@ const WELL_KNOWN = '/.well-known';
 const EXACT = new Set<string>([...Object.values(AS_ENDPOINTS), ...Object.values(OPERATIONS_PATHS), WELL_KNOWN]);
 
 export function isReservedPath(path: string): boolean {
-  return EXACT.has(path) || path.startsWith(`${WELL_KNOWN}/`) || path.startsWith(AS_PAGES_PREFIX);
+  return EXACT.has(path) || path.startsWith(`${WELL_KNOWN}/`) || path.startsWith(AS_PAGES_PREFIX) || path.startsWith(ACCOUNT_PAGES_PREFIX);
 }

@@ -64,6 +64,11 @@ class Resolver {
     const { value: g, at } = this.input.gateway;
     const publicUrl = canonicalUrl(g.public_url);
     const authorizationServer = g.authorization_server?.enabled ? await this.authorizationServer(g.authorization_server, publicUrl, g.listen.host, at) : undefined;
+    if (g.account?.enabled) {
+      // The page signs users in with the AS's login and lists the AS's own grants: without it there is nothing to show.
+      if (authorizationServer) authorizationServer.accountPage = true;
+      else this.issue(at, ['account', 'enabled'], 'the connected-apps page needs the built-in authorization server (authorization_server: { enabled: true }): it signs users in with its login and lists the grants it issued');
+    }
 
     const routes: RouteConfig[] = [];
     const byPath = new Map<string, string>();

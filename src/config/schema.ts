@@ -354,6 +354,10 @@ export const GatewaySchema = z.strictObject({
     .default({ header_timeout: '10s', request_timeout: '30s', keep_alive_timeout: '5s', max_header_bytes: 16384, store_timeout: '2s' }),
   authorization_server: AuthorizationServerSchema.optional(),
   telemetry: TelemetrySchema.optional(),
+  account: z
+    .strictObject({ enabled: z.boolean().default(false) })
+    .optional()
+    .describe('the connected-apps page at /account/apps (needs the built-in authorization server): users sign in with its login, see the clients they approved, and revoke them'),
 });
 
 /**

@@ -130,6 +130,8 @@ export interface AuthorizationServerConfig {
   clients?: StaticClientConfig[];
   /** Flood limits (`authorization_server.rate_limits`). */
   rateLimits: AuthorizationServerRateLimits;
+  /** `account.enabled` in gateway.yaml: the connected-apps page at /account/apps. */
+  accountPage?: boolean;
 }
 
 /** At most `max` in each fixed window of `windowMs`. */

@@ -124,7 +124,7 @@ export class Metrics {
 
   readonly grantsRevoked = new Counter({
     name: 'mag_grants_revoked_total',
-    help: 'Grants (refresh-token families) revoked, by reason: revoked_by_client, refresh_token_reuse, code_replay, idp_session_ended',
+    help: 'Grants (refresh-token families) revoked, by reason: revoked_by_client, refresh_token_reuse, code_replay, idp_session_ended, revoked_by_user (the connected-apps page), superseded (pushed out of the bounded list of apps of a user)',
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });

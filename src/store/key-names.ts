@@ -107,3 +107,14 @@ export const idpSubjectGrantsKey = (idpIssuer: string, sub: string) => key('idp-
 
 /** A back-channel logout token's `jti`, claimed (SET NX) once: a replayed logout token is refused. */
 export const logoutTokenKey = (idpIssuer: string, jti: string) => key(LOGOUT_TOKEN_CLASS, idpIssuer, jti);
+
+// --- the connected-apps page (`account.enabled`) ------------------------------
+
+/** The apps one user approved at an issuer, each with its live grant ids: what /account/apps lists and revokes (bounded per user). */
+export const connectedAppsKey = (issuer: string, subject: string) => key('account-apps', issuer, subject);
+
+/** When one user's app last got tokens (sign-in or refresh): one plain write per issue, no read. */
+export const appLastUsedKey = (issuer: string, subject: string, clientId: string) => key('account-app-used', issuer, subject, clientId);
+
+/** A signed-in session of the connected-apps page, by the hash of its cookie value. */
+export const accountSessionKey = (sessionId: string) => key('account-session', sessionId);

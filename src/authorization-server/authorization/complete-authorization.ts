@@ -17,10 +17,17 @@ import type { AuthenticatedUser, LoginFailure } from '../login/login-method.js';
 import { errorPage } from '../pages/respond-page.js';
 import { randomToken } from '../helpers/secrets.js';
 import { UserConsents } from '../interactions/user-consents.js';
+import { isAccountSignIn } from '../interactions/account-sign-in.js';
+import type { ClientRecord } from '../clients/client-record.js';
+import type { ConnectedApps } from '../tokens/connected-apps.js';
+import type { Grants } from '../tokens/grants.js';
 
 export interface CompletionDeps {
   codes: AuthorizationCodes;
   clients: ClientRegistry;
+  grants: Grants;
+  /** With `account.enabled`: the index of each user's apps and grants, for the connected-apps page. */
+  apps?: ConnectedApps;
 }
 
 export function createCompletion(ctx: AsContext, deps: CompletionDeps) {
@@ -31,6 +38,8 @@ export function createCompletion(ctx: AsContext, deps: CompletionDeps) {
 
   async function complete(c: Context, interaction: Interaction, user: AuthenticatedUser): Promise<Response> {
     const { request } = interaction;
+    // An account sign-in names no client: it never gets a code (index.ts sends it to the account page).
+    if (isAccountSignIn(request)) throw new Error('an account sign-in reached the authorization completion');
     const state = consentState(request);
     if (state.consent !== 'page' && !(await userConsents.covers(user.subject, request))) {
       return askSignedInUser(c, interaction, user);
@@ -46,6 +55,7 @@ export function createCompletion(ctx: AsContext, deps: CompletionDeps) {
     await userConsents.remember(user.subject, request);
     const lookup = await deps.clients.find(request.clientId);
     if (lookup.found) await deps.clients.touch(lookup.client);
+    if (deps.apps && lookup.found) await recordApp(deps, deps.apps, { subject: user.subject, request, client: lookup.client, grantId });
     ctx.audit.record({ event: 'authorization_granted', sub: user.subject, client_id: request.clientId, resource: request.resource, scope: request.scopes.join(' ') });
     return redirect(c, authorizationRedirectUrl(request.redirectUri, { code }, request.state, ctx.issuer));
   }
@@ -73,6 +83,14 @@ export function createCompletion(ctx: AsContext, deps: CompletionDeps) {
   }
 
   return { complete, fail };
+}
+
+/** The app and its new grant in the user's index; a grant pushed out of its bounds is revoked, so none works unseen. */
+async function recordApp(deps: CompletionDeps, apps: ConnectedApps, done: { subject: string; request: AuthorizationRequest; client: ClientRecord; grantId: string }): Promise<void> {
+  const { subject, request, client, grantId } = done;
+  const approval = { clientId: client.clientId, clientKind: client.kind, redirectUri: request.registeredRedirectUri, resource: request.resource, scopes: request.scopes, ...(client.clientName && { clientName: client.clientName }) };
+  const pushedOut = await apps.record(subject, approval, grantId);
+  for (const old of pushedOut) await deps.grants.revoke(old, 'superseded', { subject });
 }
 
 /** What the code is bound to: the client, the redirect URI, the PKCE challenge, the resource, the scopes and the user, signed in now. */

@@ -1,13 +1,14 @@
 // Rate limits on the endpoints of the built-in AS that anyone may call
 // without a credential: /authorize, the consent and login pages (and the IdP
-// callback) under /authorize/, /register, /token and /revoke. Each is counted
-// per client address (client-ip.ts: trust_proxy hops only); /authorize is
+// callback) under /authorize/, the connected-apps page under /account/,
+// /register, /token and /revoke. Each is counted per client address
+// (client-ip.ts: trust_proxy hops only); /authorize and GET /account/apps are
 // also counted across all addresses, since each request may leave a pending
-// authorization in the store. Over a limit: 429 with Retry-After, before the
+// authorization (an account sign-in) in the store. Over a limit: 429 with Retry-After, before the
 // handler reads the body or writes anything. The store failing, or late, lets
 // the request through (a login is never blocked by the limiter), counted.
 import type { MiddlewareHandler } from 'hono';
-import { AS_ENDPOINTS, AS_PAGES_PREFIX } from '../../config/reserved-paths.js';
+import { ACCOUNT_PAGES_PREFIX, ACCOUNT_PATHS, AS_ENDPOINTS, AS_PAGES_PREFIX } from '../../config/reserved-paths.js';
 import type { AuthorizationServerRateLimits } from '../../config/types.js';
 import { GatewayError } from '../../errors/gateway-error.js';
 import { StoreUnavailableError, type Store } from '../../store/store.js';
@@ -29,7 +30,7 @@ export function floodLimitOf(path: string): PerAddressLimit | undefined {
   if (path === AS_ENDPOINTS.authorize) return 'authorize';
   // The IdP's signed server-to-server logout: a limit would drop logouts, and grants would outlive IdP sessions.
   if (path.startsWith(`${AS_PAGES_PREFIX}login/`) && path.endsWith('/backchannel-logout')) return undefined;
-  if (path.startsWith(AS_PAGES_PREFIX)) return 'interaction';
+  if (path.startsWith(AS_PAGES_PREFIX) || path.startsWith(ACCOUNT_PAGES_PREFIX)) return 'interaction';
   if (path === AS_ENDPOINTS.token || path === AS_ENDPOINTS.revoke) return 'token';
   if (path === AS_ENDPOINTS.register) return 'register';
   return undefined;
@@ -37,6 +38,12 @@ export function floodLimitOf(path: string): PerAddressLimit | undefined {
 
 /** The paths to mount `floodLimits` on (Hono's `/authorize/*` matches `/authorize` too). */
 export const FLOOD_LIMITED_PATHS = [`${AS_PAGES_PREFIX}*`, AS_ENDPOINTS.token, AS_ENDPOINTS.revoke, AS_ENDPOINTS.register] as const;
+
+/** Mounted too when the connected-apps page is on. */
+export const ACCOUNT_FLOOD_LIMITED_PATH = `${ACCOUNT_PAGES_PREFIX}*`;
+
+/** A request that may leave a pending authorization in the store: counted across all addresses as well. */
+const mayStartInteraction = (method: string, path: string) => path === AS_ENDPOINTS.authorize || (method === 'GET' && path === ACCOUNT_PATHS.apps);
 
 export function floodLimits(ctx: AsContext, store: Store, limits: AuthorizationServerRateLimits): MiddlewareHandler {
   const perAddress: Record<PerAddressLimit, RateLimiter> = {
@@ -74,7 +81,7 @@ export function floodLimits(ctx: AsContext, store: Store, limits: AuthorizationS
     if (limit) {
       const answered = await count(limit, () => perAddress[limit].record(clientIp(c, ctx.trustProxy)));
       // A store that did not answer the first count would not answer the second in time either.
-      if (limit === 'authorize') {
+      if (mayStartInteraction(c.req.method, c.req.path)) {
         if (answered) await count('pending_authorizations', () => pendingAuthorizations.record('all'));
         else ctx.metrics.rateLimitFailOpen.labels('pending_authorizations').inc();
       }

@@ -34,6 +34,11 @@ export class UserConsents {
     await this.store.set(consentKey(this.issuer, subject, request.clientId), JSON.stringify([entry, ...kept].slice(0, MAX_ENTRIES)), USER_CONSENT_TTL_MS);
   }
 
+  /** Every approval the user gave the client (the connected-apps page revoking it): the next authorization asks again. */
+  async forget(subject: string, clientId: string): Promise<void> {
+    await this.store.delete(consentKey(this.issuer, subject, clientId));
+  }
+
   private async entries(subject: string, clientId: string): Promise<UserConsentEntry[]> {
     const value = await this.store.get(consentKey(this.issuer, subject, clientId));
     if (value === undefined) return [];

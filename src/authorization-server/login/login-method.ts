@@ -33,7 +33,7 @@ export interface LoginServices {
   /** Issues the code for a consumed interaction and redirects to the client. */
   complete(c: Context, interaction: Interaction, user: AuthenticatedUser): Promise<Response>;
   /** Sends an error back to the client (with state and iss). */
-  fail(c: Context, interaction: Interaction, error: LoginFailure, description: string): Response;
+  fail(c: Context, interaction: Interaction, error: LoginFailure, description: string): Response | Promise<Response>;
   /** An error page for the user (a stale, forged or foreign form): never a redirect. */
   errorPage(c: Context, status: 400 | 403 | 503, title: string, message: string): Promise<Response>;
   /** The AS's grants: a third-party login deletes what it bound to a grant when the grant is revoked. */

@@ -18,6 +18,9 @@ input[type=text]{flex:1 1 100%;padding:.5rem;font-size:1rem;border:1px solid #c1
 button{padding:.6rem 1.2rem;font-size:1rem;border-radius:4px;border:1px solid #c1c7d0;background:#fff;cursor:pointer}
 button.primary{background:#0052cc;border-color:#0052cc;color:#fff}
 .error{color:#bf2600}
+section.app{border-top:1px solid #dfe1e6;margin-top:1.25rem;padding-top:.25rem}
+section.app h2{font-size:1.1rem;margin:.75rem 0 0}
+section.app form{margin-top:.5rem}
 `;
 
 export function Layout(props: { title: string; children: Child }) {

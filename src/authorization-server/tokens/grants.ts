@@ -43,7 +43,7 @@ interface FamilyState {
  */
 const ROTATION_CLAIM_TTL_MS = 10 * 60_000;
 
-export type RevocationReason = 'refresh_token_reuse' | 'code_replay' | 'revoked_by_client' | 'idp_session_ended';
+export type RevocationReason = 'refresh_token_reuse' | 'code_replay' | 'revoked_by_client' | 'idp_session_ended' | 'revoked_by_user' | 'superseded';
 
 /** Whose grant was revoked, as far as the revoker knows (a back-channel logout knows only the grant id). */
 export interface RevokedGrant {
@@ -56,12 +56,16 @@ export interface RevokedGrant {
 /** Told about every revocation: the audit line and metric, or deleting what a third-party login bound to the grant. */
 export type RevocationListener = (grantId: string, reason: RevocationReason, revoked: RevokedGrant) => Promise<void> | void;
 
+/** Told when a grant gets a refresh token (code redeemed, refresh rotated): the connected-apps page's "last used". */
+export type IssueListener = (grant: GrantInfo) => Promise<void>;
+
 /** Asked before a refresh token rotates; throws (a GatewayError) to refuse, e.g. when the grant's IdP session ended. */
 export type RefreshCheck = (grant: GrantInfo) => Promise<void>;
 
 export class Grants {
   readonly #listeners: RevocationListener[] = [];
   readonly #refreshChecks: RefreshCheck[] = [];
+  readonly #issueListeners: IssueListener[] = [];
 
   constructor(
     private readonly store: Store,
@@ -113,6 +117,10 @@ export class Grants {
     this.#listeners.push(listener);
   }
 
+  onIssue(listener: IssueListener): void {
+    this.#issueListeners.push(listener);
+  }
+
   beforeRefresh(check: RefreshCheck): void {
     this.#refreshChecks.push(check);
   }
@@ -125,6 +133,7 @@ export class Grants {
     const token = randomToken(32);
     await this.store.set(refreshTokenKey(token), JSON.stringify(grant), this.refreshTtlMs);
     await this.store.set(refreshFamilyKey(grant.grantId), JSON.stringify({ current: hashSecret(token) } satisfies FamilyState), this.refreshTtlMs);
+    for (const listener of this.#issueListeners) await listener(grant);
     return token;
   }
 }

@@ -1,0 +1,123 @@
+// Which apps (clients) each user approved, with the grants they hold: the
+// index the connected-apps page lists and revokes (`account.enabled`). One
+// record per (issuer, user), written when an authorization completes; a
+// separate plain key per (user, app) dates its last use (a sign-in or a
+// refresh), so /token never reads and rewrites the record.
+//
+// Bounded per user: MAX_APPS apps and MAX_GRANTS_PER_APP live grants per app.
+// What falls out of the record (the oldest grant of an app, the least
+// recently approved app) is handed back to the caller to revoke, so every
+// grant that still works is one the page shows and can revoke.
+//
+// The record is read, changed and written (no atomic list in the Store
+// contract); a write is read back and repeated when a concurrent sign-in of
+// the same user overwrote it, so a grant is not lost from the index.
+import { appLastUsedKey, connectedAppsKey } from '../../store/key-names.js';
+import type { Store } from '../../store/store.js';
+import type { ClientKind } from '../clients/client-record.js';
+
+export const MAX_APPS = 50;
+export const MAX_GRANTS_PER_APP = 20;
+/** Read back and written again at most this often when a concurrent write raced ours. */
+const WRITE_ATTEMPTS = 3;
+
+/** One app a user approved: what the page shows, and the grants revoking it ends. */
+export interface ConnectedApp {
+  clientId: string;
+  /** Self-asserted (or configured) name, as it was when approved: the page fetches nothing. */
+  clientName?: string;
+  clientKind: ClientKind;
+  /** The registered redirect URI approved last (the page shows its host). */
+  redirectUri: string;
+  resource: string;
+  scopes: string[];
+  /** When the user last approved it (ms). */
+  approvedAt: number;
+  /** Live grant ids, newest first. */
+  grants: string[];
+}
+
+/** A listed app with its last use (ms; undefined: never since it was approved). */
+export type ListedApp = ConnectedApp & { lastUsedAt?: number };
+
+export type Approval = Omit<ConnectedApp, 'grants' | 'approvedAt'>;
+
+export class ConnectedApps {
+  constructor(
+    private readonly store: Store,
+    private readonly issuer: string,
+    /** The record lives as long as the longest grant it lists. */
+    private readonly ttlMs: number,
+  ) {}
+
+  /** A completed authorization: the app (new or again) and its new grant. Returns the grant ids pushed out by the bounds. */
+  async record(subject: string, approval: Approval, grantId: string): Promise<string[]> {
+    let pushedOut: string[] = [];
+    for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
+      const apps = await this.read(subject);
+      const previous = apps.find((a) => a.clientId === approval.clientId);
+      const grants = [grantId, ...(previous?.grants ?? []).filter((g) => g !== grantId)];
+      const app: ConnectedApp = { ...approval, approvedAt: Date.now(), grants: grants.slice(0, MAX_GRANTS_PER_APP) };
+      const others = apps.filter((a) => a.clientId !== approval.clientId);
+      // Newest approval first: the app dropped beyond MAX_APPS is the one approved longest ago.
+      const kept = [app, ...others].slice(0, MAX_APPS);
+      pushedOut = [...grants.slice(MAX_GRANTS_PER_APP), ...[app, ...others].slice(MAX_APPS).flatMap((a) => a.grants)];
+      await this.write(subject, kept);
+      if ((await this.read(subject)).some((a) => a.grants.includes(grantId))) break;
+    }
+    return pushedOut;
+  }
+
+  /** The user's apps, most recently approved first, with their last use. */
+  async list(subject: string): Promise<ListedApp[]> {
+    const apps = await this.read(subject);
+    return Promise.all(
+      apps.map(async (app) => {
+        const used = Number(await this.store.get(appLastUsedKey(this.issuer, subject, app.clientId)));
+        return Number.isFinite(used) && used > 0 ? { ...app, lastUsedAt: used } : app;
+      }),
+    );
+  }
+
+  /** Takes the user's app out of the index: the app as it was (its grants to revoke), or undefined when the user has no such app. */
+  async remove(subject: string, clientId: string): Promise<ConnectedApp | undefined> {
+    const apps = await this.read(subject);
+    const app = apps.find((a) => a.clientId === clientId);
+    if (!app) return undefined;
+    await this.write(subject, apps.filter((a) => a.clientId !== clientId));
+    await this.store.delete(appLastUsedKey(this.issuer, subject, clientId));
+    return app;
+  }
+
+  /** Tokens were issued to the app for this user (code redeemed, refresh rotated): one write, no read. */
+  async used(subject: string, clientId: string): Promise<void> {
+    await this.store.set(appLastUsedKey(this.issuer, subject, clientId), String(Date.now()), this.ttlMs);
+  }
+
+  private async read(subject: string): Promise<ConnectedApp[]> {
+    const value = await this.store.get(connectedAppsKey(this.issuer, subject));
+    if (value === undefined) return [];
+    try {
+      const parsed: unknown = JSON.parse(value);
+      return Array.isArray(parsed) ? parsed.filter(isConnectedApp) : [];
+    } catch {
+      return [];
+    }
+  }
+
+  private async write(subject: string, apps: ConnectedApp[]): Promise<void> {
+    const key = connectedAppsKey(this.issuer, subject);
+    if (apps.length === 0) await this.store.delete(key);
+    else await this.store.set(key, JSON.stringify(apps), this.ttlMs);
+  }
+}
+
+function isConnectedApp(value: unknown): value is ConnectedApp {
+  const app = value as ConnectedApp;
+  return (
+    typeof app === 'object' && app !== null &&
+    typeof app.clientId === 'string' && typeof app.redirectUri === 'string' && typeof app.resource === 'string' &&
+    typeof app.approvedAt === 'number' && Array.isArray(app.scopes) && app.scopes.every((s) => typeof s === 'string') &&
+    Array.isArray(app.grants) && app.grants.every((g) => typeof g === 'string')
+  );
+}
