@@ -64,11 +64,7 @@ class Resolver {
     const { value: g, at } = this.input.gateway;
     const publicUrl = canonicalUrl(g.public_url);
     const authorizationServer = g.authorization_server?.enabled ? await this.authorizationServer(g.authorization_server, publicUrl, g.listen.host, at) : undefined;
-    if (g.account?.enabled) {
-      // The page signs users in with the AS's login and lists the AS's own grants: without it there is nothing to show.
-      if (authorizationServer) authorizationServer.accountPage = true;
-      else this.issue(at, ['account', 'enabled'], 'the connected-apps page needs the built-in authorization server (authorization_server: { enabled: true }): it signs users in with its login and lists the grants it issued');
-    }
+    if (g.account?.enabled) this.accountPage(authorizationServer, at);
 
     const routes: RouteConfig[] = [];
     const byPath = new Map<string, string>();
@@ -122,6 +118,12 @@ class Resolver {
       warnings: this.warnings,
     };
     return { config, issues: this.issues };
+  }
+
+  /** `account.enabled`: the page signs users in with the AS's login and lists the AS's own grants, so there is no page without it. */
+  private accountPage(authorizationServer: AuthorizationServerConfig | undefined, at: Locate): void {
+    if (authorizationServer) authorizationServer.accountPage = true;
+    else this.issue(at, ['account', 'enabled'], 'the connected-apps page needs the built-in authorization server (authorization_server: { enabled: true }): it signs users in with its login and lists the grants it issued');
   }
 
   private async authorizationServer(a: AsFile, publicUrl: string, listenHost: string, at: Locate): Promise<AuthorizationServerConfig> {
