@@ -132,7 +132,8 @@ async function register(name: string, path: string): Promise<App> {
 async function newPage(): Promise<{ context: BrowserContext; page: Page; console: string[] }> {
   const context = await browser.newContext();
   const page = await context.newPage();
-  page.setDefaultTimeout(5_000);
+  // Generous: on a machine the other suites load, a page load can take seconds (the assertions do not depend on it).
+  page.setDefaultTimeout(20_000);
   const console: string[] = [];
   page.on('console', (m) => console.push(m.text()));
   return { context, page, console };
@@ -149,7 +150,8 @@ async function approve(page: Page, app: App, user: string): Promise<Tokens> {
   const verifier = newVerifier();
   await page.goto(codeRequestUrl(origin, { client: { id: app.clientId, redirectUri: app.redirectUri }, verifier, state: 's', resource, scope: 'mcp:read mcp:write' }).href);
   await page.getByRole('button', { name: 'Approve' }).click();
-  await Promise.all([page.waitForURL((url) => url.href.startsWith(app.redirectUri)), devSignIn(page, user)]);
+  // The code is in the URL as soon as the redirect is committed; the callback page's load is not needed.
+  await Promise.all([page.waitForURL((url) => url.href.startsWith(app.redirectUri), { waitUntil: 'commit' }), devSignIn(page, user)]);
   const code = new URL(page.url()).searchParams.get('code')!;
   const res = await fetch(`${origin}/token`, {
     method: 'POST',
@@ -256,7 +258,7 @@ describeBrowser(`the connected-apps page on two replicas${why}`, () => {
       expect(await page.locator('main').innerText()).toContain('Allow Acme Assistant to use this MCP server?');
       // While the other app goes straight through (alice's consent to it is remembered).
       await page.goto(codeRequestUrl(origin, { client: { id: beta.clientId, redirectUri: beta.redirectUri }, verifier: newVerifier(), state: 's', resource, scope: 'mcp:read mcp:write' }).href);
-      await Promise.all([page.waitForURL((url) => url.href.startsWith(beta.redirectUri)), devSignIn(page, 'alice')]);
+      await Promise.all([page.waitForURL((url) => url.href.startsWith(beta.redirectUri), { waitUntil: 'commit' }), devSignIn(page, 'alice')]);
     } finally {
       await context.close();
     }

@@ -63,11 +63,13 @@ export function accountRoutes(ctx: AsContext, deps: AccountDeps): Hono {
       const { form, session } = checked;
       const clientId = form.get('client_id') ?? '';
       // Looked up among this user's apps only: another user's client id is not found here.
-      const removed = clientId === '' ? undefined : await deps.apps.remove(session.subject, clientId);
-      if (!removed) return errorPage(c, 404, 'Not found', 'This application is not among your connected apps (it may have been revoked already).');
-      for (const grantId of removed.grants) await deps.grants.revoke(grantId, 'revoked_by_user', { subject: session.subject, clientId });
+      const found = clientId === '' ? undefined : await deps.apps.find(session.subject, clientId);
+      if (!found) return errorPage(c, 404, 'Not found', 'This application is not among your connected apps (it may have been revoked already).');
+      // Revoked before they leave the index: a store failing half-way leaves the rest listed, to revoke again.
+      for (const grantId of found.grants) await deps.grants.revoke(grantId, 'revoked_by_user', { subject: session.subject, clientId });
       await deps.userConsents.forget(session.subject, clientId);
-      ctx.audit.record({ event: 'connected_app_revoked', sub: session.subject, client_id: clientId, grants: removed.grants.length });
+      await deps.apps.removeGrants(session.subject, clientId, found.grants);
+      ctx.audit.record({ event: 'connected_app_revoked', sub: session.subject, client_id: clientId, grants: found.grants.length });
       return redirect(c, endpointUrl(ctx.issuer, ACCOUNT_PATHS.apps));
     }),
   );

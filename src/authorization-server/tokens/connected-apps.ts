@@ -79,14 +79,24 @@ export class ConnectedApps {
     );
   }
 
-  /** Takes the user's app out of the index: the app as it was (its grants to revoke), or undefined when the user has no such app. */
-  async remove(subject: string, clientId: string): Promise<ConnectedApp | undefined> {
+  /** The user's app of this client id, or undefined when the user has none (another user's client id included). */
+  async find(subject: string, clientId: string): Promise<ConnectedApp | undefined> {
+    return (await this.read(subject)).find((a) => a.clientId === clientId);
+  }
+
+  /**
+   * Drops `grantIds` (revoked by the caller) from the user's app, and the app once it holds no
+   * other: a grant added by a sign-in meanwhile stays listed, so it can still be revoked.
+   */
+  async removeGrants(subject: string, clientId: string, grantIds: readonly string[]): Promise<void> {
     const apps = await this.read(subject);
-    const app = apps.find((a) => a.clientId === clientId);
-    if (!app) return undefined;
-    await this.write(subject, apps.filter((a) => a.clientId !== clientId));
-    await this.store.delete(appLastUsedKey(this.issuer, subject, clientId));
-    return app;
+    const kept = apps.flatMap((a) => {
+      if (a.clientId !== clientId) return [a];
+      const grants = a.grants.filter((g) => !grantIds.includes(g));
+      return grants.length > 0 ? [{ ...a, grants }] : [];
+    });
+    await this.write(subject, kept);
+    if (!kept.some((a) => a.clientId === clientId)) await this.store.delete(appLastUsedKey(this.issuer, subject, clientId));
   }
 
   /** Tokens were issued to the app for this user (code redeemed, refresh rotated): one write, no read. */
