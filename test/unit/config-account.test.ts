@@ -1,9 +1,10 @@
 // `account: { enabled: true }` (the connected-apps page): only with the built-in
 // authorization server, whose login and grants it uses; its paths are reserved.
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { parse, stringify } from 'yaml';
 import { ConfigError } from '../../src/config/config-error.js';
 import { loadConfig } from '../../src/config/load.js';
 import { isReservedPath } from '../../src/config/reserved-paths.js';
@@ -63,5 +64,16 @@ describe('account (the connected-apps page)', () => {
     ]);
     for (const path of ['/account/apps', '/account/apps/revoke', '/account/sign-out', '/account/x/mcp']) expect(isReservedPath(path)).toBe(true);
     for (const path of ['/account', '/accounts/mcp', '/my/account/mcp']) expect(isReservedPath(path)).toBe(false);
+  });
+
+  it("the README's example turns the page on (on a loopback gateway, as its dev login needs)", async () => {
+    const readme = await readFile(new URL('../../README.md', import.meta.url), 'utf8');
+    const section = readme.slice(readme.indexOf('### Connected apps'));
+    const block = /```yaml\n([\s\S]*?)```/.exec(section)![1]!;
+    const example = parse(block) as Record<string, unknown>;
+    expect(example.account).toEqual({ enabled: true });
+    const config = await load(`${BASE}${stringify(example)}`);
+    expect(config.authorizationServer?.accountPage).toBe(true);
+    expect(config.authorizationServer?.login.kind).toBe('dev');
   });
 });
