@@ -5,9 +5,11 @@
  * log, tagged"; SECURITY: a flooding child costs a counter, never the log).
  * A real child process (this Node) does the flooding.
  */
+import { request, type IncomingMessage } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { StdioChild } from '../../src/proxy/stdio/stdio-child.js';
 import type { StdioUpstreamConfig } from '../../src/config/types.js';
+import { startStdioStage, waitFor, type StdioStage } from '../helpers/stdio-stage.js';
 
 interface Logged {
   obj: Record<string, unknown>;
@@ -64,4 +66,65 @@ describe('[J57] a stdio server flooding its stdout with lines that are not JSON-
     const line = logged.find((l) => l.obj.stream === 'stdout')!;
     expect(line.msg.length).toBeLessThan(4_096);
   });
+});
+
+/**
+ * A stdio server that floods notifications (16 KiB each, ~48 MiB in all) once initialized:
+ * any server that logs or reports progress a lot, or whose resource a client subscribed to.
+ */
+const CHATTY_SERVER = `
+  const send = (m) => process.stdout.write(JSON.stringify(m) + '\\n');
+  const data = 'z'.repeat(16 * 1024);
+  let left = 3000;
+  const flood = () => {
+    for (let i = 0; i < 50 && left > 0; i++, left--) send({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data } });
+    if (left > 0) setTimeout(flood, 1);
+  };
+  require('node:readline').createInterface({ input: process.stdin }).on('line', (line) => {
+    const m = JSON.parse(line);
+    if (m.method === 'initialize') send({ jsonrpc: '2.0', id: m.id, result: { protocolVersion: m.params.protocolVersion, capabilities: { logging: {} }, serverInfo: { name: 'chatty', version: '1' } } });
+    if (m.method === 'notifications/initialized') setTimeout(flood, 200);
+  });
+  process.stdin.on('end', () => process.exit(0));`;
+
+describe('[J57] a client that never reads its stdio GET stream', () => {
+  let stage: StdioStage | undefined;
+  afterEach(async () => {
+    await stage?.close();
+    stage = undefined;
+  });
+
+  it('is cut once it leaves more than max_body_bytes unread, rather than held in the gateway memory', async () => {
+    stage = await startStdioStage({
+      '/chatty/mcp': { upstream: { stdio: { command: process.execPath, args: ['-e', CHATTY_SERVER] } }, limits: { max_body_bytes: 65_536 } },
+    });
+    const path = '/chatty/mcp';
+    const headers = { authorization: `Bearer ${await stage.token(path)}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+    const init = await fetch(stage.url(path), {
+      method: 'POST',
+      headers: { ...headers, accept: 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'slow', version: '1' } } }),
+    });
+    expect(init.status).toBe(200);
+    await init.text();
+    const sessionId = init.headers.get('mcp-session-id')!;
+    // The GET stream opened, its head read, and then never another byte.
+    const url = new URL(stage.url(path));
+    const stream = request({ host: url.hostname, port: url.port, path: url.pathname, method: 'GET', headers: { authorization: headers.authorization, accept: 'text/event-stream', 'mcp-session-id': sessionId } });
+    const head = await new Promise<IncomingMessage>((resolve, reject) => stream.on('response', resolve).on('error', reject).end());
+    expect(head.statusCode).toBe(200);
+    head.pause();
+    head.on('error', () => undefined);
+    const openStreams = async () => (await stage!.gw.metrics.openStreams.get()).values.find((v) => v.labels.route === path)?.value ?? 0;
+    expect(await openStreams()).toBe(1);
+    const initialized = await fetch(stage.url(path), {
+      method: 'POST',
+      headers: { ...headers, 'mcp-session-id': sessionId },
+      body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }),
+    });
+    expect(initialized.status).toBe(202);
+    // 48 MiB flow; kernel buffers take a few, 64 KiB more may wait in the gateway; then the stream is cut.
+    await waitFor(async () => (await openStreams()) === 0, 30_000, 'the unread GET stream to be cut');
+    head.destroy();
+  }, 60_000);
 });

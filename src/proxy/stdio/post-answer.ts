@@ -24,6 +24,8 @@ export interface PostAnswerOptions {
   /** Headers of the answer (the new session's `Mcp-Session-Id`). */
   headers?: Record<string, string>;
   timeoutMs: number;
+  /** The route's max_body_bytes: what an event-stream client may leave unread before it is cut. */
+  maxUnreadBytes: number;
   /** The answer is complete, failed or abandoned by the client. */
   done(outcome: 'complete' | 'timeout' | 'client_gone'): void;
 }
@@ -37,7 +39,7 @@ export class PostAnswer implements Answer {
   finished = false;
 
   constructor(private readonly options: PostAnswerOptions) {
-    this.sink = options.stream ? new SseSink(options.res, options.transform, options.headers) : undefined;
+    this.sink = options.stream ? new SseSink(options.res, options.transform, options.maxUnreadBytes, options.headers) : undefined;
     this.timer = setTimeout(() => this.timeout(), options.timeoutMs);
     this.timer.unref();
     options.res.on('close', () => {

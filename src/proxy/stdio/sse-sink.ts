@@ -2,7 +2,9 @@
 // POST, or the session's GET stream), through the route's response transform
 // (tools/list filtering) exactly as the HTTP forwarder applies it. The head is
 // written with the first message, so a sink that never gets one can still
-// answer with an HTTP error.
+// answer with an HTTP error. A client that reads slower than the process
+// speaks is cut once it leaves more than `maxUnreadBytes` unread, rather than
+// held in the gateway's memory (as the legacy SSE bridge does).
 import type { ServerResponse } from 'node:http';
 import { privateCacheControl } from '../headers.js';
 import type { BodyTransform, ResponseTransform } from '../response-transform.js';
@@ -17,6 +19,8 @@ export class SseSink {
   constructor(
     readonly res: ServerResponse,
     private readonly transform: ResponseTransform | undefined,
+    /** The route's max_body_bytes. */
+    private readonly maxUnreadBytes: number,
     private readonly extraHeaders: Record<string, string> = {},
   ) {}
 
@@ -35,6 +39,11 @@ export class SseSink {
   /** One message as one event; `last` ends the stream with it, in the same write. A transform that refuses it cuts the stream (fail closed). */
   write(message: unknown, last = false): void {
     if (this.closed || this.res.writableEnded) return;
+    if (this.res.writableLength > this.maxUnreadBytes) {
+      this.closed = true;
+      this.res.destroy();
+      return;
+    }
     // A POST's answer sends its head with the first event: one packet, not two (two small writes
     // meet Nagle and the client's delayed ACK, about 40 ms per answer).
     this.open(false);

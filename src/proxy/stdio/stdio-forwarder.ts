@@ -134,6 +134,7 @@ class StdioForwarder implements Forwarder {
       transform: ctx.transform,
       headers: initialize ? { 'mcp-session-id': session.id! } : undefined,
       timeoutMs: this.timeoutMs,
+      maxUnreadBytes: this.route.maxBodyBytes,
       done(outcome) {
         if (outcome !== 'complete') span?.fail(outcome);
         span?.end();
@@ -147,7 +148,7 @@ class StdioForwarder implements Forwarder {
 
   private get(res: ServerResponse, ctx: ForwardContext, session: StdioSession): void {
     if (session.stream && !session.stream.closed) throw new GatewayError(409, 'invalid_request', 'This session already has an open GET stream');
-    const sink = new SseSink(res, ctx.transform);
+    const sink = new SseSink(res, ctx.transform, this.route.maxBodyBytes);
     session.stream = sink;
     sink.open();
     const metrics = this.deps.metrics;
