@@ -21,6 +21,9 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateSigningKey } from '../../src/authorization-server/keys/signing-keys.js';
@@ -36,7 +39,11 @@ import { startEverythingServer, type UpstreamHandle } from '../helpers/upstream.
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const available = existsSync(CHROMIUM);
 /** The README's picture of the page (docs/images/), taken from the first test's page. */
-const SCREENSHOT = new URL('../../docs/images/connected-apps.png', import.meta.url);
+// The README's screenshot is rewritten only when asked (UPDATE_SCREENSHOTS=1), so a test run leaves the
+// checkout clean; otherwise it goes to the temp directory for a human to look at.
+const SCREENSHOT = process.env.UPDATE_SCREENSHOTS === '1'
+  ? new URL('../../docs/images/connected-apps.png', import.meta.url)
+  : pathToFileURL(join(tmpdir(), 'mag-connected-apps.png'));
 /** A browser test's own budget: several page loads and sign-ins, on a machine the other suites load too. */
 const BROWSER_TEST_MS = 90_000;
 /** The contract: a revoked grant's access tokens are refused on every replica within this. */
