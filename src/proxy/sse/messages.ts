@@ -28,6 +28,8 @@ export interface ClientMessages {
   initialize: boolean;
   /** The body was a JSON array (a 2025-03-26 batch): answered as one, too. */
   batch: boolean;
+  /** Every message of the body, parsed (where tracing writes its context before re-serialising). */
+  all: Array<Record<string, unknown>>;
 }
 
 const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -57,7 +59,7 @@ export function readClientMessages(body: Buffer): ClientMessages {
     requests.push({ key, id: message.id as string | number, ...(progressKey !== undefined && { progressKey }) });
     if (message.method === 'initialize') initialize = true;
   }
-  return { requests, initialize, batch };
+  return { requests, initialize, batch, all: messages as Array<Record<string, unknown>> };
 }
 
 /** A message from the upstream: an answer to a client's request, progress on one, or the server's own. */

@@ -38,6 +38,8 @@ export class PostReply {
   private readonly collected: string[] = [];
   private timer: NodeJS.Timeout | undefined;
   private finished = false;
+  /** Why it ended without every answer (the error's code, `cancelled_client`, `filter_refused`): its span's error.type. */
+  failure: string | undefined;
   private resolveDone!: () => void;
   /** Resolves when the response is over. */
   readonly done = new Promise<void>((resolve) => (this.resolveDone = resolve));
@@ -97,6 +99,7 @@ export class PostReply {
   /** No answer will come: an HTTP error while nothing was sent, else a JSON-RPC error answer per waiting request. */
   fail(err: GatewayError, code: number): void {
     if (this.finished) return;
+    this.failure ??= err.code;
     if (this.head === 'none' && this.collected.length === 0) {
       writeError(this.res, err);
       return this.finish(false);
@@ -160,6 +163,7 @@ export class PostReply {
 
   /** The response filter refused the upstream's answer: never passed unfiltered (fail closed). */
   private refused(err: Error): void {
+    this.failure ??= 'filter_refused';
     this.scope.logger?.warn({ route: this.scope.route, reason: err.message }, 'upstream response refused by the response filter');
     if (this.head === 'events') this.res.destroy();
     else writeError(this.res, new GatewayError(502, 'bad_gateway', 'Upstream response could not be filtered'));
@@ -174,6 +178,7 @@ export class PostReply {
     if (this.finished) return;
     this.finished = true;
     clearTimeout(this.timer);
+    if (clientLeft && this.waiting.size > 0) this.failure ??= 'cancelled_client';
     if (this.head === 'events') this.scope.metrics?.streamClosed();
     this.opts.onEnd(this, clientLeft && this.waiting.size > 0);
     this.resolveDone();

@@ -9,7 +9,9 @@
 import type { ServerResponse } from 'node:http';
 import type { Pool } from 'undici';
 import { GatewayError, temporarilyUnavailable } from '../../errors/gateway-error.js';
+import type { GatewaySpan } from '../../observability/tracing.js';
 import type { ForwardContext } from '../forwarder.js';
+import { carryTraceContext } from '../trace-meta.js';
 import { upstreamErrorResponse } from '../upstream-failure.js';
 import { ClientStream } from './client-streams.js';
 import { cancelledNotification, classifyUpstreamMessage, type ClientMessages } from './messages.js';
@@ -69,16 +71,13 @@ export class SseSession {
   /** One POST of the client. Resolves when its response is over; throws a GatewayError before anything was written. */
   async post(res: ServerResponse, ctx: ForwardContext, messages: ClientMessages, accepts: ClientAccepts, newSessionId?: string): Promise<void> {
     this.lastActive = Date.now();
-    if (messages.requests.length === 0) {
-      // Notifications and answers (to the server's own requests): accepted once the upstream took them.
-      await this.postUpstream(ctx);
-      res.writeHead(202).end();
-      return;
-    }
+    if (messages.requests.length === 0) return this.notify(res, ctx, messages);
     for (const r of messages.requests) {
       if (this.answers.has(r.key)) throw new GatewayError(400, 'invalid_request', 'A request with this id is still waiting in this session');
     }
     if (this.answers.size + messages.requests.length > MAX_PENDING_REQUESTS) throw temporarilyUnavailable('Too many requests waiting in this session');
+    // With tracing on, the exchange — the POST and the wait for its answers on the upstream stream — is the request span's child.
+    const span = ctx.span?.child('POST', 'client', UPSTREAM_SPAN);
     const reply = new PostReply(res, this.scope, {
       requests: messages.requests,
       batch: messages.batch,
@@ -96,31 +95,46 @@ export class SseSession {
       if (r.progressKey !== undefined) this.progress.set(r.progressKey, reply);
     }
     try {
-      await this.postUpstream(ctx);
+      await this.postUpstream(ctx, messages, span);
     } catch (err) {
       reply.fail(this.scope.failure(err), SESSION_ENDED);
     }
     await reply.done;
+    if (span) {
+      if (reply.failure !== undefined) span.fail(reply.failure);
+      span.end();
+    }
     // An initialize that got no answer never told the client its session id: nobody can use or end the session.
     if (newSessionId !== undefined && !reply.answered) this.end('deleted');
   }
 
-  /**
-   * The client's body to the endpoint. With tracing on, that POST is a client
-   * span of the request's, and its trace context goes in the POST's headers
-   * (the client's own headers never reach a legacy upstream).
-   */
-  private async postUpstream(ctx: ForwardContext): Promise<void> {
+  /** Notifications and answers (to the server's own requests): accepted once the upstream took them. */
+  private async notify(res: ServerResponse, ctx: ForwardContext, messages: ClientMessages): Promise<void> {
     const span = ctx.span?.child('POST', 'client', UPSTREAM_SPAN);
-    if (span === undefined) return this.upstream.post(ctx.body, ctx.injected);
     try {
-      await this.upstream.post(ctx.body, { ...ctx.injected, ...span.traceHeaders() });
+      await this.postUpstream(ctx, messages, span);
     } catch (err) {
-      span.fail(errorType(err));
+      span?.fail(errorType(err));
       throw err;
     } finally {
-      span.end();
+      span?.end();
     }
+    res.writeHead(202).end();
+  }
+
+  /**
+   * The client's body to the endpoint, its bytes as sent. With tracing on,
+   * the span's trace context goes in the POST's headers and in each message's
+   * `params._meta`, and the body is serialised again (the client's own headers
+   * never reach a legacy upstream, and the answer comes on the stream, not on
+   * this POST).
+   */
+  private postUpstream(ctx: ForwardContext, messages: ClientMessages, span: GatewaySpan | undefined): Promise<void> {
+    if (span === undefined) return this.upstream.post(ctx.body, ctx.injected);
+    const trace = span.traceHeaders();
+    carryTraceContext(messages.all, trace);
+    const body = Buffer.from(JSON.stringify(messages.batch ? messages.all : messages.all[0]));
+    return this.upstream.post(body, { ...ctx.injected, ...trace });
   }
 
   /** The client's GET stream; one at a time (409 for a second, as Streamable HTTP servers answer). */
