@@ -29,13 +29,16 @@ const USED_CODE_CLASS = 'code-used';
 const USED_REFRESH_TOKEN_CLASS = 'refresh-used';
 const LOGOUT_TOKEN_CLASS = 'idp-logout-jti';
 const DPOP_PROOF_CLASS = 'dpop-jti';
+const CONNECTED_APPS_CLASS = 'account-apps';
 
 /**
  * Revocations and spent one-time values: forgetting one before its TTL would
  * lift a refusal (a revoked grant refreshing again, a replay passing), so the
  * memory store never evicts them; a full class refuses new writes instead.
+ * The connected-apps index is kept too: an app the page forgot could not be
+ * revoked by its user while its grant works on.
  */
-export const NEVER_EVICTED_CLASSES: readonly string[] = [REVOKED_GRANT_CLASS, USED_CODE_CLASS, USED_REFRESH_TOKEN_CLASS, LOGOUT_TOKEN_CLASS, DPOP_PROOF_CLASS];
+export const NEVER_EVICTED_CLASSES: readonly string[] = [REVOKED_GRANT_CLASS, USED_CODE_CLASS, USED_REFRESH_TOKEN_CLASS, LOGOUT_TOKEN_CLASS, DPOP_PROOF_CLASS, CONNECTED_APPS_CLASS];
 
 // --- protected resource / proxy ---------------------------------------------
 
@@ -111,7 +114,7 @@ export const logoutTokenKey = (idpIssuer: string, jti: string) => key(LOGOUT_TOK
 // --- the connected-apps page (`account.enabled`) ------------------------------
 
 /** The apps one user approved at an issuer, each with its live grant ids: what /account/apps lists and revokes (bounded per user). */
-export const connectedAppsKey = (issuer: string, subject: string) => key('account-apps', issuer, subject);
+export const connectedAppsKey = (issuer: string, subject: string) => key(CONNECTED_APPS_CLASS, issuer, subject);
 
 /** When one user's app last got tokens (sign-in or refresh): one plain write per issue, no read. */
 export const appLastUsedKey = (issuer: string, subject: string, clientId: string) => key('account-app-used', issuer, subject, clientId);
