@@ -128,3 +128,44 @@ describe('[J57] a client that never reads its stdio GET stream', () => {
     head.destroy();
   }, 60_000);
 });
+
+/** A server that logs to its client every 50 ms once initialized, whether anyone listens or not. */
+const TALKATIVE_SERVER = `
+  const send = (m) => process.stdout.write(JSON.stringify(m) + '\\n');
+  require('node:readline').createInterface({ input: process.stdin }).on('line', (line) => {
+    const m = JSON.parse(line);
+    if (m.method === 'initialize') send({ jsonrpc: '2.0', id: m.id, result: { protocolVersion: m.params.protocolVersion, capabilities: { logging: {} }, serverInfo: { name: 'talkative', version: '1' } } });
+    if (m.method === 'notifications/initialized') setInterval(() => send({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: 'tick' } }), 50);
+  });
+  process.stdin.on('end', () => process.exit(0));`;
+
+describe('[J57] a stdio session its client left without DELETE, on a server that keeps talking', () => {
+  let stage: StdioStage | undefined;
+  afterEach(async () => {
+    await stage?.close();
+    stage = undefined;
+  });
+
+  it('is idle all the same: its process is stopped after idle_timeout and max_processes frees up', async () => {
+    const path = '/talk/mcp';
+    stage = await startStdioStage({
+      [path]: { upstream: { stdio: { command: process.execPath, args: ['-e', TALKATIVE_SERVER], idle_timeout: '400ms', max_processes: 1 } } },
+    });
+    const headers = { authorization: `Bearer ${await stage.token(path)}`, 'content-type': 'application/json', accept: 'application/json' };
+    const initialize = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'gone', version: '1' } } };
+    const init = await fetch(stage.url(path), { method: 'POST', headers, body: JSON.stringify(initialize) });
+    expect(init.status).toBe(200);
+    await init.text();
+    const sessionId = init.headers.get('mcp-session-id')!;
+    const initialized = await fetch(stage.url(path), { method: 'POST', headers: { ...headers, 'mcp-session-id': sessionId }, body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) });
+    expect(initialized.status).toBe(202);
+    // The client is gone; the server talks to no one every 50 ms.
+    const processes = async () => (await stage!.gw.metrics.stdioProcesses.get()).values.find((v) => v.labels.route === path)?.value ?? 0;
+    expect(await processes()).toBe(1);
+    await waitFor(async () => (await processes()) === 0, 10_000, 'the abandoned process to be stopped');
+    // Another principal gets the route's one process.
+    const other = await fetch(stage.url(path), { method: 'POST', headers: { ...headers, authorization: `Bearer ${await stage.token(path, 'bob')}` }, body: JSON.stringify(initialize) });
+    expect(other.status).toBe(200);
+    await other.text();
+  }, 60_000);
+});

@@ -95,23 +95,32 @@ export class StdioSession {
   /** One message (or batch) from the process's stdout. */
   receive(payload: unknown): void {
     if (this.ended) return;
-    this.lastActivity = Date.now();
     for (const message of Array.isArray(payload) ? payload : [payload]) {
       if (isObject(message)) this.route(message);
     }
   }
 
+  // Only what reaches a client counts as activity: a server that keeps talking
+  // to no one (periodic logging, resource updates) is idle, else one left
+  // behind without a DELETE would hold its process, and max_processes, forever.
   private route(message: Message): void {
     if (isResponse(message)) {
       const pending = typeof message.id === 'number' ? this.pending.get(message.id) : undefined;
       if (!pending) return; // an answer to a request already abandoned, or to nothing
       this.pending.delete(message.id as number);
+      this.lastActivity = Date.now();
       pending.answer.respond({ ...message, id: pending.clientId });
       return;
     }
     const target = this.relatedAnswer(message);
-    if (target?.relay(message)) return;
-    if (this.stream && !this.stream.closed) return this.stream.write(message);
+    if (target?.relay(message)) {
+      this.lastActivity = Date.now();
+      return;
+    }
+    if (this.stream && !this.stream.closed) {
+      this.lastActivity = Date.now();
+      return this.stream.write(message);
+    }
     // No stream to carry it: a request is refused now (the server would wait forever), a notification dropped.
     if (isRequest(message)) this.child.send(errorResponse(message.id as JsonRpcId, UPSTREAM_GONE, 'No client stream is open to carry this request'));
   }
