@@ -139,6 +139,25 @@ describe('tracing on: the trace context in the POST header and in params._meta',
     expect(span.attributes['error.type']).toBe('gateway_timeout');
     expect(upstreamPosts(marker)[0]!.headers.traceparent).toBe(`00-${traceId}-${span.spanId}-01`);
   });
+  it('a client leaving before the answer: the span fails with cancelled_client', async () => {
+    const session = await initialize(traced);
+    const traceId = hex(16);
+    const marker = `left-${hex(4)}`;
+    const leave = new AbortController();
+    const res = fetch(`${traced.url}/legacy/mcp`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', traceparent: `00-${traceId}-${hex(8)}-01`, 'mcp-session-id': session },
+      body: JSON.stringify({ jsonrpc: '2.0', id: marker, method: 'hang' }),
+      signal: leave.signal,
+    });
+    // Left once the upstream has the request (and nothing was answered), well inside upstream_timeout.
+    const until = Date.now() + 3000;
+    while (upstreamPosts(marker).length === 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    leave.abort();
+    await expect(res).rejects.toThrow();
+    const span = await upstreamSpan(traceId);
+    expect(span.attributes['error.type']).toBe('cancelled_client');
+  });
 });
 
 describe('tracing off', () => {
