@@ -24,7 +24,8 @@ export class CookieBrowser {
     return this.seen.filter((s) => s.location !== null).map((s) => new URL(s.location!, s.url));
   }
 
-  async request(url: string | URL, init: { method?: string; body?: URLSearchParams } = {}): Promise<Seen> {
+  /** `headers` are sent as well (e.g. the Fetch metadata a browser adds to a form post). */
+  async request(url: string | URL, init: { method?: string; body?: URLSearchParams; headers?: Record<string, string> } = {}): Promise<Seen> {
     const target = new URL(url);
     const jar = this.jars.get(target.host) ?? new Map<string, string>();
     this.jars.set(target.host, jar);
@@ -32,7 +33,7 @@ export class CookieBrowser {
       method: init.method ?? 'GET',
       body: init.body,
       redirect: 'manual',
-      headers: { cookie: [...jar].map(([k, v]) => `${k}=${v}`).join('; ') },
+      headers: { ...init.headers, cookie: [...jar].map(([k, v]) => `${k}=${v}`).join('; ') },
     });
     for (const line of res.headers.getSetCookie()) {
       const [pair = ''] = line.split(';');
