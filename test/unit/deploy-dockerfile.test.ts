@@ -39,10 +39,10 @@ const runs = (stage: Stage) => instructions(stage, 'RUN').map((i) => i.args);
 const copies = (stage: Stage) => instructions(stage, 'COPY');
 
 describe('deploy/Dockerfile', () => {
-  it('has build, deps and runtime stages on Node 20 LTS slim, the runtime last', () => {
+  it('has build, deps and runtime stages on Node 22 LTS slim (docs/benchmark.md, "Node majors"), the runtime last', () => {
     expect(dockerfile.stages.map((s) => s.name)).toEqual(['build', 'deps', 'runtime']);
-    for (const stage of dockerfile.stages) expect(stage.image).toMatch(/^node:20(\.\d+)*-[a-z]+-slim$|^node:20(\.\d+)*-slim$/);
-    expect(Number(/>=(\d+)/.exec(pkg.engines.node)?.[1])).toBeLessThanOrEqual(20);
+    for (const stage of dockerfile.stages) expect(stage.image).toMatch(/^node:22(\.\d+)*-[a-z]+-slim$|^node:22(\.\d+)*-slim$/);
+    expect(Number(/>=(\d+)/.exec(pkg.engines.node)?.[1])).toBeLessThanOrEqual(22);
   });
 
   it('compiles with every dependency in the build stage, and installs production dependencies only for the runtime', () => {
