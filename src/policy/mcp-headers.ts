@@ -59,12 +59,13 @@ type RequestHeaders = Readonly<Record<string, string | string[] | undefined>>;
 
 /**
  * `Mcp-Param-{Name}` mirrors a tool argument the server marked with
- * `x-mcp-header`. Which argument is in the tool's input schema, which only
- * the upstream knows, so the gateway compares none of them with the body (the
- * upstream must) and forwards every one; it holds them to the one-reading
- * rules of `Mcp-Name` so that whatever reads them behind or in front of the
- * gateway reads one value. `_` folds to `-` here: `Mcp_Param_X` is the same
- * variable as `Mcp-Param-X` to a CGI-style reader.
+ * `x-mcp-header`. Which argument is in the tool's input schema: the values are
+ * compared with the body in param-headers.ts for the tools whose schema the
+ * route has learnt, and every header is forwarded (unknown ones too, as the
+ * spec asks). Here they are held to the one-reading rules of `Mcp-Name` so
+ * that whatever reads them behind or in front of the gateway reads one value.
+ * `_` folds to `-` here: `Mcp_Param_X` is the same variable as `Mcp-Param-X`
+ * to a CGI-style reader.
  */
 const PARAM_PREFIX = 'mcp-param-';
 const PARAM_NAME = /^mcp-param-[a-z0-9-]+$/;

@@ -1,8 +1,10 @@
 // The policy step of a protected route, between reading the body and the
 // credential swap: parse the JSON-RPC body once, hold the 2026-07-28 routing
-// headers to it, decide, count it against the route's rate limits (429 over
-// one; rate-limiter.ts), write the audit line, and — when the route filters
-// `tools/list` — hand the proxy the response transform for this request.
+// and parameter headers to it, decide, count it against the route's rate
+// limits (429 over one; rate-limiter.ts), write the audit line, and hand the
+// proxy the response transform for this request: the `tools/list` filter
+// when the route filters, else a reader of `tools/list` answers that learns
+// the tools' Mcp-Param headers (tool-param-registry.ts).
 import type { IncomingHttpHeaders } from 'node:http';
 import type { AuthContext } from '../auth/principal.js';
 import type { RouteConfig } from '../config/types.js';
@@ -16,11 +18,14 @@ import { evaluate, evaluateOperation, type Decision, type MessageDecision } from
 import { requireIdentityEncoding, requireUtf8Body } from './body-charset.js';
 import { parseJsonRpcBody, type ParsedRequest } from './json-rpc.js';
 import { HeaderMismatchError, checkMcpHeaders, refuseMcpHeadersWithoutBody } from './mcp-headers.js';
+import { checkParamHeaders } from './param-headers.js';
 import { createRateLimiter, type RateLimiter, type RateLimiterDeps } from './rate-limiter.js';
 import { compilePolicy, type RoutePolicy } from './route-policy.js';
 import { toolsListFilter } from './tools-list-filter.js';
+import { toolsListLearner } from './tools-list-learner.js';
+import { ToolParamRegistry } from './tool-param-registry.js';
 
-/** Upper bound of a tools/list answer (JSON body, or one event) held in memory to filter it. */
+/** Upper bound of a tools/list answer (JSON body, or one event) held in memory to filter or learn from it. */
 const MAX_FILTERED_BYTES = 16 * 1024 * 1024;
 
 const DENIED_BY_POLICY = 'denied by policy: no scope allows this operation';
@@ -33,7 +38,7 @@ export interface PolicyRequest {
 }
 
 export interface PolicyOutcome {
-  /** Set when the answer must be filtered (tools/list). */
+  /** Set when the answer must be read: filtered (tools/list), or learnt from. */
   transform?: ResponseTransform;
 }
 
@@ -68,11 +73,7 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
   // to decide once the body has been read and held to the routing headers.
   const onlyValidate = policy.rules.length === 0 && !route.filterToolsList && !audit.enabled && !limiter;
 
-  const mayCall = (auth: AuthContext) => (tool: string) => evaluateOperation(policy, { method: 'tools/call', name: tool }, auth).allow;
-
-  function filterFor(auth: AuthContext): ResponseTransform {
-    return toolsListFilter({ mayCall: mayCall(auth), maxBytes: MAX_FILTERED_BYTES });
-  }
+  const answers = answerReading(route, policy);
 
   return {
     policy,
@@ -84,9 +85,7 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
           decisionAudit.rejected(auth, 'header_mismatch', 400);
           throw err;
         }
-        // A GET stream carries no request of the client's, but a resumed POST
-        // stream may deliver a tools/list answer on it.
-        const outcome = req.method === 'GET' && route.filterToolsList ? { transform: filterFor(auth) } : NOTHING_TO_DO;
+        const outcome = req.method === 'GET' ? answers.ofGet(auth) : NOTHING_TO_DO;
         return limited ? limited(auth, undefined, outcome, span) : outcome;
       }
       let request: ParsedRequest;
@@ -95,6 +94,7 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
         requireIdentityEncoding(req.headers['content-encoding']);
         request = parseJsonRpcBody(body);
         checkMcpHeaders(req.headers, request, req.rawHeaders);
+        checkParamHeaders(req.headers, request, answers.paramHeaders);
       } catch (err) {
         decisionAudit.rejected(auth, err instanceof HeaderMismatchError ? 'header_mismatch' : 'malformed', 400);
         throw err;
@@ -102,16 +102,38 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
       if (span) spanRequest(span, request);
       if (onlyValidate) {
         if (span) spanDecision(span, undefined, route);
-        return NOTHING_TO_DO;
+        return answers.ofPost(auth, request);
       }
       const decision = evaluate(policy, request, auth);
       if (!decision.allow || !limited) decisionAudit.decided(auth, decision.messages, !decision.allow);
       if (span) spanDecision(span, decision, route);
       if (!decision.allow) throw refusal(decision);
-      // Every answer is read, whatever this body asks: a server (or a bridge
-      // routing answers by id) may deliver a tool list on any answer it holds.
-      const outcome = route.filterToolsList ? { transform: filterFor(auth) } : NOTHING_TO_DO;
+      const outcome = answers.ofPost(auth, request);
       return limited ? limited(auth, decision.messages, outcome, span) : outcome;
+    },
+  };
+}
+
+/**
+ * What reads a route's answers: the tools/list filter on a filtering route,
+ * else a reader of tools/list answers only; both teach `paramHeaders` the
+ * tools' Mcp-Param headers. A reload builds a new step, so it starts afresh.
+ */
+function answerReading(route: RouteConfig, policy: RoutePolicy) {
+  const paramHeaders = new ToolParamRegistry();
+  const learn = (tools: readonly unknown[]) => paramHeaders.learn(tools);
+  const learner: PolicyOutcome = Object.freeze({ transform: toolsListLearner(learn, MAX_FILTERED_BYTES) });
+  const filterFor = (auth: AuthContext): PolicyOutcome => ({
+    transform: toolsListFilter({ mayCall: (tool) => evaluateOperation(policy, { method: 'tools/call', name: tool }, auth).allow, maxBytes: MAX_FILTERED_BYTES, learn }),
+  });
+  return {
+    paramHeaders,
+    /** A GET stream carries no request of the client's, but a resumed POST stream may deliver a tools/list answer on it. */
+    ofGet: (auth: AuthContext): PolicyOutcome => (route.filterToolsList ? filterFor(auth) : NOTHING_TO_DO),
+    /** A filtering route reads every answer: a server (or a bridge routing answers by id) may deliver a tool list on any. */
+    ofPost(auth: AuthContext, request: ParsedRequest): PolicyOutcome {
+      if (route.filterToolsList) return filterFor(auth);
+      return request.messages.some((m) => m.method === 'tools/list') ? learner : NOTHING_TO_DO;
     },
   };
 }

@@ -1,0 +1,116 @@
+// On routes that do not filter `tools/list`, the answers to it are still read
+// (not changed) so the route learns its tools' `Mcp-Param-*` headers
+// (tool-param-registry.ts). Every byte passes on at once, as it came; an
+// answer this reader cannot read, or one over the bound, only teaches
+// nothing. Filtering routes learn in the filter (tools-list-filter.ts).
+import type { BodyTransform, ResponseTransform } from '../proxy/response-transform.js';
+import { AmbiguousMemberError, checkMemberNames, readNames } from './member-names.js';
+import { EventTooLargeError, SseEventSplitter, parseSseEvent } from './sse-events.js';
+import { JsonReadingError, parseStrictJson } from './strict-json.js';
+
+/** Called with the `tools` of every tool list an answer holds. */
+export type LearnTools = (tools: readonly unknown[]) => void;
+
+const EMPTY = Buffer.alloc(0);
+/** As the filter's: as deep as a tool's input schema may reasonably go. */
+const MAX_ANSWER_DEPTH = 256;
+const MESSAGE_MEMBERS = readNames('result');
+const RESULT_MEMBERS = readNames('tools');
+
+export function toolsListLearner(learn: LearnTools, maxBytes: number): ResponseTransform {
+  return (headers) => {
+    const encoding = headers['content-encoding'];
+    if (encoding !== undefined && String(encoding).toLowerCase() !== 'identity') return undefined;
+    const type = String(headers['content-type'] ?? '').toLowerCase();
+    if (type.includes('text/event-stream')) return new SseLearner(learn, maxBytes);
+    return type.includes('json') ? new JsonLearner(learn, maxBytes) : undefined;
+  };
+}
+
+/** Hands the tool lists of a JSON-RPC payload (one response or a batch) to `learn`; an ambiguous result teaches nothing. */
+export function learnFromPayload(payload: unknown, learn: LearnTools): void {
+  for (const message of Array.isArray(payload) ? payload : [payload]) {
+    if (typeof message !== 'object' || message === null) continue;
+    try {
+      checkMemberNames(message, MESSAGE_MEMBERS, 'a message');
+      const { result } = message as { result?: unknown };
+      if (typeof result !== 'object' || result === null) continue;
+      checkMemberNames(result, RESULT_MEMBERS, 'a result');
+      const { tools } = result as { tools?: unknown };
+      if (Array.isArray(tools)) learn(tools);
+    } catch (err) {
+      if (!(err instanceof AmbiguousMemberError)) throw err;
+    }
+  }
+}
+
+function learnFromText(text: string, learn: LearnTools): void {
+  let payload: unknown;
+  try {
+    payload = parseStrictJson(text, { maxDepth: MAX_ANSWER_DEPTH });
+  } catch (err) {
+    if (err instanceof JsonReadingError) return;
+    throw err;
+  }
+  learnFromPayload(payload, learn);
+}
+
+/** application/json: a copy of the body, up to the bound, read once it is complete. */
+class JsonLearner implements BodyTransform {
+  private chunks: Buffer[] | undefined = [];
+  private size = 0;
+
+  constructor(
+    private readonly learn: LearnTools,
+    private readonly maxBytes: number,
+  ) {}
+
+  push(chunk: Buffer): Buffer {
+    this.size += chunk.length;
+    if (this.size > this.maxBytes) this.chunks = undefined;
+    this.chunks?.push(chunk);
+    return chunk;
+  }
+
+  end(): Buffer {
+    if (this.chunks && this.size > 0) learnFromText(Buffer.concat(this.chunks, this.size).toString('utf8'), this.learn);
+    return EMPTY;
+  }
+}
+
+/** text/event-stream: each complete `message` event read as it goes by. */
+class SseLearner implements BodyTransform {
+  private splitter: SseEventSplitter | undefined;
+  private first = true;
+
+  constructor(
+    private readonly learn: LearnTools,
+    maxBytes: number,
+  ) {
+    this.splitter = new SseEventSplitter(maxBytes);
+  }
+
+  push(chunk: Buffer): Buffer {
+    let events: Buffer[] = [];
+    try {
+      events = this.splitter?.push(chunk) ?? [];
+    } catch (err) {
+      if (!(err instanceof EventTooLargeError)) throw err;
+      // Events can no longer be told apart: the rest of this stream teaches nothing.
+      this.splitter = undefined;
+    }
+    for (const raw of events) this.read(raw);
+    return chunk;
+  }
+
+  end(): Buffer {
+    return EMPTY;
+  }
+
+  private read(raw: Buffer): void {
+    const bom = this.first && raw[0] === 0xef && raw[1] === 0xbb && raw[2] === 0xbf;
+    this.first = false;
+    const event = parseSseEvent(bom ? raw.subarray(3) : raw);
+    if ((event.type === '' || event.type === 'message') && event.data !== undefined) learnFromText(event.data, this.learn);
+  }
+}
