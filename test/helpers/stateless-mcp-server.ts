@@ -28,6 +28,14 @@ interface Listener {
   filter: Filter;
 }
 
+export interface StatelessServerOptions {
+  /**
+   * More tools to list after the diagnostic ones; a call to one answers with its name. The fixture
+   * compares no `Mcp-Param-*` header with the body (what the gateway does in front of it shows).
+   */
+  tools?: Json[];
+}
+
 export interface StatelessServer {
   /** `http://127.0.0.1:<port>/mcp` */
   url: string;
@@ -44,8 +52,10 @@ class RpcError extends Error {
 
 const complete = (result: Json, cacheable = false): Json => ({ ...result, resultType: 'complete', ...(cacheable ? { ttlMs: 0, cacheScope: 'public' } : {}) });
 
-export async function startStatelessServer(): Promise<StatelessServer> {
+export async function startStatelessServer(options: StatelessServerOptions = {}): Promise<StatelessServer> {
   const methods: string[] = [];
+  const extraTools = options.tools ?? [];
+  const extraNames = new Set(extraTools.map((tool) => tool.name));
   const listeners = new Set<Listener>();
 
   const notifyListeners = (kind: keyof Filter, method: string) => {
@@ -84,6 +94,7 @@ export async function startStatelessServer(): Promise<StatelessServer> {
         // No log line without `_meta.logLevel`, and no request of the server's on the stream.
         return complete({ content: [{ type: 'text', text: String(params.name) }] });
       default:
+        if (extraNames.has(params.name)) return complete({ content: [{ type: 'text', text: String(params.name) }] });
         throw new RpcError(400, -32602, `Unknown tool: ${String(params.name)}`);
     }
   }
@@ -93,7 +104,7 @@ export async function startStatelessServer(): Promise<StatelessServer> {
       case 'server/discover':
         return complete({ supportedVersions: [VERSION], capabilities: CAPABILITIES, _meta: { 'io.modelcontextprotocol/serverInfo': SERVER_INFO } }, true);
       case 'tools/list':
-        return complete({ tools: TOOL_NAMES.map((name) => ({ name, inputSchema: { type: 'object' } })) }, true);
+        return complete({ tools: [...TOOL_NAMES.map((name) => ({ name, inputSchema: { type: 'object' } })), ...extraTools] }, true);
       case 'prompts/list':
         return complete({ prompts: [] }, true);
       case 'tools/call':
