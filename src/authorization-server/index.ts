@@ -44,6 +44,8 @@ import { createSafeFetcher, type SafeFetchOptions } from './helpers/safe-fetch.j
 import { tokenRoutes } from './endpoints/token.js';
 import { tokenRequestProof } from './tokens/token-dpop.js';
 import { dpopProofClaimer } from '../auth/dpop-replay.js';
+import { JwksRegistry } from '../auth/jwks.js';
+import { enterpriseIdps, type EnterpriseIdps } from './idp/enterprise-idps.js';
 
 export interface AuthorizationServerOptions {
   /** Test only, never from configuration: SSRF guard settings for Client ID Metadata Document fetches. */
@@ -64,6 +66,8 @@ export interface AuthorizationServerDeps {
   audit?: Audit;
   /** Token, consent and revocation counters (default: counted nowhere). */
   metrics?: AuthorizationServerMetrics;
+  /** The gateway's key sets of external issuers, kept across reloads (default: one of its own): the enterprise IdPs' keys. */
+  jwks?: JwksRegistry;
   options?: AuthorizationServerOptions;
 }
 
@@ -107,7 +111,8 @@ export async function createAuthorizationServer(config: GatewayConfig, deps: Aut
   const account = asConfig.accountPage ? createAccount(ctx, grants, browser) : undefined;
   const services = loginServices(ctx, { codes, clients, grants, interactions, browser }, account);
   const login = loginFactory(ctx, services);
-  const parts: EndpointParts = { clients, codes, grants, interactions, browser, consents: new ConsentMemory(ctx.keys.cookieSecret), login, services, account };
+  const idps = enterpriseIdps(asConfig.enterpriseIdps, deps.jwks ?? new JwksRegistry());
+  const parts: EndpointParts = { clients, codes, grants, interactions, browser, consents: new ConsentMemory(ctx.keys.cookieSecret), login, services, account, idps };
 
   return {
     routes: mountEndpoints(ctx, parts, options),
@@ -207,6 +212,7 @@ interface EndpointParts {
   login: LoginMethod;
   services: LoginServices;
   account?: AccountParts;
+  idps: EnterpriseIdps;
 }
 
 /** Every endpoint at the host root, behind the flood limits, with one error handler. */
@@ -231,7 +237,7 @@ function mountEndpoints(ctx: AsContext, parts: EndpointParts, options: Authoriza
   routes.route('/', authorizeRoutes(ctx, { clients, interactions, browser, consents, login }));
   routes.route('/', consentRoutes(ctx, { clients, interactions, browser, consents, login, services, selfOrigin: services.selfOrigin }));
   routes.route('/', login.routes());
-  routes.route('/', tokenRoutes(ctx, { clients, codes, grants }, tokenRequestProof(ctx, dpopProofClaimer(ctx.store))));
+  routes.route('/', tokenRoutes(ctx, { clients, codes, grants, enterpriseIdps: parts.idps }, tokenRequestProof(ctx, dpopProofClaimer(ctx.store))));
   routes.route('/', revokeRoutes(ctx, { clients, grants }));
   if (parts.account) {
     const { apps, sessions } = parts.account;

@@ -5,16 +5,17 @@
 import { formatIssue, type ConfigIssue } from './config-error.js';
 import { parseDuration } from './duration.js';
 import { readSecret } from './secrets.js';
-import { canonicalUrl, isPlainHttpRemote, normalizedHttpUri, redactUrl, resourceMetadataUrl } from './urls.js';
+import { canonicalUrl, isLoopbackUrl, isPlainHttpRemote, normalizedHttpUri, redactUrl, resourceMetadataUrl } from './urls.js';
 import { parseRedisUrl, RedisUrlError } from './redis-url.js';
 import { refuseDevLogin } from './dev-login-placement.js';
 import { issuerWithTrailingSlash, upstreamWithoutPath } from './hints.js';
 import type { ConfigPath, Locate } from './yaml-file.js';
 import { isAbsolute, resolve as resolvePath } from 'node:path';
-import type { GatewayFile, RouteFile, SecretRefValue, StdioUpstreamFile } from './schema.js';
+import { JWT_BEARER_GRANT_TYPE, type GatewayFile, type RouteFile, type SecretRefValue, type StdioUpstreamFile } from './schema.js';
 import type {
   AuthorizationServerConfig,
   AuthorizationServerRateLimits,
+  EnterpriseIdpConfig,
   GatewayConfig,
   RouteConfig,
   RouteRateLimitConfig,
@@ -144,8 +145,9 @@ class Resolver {
     };
     const signingKey = a.signing_key && (await this.secret(at, [...base, 'signing_key'], a.signing_key));
     if (signingKey && !isJsonObject(signingKey)) this.issue(at, [...base, 'signing_key'], 'the signing key is not a JSON Web Key (a JSON object)');
+    const issuer = canonicalUrl(a.issuer ?? publicUrl);
     return {
-      issuer: canonicalUrl(a.issuer ?? publicUrl),
+      issuer,
       signingKey,
       accessTokenTtlMs: parseDuration(a.access_token_ttl),
       refreshTokenTtlMs: parseDuration(a.refresh_token_ttl),
@@ -153,8 +155,35 @@ class Resolver {
       clientIdMetadataDocuments: a.registration.client_id_metadata_documents,
       login,
       clients: await this.staticClients(a, at),
+      enterpriseIdps: this.enterpriseIdps(a, issuer, at),
       rateLimits: rateLimits(a.rate_limits),
     };
+  }
+
+  /**
+   * `enterprise_idps` (ID-JAG): each issuer once, never this AS itself (draft
+   * §8.3: an IdP does not honour its own grants), and both URLs https — TLS is
+   * what authenticates the keys (MCP enterprise-managed authorization §7.3) —
+   * except on a loopback host, which no network sits between. A client that
+   * lists the jwt-bearer grant with no IdP to trust could never use it.
+   */
+  private enterpriseIdps(a: AsFile, asIssuer: string, at: Locate): EnterpriseIdpConfig[] {
+    const base = ['authorization_server', 'enterprise_idps'];
+    const issuers = new Set<string>();
+    for (const [i, idp] of a.enterprise_idps.entries()) {
+      if (issuers.has(idp.issuer)) this.issue(at, [...base, i, 'issuer'], `${redactUrl(idp.issuer)} is listed twice`);
+      issuers.add(idp.issuer);
+      if (canonicalUrl(idp.issuer) === asIssuer) this.issue(at, [...base, i, 'issuer'], 'an enterprise IdP is another issuer than this authorization server');
+      for (const field of ['issuer', 'jwks_uri'] as const) {
+        if (!isHttpsOrLoopback(idp[field])) this.issue(at, [...base, i, field], `${redactUrl(idp[field])} must be https (http only on a loopback host)`);
+      }
+    }
+    if (a.enterprise_idps.length === 0) {
+      for (const [i, c] of a.clients.entries()) {
+        if (c.grant_types.includes(JWT_BEARER_GRANT_TYPE)) this.issue(at, ['authorization_server', 'clients', i, 'grant_types'], `${JWT_BEARER_GRANT_TYPE} needs authorization_server.enterprise_idps: the IdPs whose assertions it accepts`);
+      }
+    }
+    return a.enterprise_idps.map((idp) => ({ issuer: idp.issuer, jwksUri: idp.jwks_uri }));
   }
 
   private async staticClients(a: AsFile, at: Locate): Promise<StaticClientConfig[]> {
@@ -393,3 +422,9 @@ function rateLimits(r: AsFile['rate_limits']): AuthorizationServerRateLimits {
 /** What audience-defaulting credential kinds name: the URL (a legacy server's SSE URL), or the stdio label. */
 const upstreamLabel = (f: RouteFile): string =>
   typeof f.upstream === 'string' ? f.upstream : 'sse' in f.upstream ? f.upstream.sse : `stdio:${f.upstream.stdio.command}`;
+
+/** An https URL, or an http one to a loopback host (nothing on the network can read or change it). */
+function isHttpsOrLoopback(url: string): boolean {
+  const { protocol } = new URL(url);
+  return protocol === 'https:' || (protocol === 'http:' && isLoopbackUrl(url));
+}

@@ -231,16 +231,32 @@ export const LoginSchema = z.discriminatedUnion('kind', [
   }),
 ]).meta({ id: 'Login', description: 'Where users prove who they are' });
 
+/** RFC 7523 §2.1: the grant an ID-JAG is presented with at /token. */
+export const JWT_BEARER_GRANT_TYPE = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
+
+/** An enterprise IdP whose ID-JAGs (draft-ietf-oauth-identity-assertion-authz-grant) /token accepts. */
+export const EnterpriseIdpSchema = z
+  .strictObject({
+    issuer: HttpUrl.describe('the IdP\'s issuer identifier, compared exactly with the assertion\'s iss (https; http only on a loopback host)'),
+    jwks_uri: HttpUrl.describe('where the IdP publishes the keys it signs ID-JAGs with (https; http only on a loopback host); fetched without redirects, cached, refetched for an unknown kid'),
+  })
+  .meta({ id: 'EnterpriseIdp', description: 'An enterprise IdP trusted to issue Identity Assertion JWT Authorization Grants (ID-JAG) for this gateway' });
+
 export const StaticClientSchema = z
   .strictObject({
     client_id: z.string().regex(/^[\x21-\x7E]{1,255}$/, 'a client_id is 1 to 255 printable ASCII characters without spaces'),
     client_secret: SecretRef.optional().describe('confidential clients: authenticate with client_secret_basic or client_secret_post'),
     client_name: z.string().min(1).max(200).optional().describe('shown on the consent page'),
     redirect_uris: z.array(z.string().min(1)).max(20).default([]).describe('exact strings; http only on loopback hosts'),
-    grant_types: z.array(z.enum(['authorization_code', 'refresh_token', 'client_credentials'])).min(1).default(['authorization_code', 'refresh_token']),
+    grant_types: z
+      .array(z.enum(['authorization_code', 'refresh_token', 'client_credentials', JWT_BEARER_GRANT_TYPE]))
+      .min(1)
+      .default(['authorization_code', 'refresh_token'])
+      .describe(`${JWT_BEARER_GRANT_TYPE}: ID-JAG assertions of authorization_server.enterprise_idps (a client_secret is required)`),
     scopes: z.array(Scope).optional().describe('the scopes this client may be granted (default: any scope of the requested resource)'),
   })
   .refine((c) => !c.grant_types.includes('client_credentials') || c.client_secret, 'client_credentials needs a client_secret')
+  .refine((c) => !c.grant_types.includes(JWT_BEARER_GRANT_TYPE) || c.client_secret, 'the jwt-bearer grant (ID-JAG) needs a client_secret: only confidential clients may present assertions')
   .refine((c) => !c.grant_types.includes('authorization_code') || c.redirect_uris.length > 0, 'authorization_code needs at least one redirect_uri')
   .meta({ id: 'StaticClient', description: 'A client registered in configuration' });
 
@@ -294,6 +310,10 @@ export const AuthorizationServerSchema = z.strictObject({
     .default({ dynamic: true, client_id_metadata_documents: true }),
   login: LoginSchema.default({ kind: 'dev' }),
   clients: z.array(StaticClientSchema).default([]).describe('pre-registered clients'),
+  enterprise_idps: z
+    .array(EnterpriseIdpSchema)
+    .default([])
+    .describe(`enterprise-managed authorization: /token accepts grant_type ${JWT_BEARER_GRANT_TYPE} with an ID-JAG signed by one of these IdPs, from configured confidential clients that list the grant`),
   rate_limits: AuthorizationServerRateLimitsSchema.default({
     authorize: DEFAULT_AUTHORIZE_LIMIT,
     token: DEFAULT_TOKEN_LIMIT,

@@ -1,6 +1,7 @@
 // The runtime configuration: files validated, defaults applied, durations in
 // milliseconds, secrets resolved, canonical URIs computed. Built once per load.
 import type { JwtAlgorithm } from './jws-algorithms.js';
+import type { JWT_BEARER_GRANT_TYPE } from './schema.js';
 
 export interface JwtTokenConfig {
   kind: 'jwt';
@@ -128,6 +129,8 @@ export interface AuthorizationServerConfig {
   login: LoginConfig;
   /** Pre-registered clients (`authorization_server.clients`). */
   clients?: StaticClientConfig[];
+  /** Enterprise IdPs whose ID-JAGs /token accepts (`authorization_server.enterprise_idps`); empty: the jwt-bearer grant is not offered. */
+  enterpriseIdps: EnterpriseIdpConfig[];
   /** Flood limits (`authorization_server.rate_limits`). */
   rateLimits: AuthorizationServerRateLimits;
   /** `account.enabled` in gateway.yaml: the connected-apps page at /account/apps. */
@@ -151,13 +154,19 @@ export interface AuthorizationServerRateLimits {
   pendingAuthorizations: RateLimitConfig;
 }
 
+export interface EnterpriseIdpConfig {
+  /** Compared exactly with an assertion's `iss`. */
+  issuer: string;
+  jwksUri: string;
+}
+
 export interface StaticClientConfig {
   clientId: string;
   /** Resolved secret; undefined: a public client. */
   clientSecret?: string;
   clientName?: string;
   redirectUris: string[];
-  grantTypes: Array<'authorization_code' | 'refresh_token' | 'client_credentials'>;
+  grantTypes: Array<'authorization_code' | 'refresh_token' | 'client_credentials' | typeof JWT_BEARER_GRANT_TYPE>;
   /** The scopes the client may be granted; undefined: any scope of the resource. */
   scopes?: string[];
 }

@@ -30,7 +30,7 @@ export interface RouteTable {
 export async function buildRouteTable(config: GatewayConfig, services: Services, options: StartOptions): Promise<RouteTable> {
   const { store, logger, audit, metrics } = services;
   const as = config.authorizationServer
-    ? await createAuthorizationServer(config, { store, logger, audit, metrics, options: options.authorizationServer })
+    ? await createAuthorizationServer(config, { store, logger, audit, metrics, jwks: services.jwks, options: options.authorizationServer })
     : undefined;
   const sessions = createSessionBinding(store);
   const selfOrigin = new URL(config.publicUrl).origin;

@@ -29,6 +29,7 @@ const USED_CODE_CLASS = 'code-used';
 const USED_REFRESH_TOKEN_CLASS = 'refresh-used';
 const LOGOUT_TOKEN_CLASS = 'idp-logout-jti';
 const DPOP_PROOF_CLASS = 'dpop-jti';
+const ID_JAG_CLASS = 'id-jag-jti';
 const CONNECTED_APPS_CLASS = 'account-apps';
 
 /**
@@ -38,7 +39,7 @@ const CONNECTED_APPS_CLASS = 'account-apps';
  * The connected-apps index is kept too: an app the page forgot could not be
  * revoked by its user while its grant works on.
  */
-export const NEVER_EVICTED_CLASSES: readonly string[] = [REVOKED_GRANT_CLASS, USED_CODE_CLASS, USED_REFRESH_TOKEN_CLASS, LOGOUT_TOKEN_CLASS, DPOP_PROOF_CLASS, CONNECTED_APPS_CLASS];
+export const NEVER_EVICTED_CLASSES: readonly string[] = [REVOKED_GRANT_CLASS, USED_CODE_CLASS, USED_REFRESH_TOKEN_CLASS, LOGOUT_TOKEN_CLASS, DPOP_PROOF_CLASS, ID_JAG_CLASS, CONNECTED_APPS_CLASS];
 
 // --- protected resource / proxy ---------------------------------------------
 
@@ -107,6 +108,13 @@ export const idpSessionGrantsKey = (idpIssuer: string, sid: string) => key('idp-
 
 /** The grants bound to one IdP user (`sub`): ended together by a back-channel logout naming only `sub`. */
 export const idpSubjectGrantsKey = (idpIssuer: string, sub: string) => key('idp-subject', idpIssuer, sub);
+
+/**
+ * An ID-JAG's `jti` at its enterprise IdP, claimed (SET NX) by the one /token
+ * request that redeems it, until the assertion expires: a replayed assertion
+ * is refused on every replica (MCP enterprise-managed authorization §7.4.2).
+ */
+export const idJagKey = (idpIssuer: string, jti: string) => key(ID_JAG_CLASS, idpIssuer, jti);
 
 /** A back-channel logout token's `jti`, claimed (SET NX) once: a replayed logout token is refused. */
 export const logoutTokenKey = (idpIssuer: string, jti: string) => key(LOGOUT_TOKEN_CLASS, idpIssuer, jti);

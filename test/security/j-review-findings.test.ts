@@ -494,6 +494,7 @@ describe('[J54] memory store: every key class has a budget of its own (second re
     'idp-logout-jti': (i) => keyNames.logoutTokenKey('https://idp.example', `jti-${i}`),
     'route-limit': (i) => keyNames.routeRateLimitKey('/r/mcp', 'per principal 5/1m', `who-${i}`),
     'dpop-jti': (i) => keyNames.dpopProofKey('jkt', `jti-${i}`),
+    'id-jag-jti': (i) => keyNames.idJagKey('https://idp.example', `jti-${i}`),
     'account-apps': (i) => keyNames.connectedAppsKey('https://as.example', `user-${i}`),
     'account-app-used': (i) => keyNames.appLastUsedKey('https://as.example', `user-${i}`, 'client'),
     'account-session': (i) => keyNames.accountSessionKey(`session-${i}`),
@@ -510,7 +511,7 @@ describe('[J54] memory store: every key class has a budget of its own (second re
       .map(([, build]) => (build as (...parts: string[]) => string)('x', 'x', 'x').split(':')[0]);
     expect(new Set(namespaces)).toEqual(new Set([...CLASS_NAMES, ...LOG_CLASSES]));
     expect(memoryClassBudget('grant', 10)).toEqual({ maxEntries: 10, whenFull: 'refuse' });
-    for (const name of ['grant', 'refresh-used', 'code-used', 'idp-logout-jti', 'dpop-jti', 'account-apps']) expect(memoryClassBudget(name, 10).whenFull).toBe('refuse');
+    for (const name of ['grant', 'refresh-used', 'code-used', 'idp-logout-jti', 'dpop-jti', 'id-jag-jti', 'account-apps']) expect(memoryClassBudget(name, 10).whenFull).toBe('refuse');
   });
 
   type FloodOp = { op: 'set' | 'setIfAbsent' | 'increment' | 'take' | 'delete'; index: number; owner: number };

@@ -2,8 +2,16 @@
 // in config, registered dynamically (RFC 7591), or described by a Client ID
 // Metadata Document. Secrets are kept only as hashes.
 
-export const SUPPORTED_GRANT_TYPES = ['authorization_code', 'refresh_token', 'client_credentials'] as const;
+import type { AuthorizationServerConfig } from '../../config/types.js';
+import { JWT_BEARER_GRANT_TYPE } from '../../config/schema.js';
+
+export const SUPPORTED_GRANT_TYPES = ['authorization_code', 'refresh_token', 'client_credentials', JWT_BEARER_GRANT_TYPE] as const;
 export type GrantType = (typeof SUPPORTED_GRANT_TYPES)[number];
+
+/** The grants /token accepts and the metadata lists under this configuration: jwt-bearer (ID-JAG) only with an enterprise IdP to trust. */
+export function offeredGrantTypes(config: Pick<AuthorizationServerConfig, 'enterpriseIdps'>): GrantType[] {
+  return SUPPORTED_GRANT_TYPES.filter((grant) => grant !== JWT_BEARER_GRANT_TYPE || config.enterpriseIdps.length > 0);
+}
 
 export const TOKEN_ENDPOINT_AUTH_METHODS = ['none', 'client_secret_basic', 'client_secret_post'] as const;
 export type TokenEndpointAuthMethod = (typeof TOKEN_ENDPOINT_AUTH_METHODS)[number];

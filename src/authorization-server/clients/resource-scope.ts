@@ -71,4 +71,11 @@ export function stillGrantable(ctx: AsContext, client: ClientRecord, resource: s
   return { ok: true, value: kept };
 }
 
+/** Of `scopes`, those the route knows and the client may have, in order, once each; offline_access never (no refresh token follows). */
+export function grantableScopes(route: RouteConfig, client: ClientRecord, scopes: readonly string[]): string[] {
+  const known = knownScopes(route);
+  const bound = clientScopeBound(client);
+  return [...new Set(scopes)].filter((scope) => scope !== OFFLINE_ACCESS && known.has(scope) && (!bound || bound.includes(scope)));
+}
+
 const knownScopes = (route: RouteConfig): ReadonlySet<string> => new Set([...route.scopesSupported, ...route.requiredScopes]);

@@ -7,7 +7,8 @@ import { AS_ENDPOINTS } from '../../config/reserved-paths.js';
 import type { AsContext } from '../context.js';
 import { endpointUrl } from '../context.js';
 import { publicCors } from '../helpers/cors.js';
-import { SUPPORTED_GRANT_TYPES, TOKEN_ENDPOINT_AUTH_METHODS } from '../clients/client-record.js';
+import { offeredGrantTypes, TOKEN_ENDPOINT_AUTH_METHODS } from '../clients/client-record.js';
+import { ID_JAG_GRANT_PROFILE } from '../idp/id-jag.js';
 import { DPOP_ALGORITHMS } from '../../config/jws-algorithms.js';
 
 function authorizationServerMetadata(ctx: AsContext): Record<string, unknown> {
@@ -25,7 +26,9 @@ function authorizationServerMetadata(ctx: AsContext): Record<string, unknown> {
     scopes_supported: [...scopes],
     response_types_supported: ['code'],
     response_modes_supported: ['query'],
-    grant_types_supported: [...SUPPORTED_GRANT_TYPES],
+    grant_types_supported: offeredGrantTypes(ctx.config),
+    // ID-JAG draft-04 §7.2: the profile, never which IdPs are trusted (§8.4).
+    ...(ctx.config.enterpriseIdps.length > 0 && { authorization_grant_profiles_supported: [ID_JAG_GRANT_PROFILE] }),
     token_endpoint_auth_methods_supported: [...TOKEN_ENDPOINT_AUTH_METHODS],
     revocation_endpoint_auth_methods_supported: [...TOKEN_ENDPOINT_AUTH_METHODS],
     code_challenge_methods_supported: ['S256'],

@@ -8,12 +8,14 @@ import { errorResponse } from '../../errors/respond.js';
 import { toGatewayError } from '../../errors/translate.js';
 import type { AsContext } from '../context.js';
 import { authenticateClient } from '../clients/client-auth.js';
-import { SUPPORTED_GRANT_TYPES, type GrantType } from '../clients/client-record.js';
+import { offeredGrantTypes, SUPPORTED_GRANT_TYPES, type GrantType } from '../clients/client-record.js';
+import { JWT_BEARER_GRANT_TYPE } from '../../config/schema.js';
 import { publicCors } from '../helpers/cors.js';
 import { authorizationCodeGrant } from '../grants/authorization-code.js';
 import { clientCredentialsGrant } from '../grants/client-credentials.js';
 import type { GrantHandler, GrantHandlerFactory, TokenDeps } from '../grants/grant-handler.js';
 import { refreshTokenGrant } from '../grants/refresh-token.js';
+import { jwtBearerGrant } from '../grants/jwt-bearer.js';
 import { NO_STORE } from '../helpers/no-store.js';
 import { readForm } from '../helpers/request-body.js';
 import type { TokenRequestProof } from '../tokens/token-dpop.js';
@@ -23,13 +25,15 @@ const GRANTS: Record<GrantType, GrantHandlerFactory> = {
   authorization_code: authorizationCodeGrant,
   refresh_token: refreshTokenGrant,
   client_credentials: clientCredentialsGrant,
+  [JWT_BEARER_GRANT_TYPE]: jwtBearerGrant,
 };
 
 /** `proofOf`: the DPoP proof check of token requests (RFC 9449 §5). */
 export function tokenRoutes(ctx: AsContext, deps: TokenDeps, proofOf: TokenRequestProof): Hono {
   const app = new Hono();
   const realm = ctx.issuer;
-  const handlers = new Map<string, GrantHandler>(Object.entries(GRANTS).map(([type, factory]) => [type, factory(ctx, deps)]));
+  // Only what this configuration offers: a grant left out is unsupported_grant_type, as the metadata says.
+  const handlers = new Map<string, GrantHandler>(offeredGrantTypes(ctx.config).map((type) => [type, GRANTS[type](ctx, deps)]));
 
   app.use(AS_ENDPOINTS.token, publicCors);
   app.post(AS_ENDPOINTS.token, async (c) => {
@@ -52,7 +56,7 @@ export function tokenRoutes(ctx: AsContext, deps: TokenDeps, proofOf: TokenReque
 
   function tokenError(_c: Context, err: unknown, grantType: string | undefined): Response {
     const error = toGatewayError(err, { storeUnavailable: 'The token service is temporarily unavailable' });
-    // Bounded labels: the three grant types, else `other`.
+    // Bounded labels: the supported grant types, else `other`.
     ctx.metrics.tokenErrors.labels((SUPPORTED_GRANT_TYPES as readonly string[]).includes(grantType ?? '') ? (grantType as string) : 'other', error.code).inc();
     if (error.status >= 500) ctx.logger.warn({ err: error.cause ?? err, status: error.status }, 'token request failed');
     const response = errorResponse(error);

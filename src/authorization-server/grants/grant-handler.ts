@@ -7,6 +7,7 @@ import { mintAccessToken } from '../tokens/access-token.js';
 import type { ClientRecord, GrantType } from '../clients/client-record.js';
 import type { ClientRegistry } from '../clients/client-registry.js';
 import type { AuthorizationCodes } from '../tokens/codes.js';
+import type { EnterpriseIdps } from '../idp/enterprise-idps.js';
 import type { AsContext } from '../context.js';
 import type { GrantInfo, Grants } from '../tokens/grants.js';
 import type { Params } from '../helpers/request-body.js';
@@ -16,6 +17,8 @@ export interface TokenDeps {
   clients: ClientRegistry;
   codes: AuthorizationCodes;
   grants: Grants;
+  /** The IdPs whose ID-JAGs the jwt-bearer grant accepts. */
+  enterpriseIdps: EnterpriseIdps;
 }
 
 export interface TokenResponse {
@@ -45,11 +48,13 @@ export interface Issuance {
   refreshToken?: string;
   /** Bind the access token to this DPoP key (`cnf.jkt`, RFC 9449 §6.1). */
   jkt?: string;
+  /** The enterprise IdP whose assertion (ID-JAG) the token was issued on: named in the audit line. */
+  enterpriseIdp?: string;
 }
 
 /** How every grant ends: the access token minted, the client's registration kept alive, the issue audited and counted. */
 export async function issueTokens(ctx: AsContext, clients: ClientRegistry, issuance: Issuance): Promise<TokenResponse> {
-  const { grantType, client, grant, scopes, refreshToken, jkt } = issuance;
+  const { grantType, client, grant, scopes, refreshToken, jkt, enterpriseIdp } = issuance;
   const { token, expiresIn } = await mintAccessToken(ctx.keys, {
     issuer: ctx.issuer,
     subject: grant.subject,
@@ -61,7 +66,16 @@ export async function issueTokens(ctx: AsContext, clients: ClientRegistry, issua
     jkt,
   });
   await clients.touch(client);
-  ctx.audit.record({ event: 'token_issued', grant_type: grantType, sub: grant.subject, client_id: client.clientId, resource: grant.resource, scope: scopes.join(' '), refresh: refreshToken !== undefined });
+  ctx.audit.record({
+    event: 'token_issued',
+    grant_type: grantType,
+    sub: grant.subject,
+    client_id: client.clientId,
+    resource: grant.resource,
+    scope: scopes.join(' '),
+    refresh: refreshToken !== undefined,
+    ...(enterpriseIdp !== undefined && { idp: enterpriseIdp }),
+  });
   ctx.metrics.tokensIssued.labels(grantType).inc();
   return { access_token: token, token_type: jkt === undefined ? 'Bearer' : 'DPoP', expires_in: expiresIn, scope: scopes.join(' '), ...(refreshToken && { refresh_token: refreshToken }) };
 }
