@@ -16,7 +16,7 @@ import { generateSigningKey } from '../../src/authorization-server/keys/signing-
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 /** Secrets the examples name with { env: … }: any value will do. */
-const SECRETS_ENV = { IDP_CLIENT_SECRET: 'idp-secret', CI_BOT_SECRET: 'ci-bot-secret', GITHUB_PAT: 'github-pat' };
+const SECRETS_ENV = { IDP_CLIENT_SECRET: 'idp-secret', CI_BOT_SECRET: 'ci-bot-secret', GITHUB_PAT: 'github-pat', MCP_AGENT_SECRET: 'agent-secret' };
 /** Where the examples mount files (`{ file: /secrets/… }`); the test puts them in a temporary directory. */
 const SECRETS_MOUNT = '/secrets/';
 
@@ -115,6 +115,20 @@ describe('README: DPoP', () => {
     const dir = await writeConfig('readme-dpop', { 'gateway.yaml': 'listen: { host: 127.0.0.1 }\npublic_url: https://mcp.example.com\n', 'github.yaml': route!.text });
     const config = await loadConfig(dir, SECRETS_ENV);
     expect(config.routes[0]!.dpop).toEqual({ required: true, htu: 'https://mcp.example.com/github/mcp' });
+  });
+});
+
+describe('README: enterprise-managed authorization (ID-JAG)', () => {
+  it('the example loads: one enterprise IdP, and a confidential client with the jwt-bearer grant', async () => {
+    const heading = '### Enterprise-managed authorization (ID-JAG)';
+    const blocks = await fencedBlocks('README.md', 'yaml');
+    const example = blocks.find(({ before }) => before.includes(heading) && !before.slice(before.lastIndexOf(heading)).includes('```'));
+    expect(example?.text).toMatch(/^# policies\/gateway\.yaml/);
+    const gateway = `listen: { host: 127.0.0.1 }\npublic_url: https://mcp.example.com\n${example!.text.replace(/^authorization_server:/m, 'authorization_server:\n  signing_key: { file: /secrets/signing.jwk.json }\n  login: { kind: oidc, issuer: https://idp.example.com, client_id: gw }')}`;
+    const dir = await writeConfig('readme-id-jag', { 'gateway.yaml': gateway, 'r.yaml': 'path: /a/mcp\nupstream: http://127.0.0.1:3000/mcp\n' });
+    const config = await loadConfig(dir, SECRETS_ENV);
+    expect(config.authorizationServer?.enterpriseIdps).toEqual([{ issuer: 'https://acme.okta.com', jwksUri: 'https://acme.okta.com/oauth2/v1/keys' }]);
+    expect(config.authorizationServer?.clients?.map((c) => [c.clientId, c.grantTypes, c.clientSecret])).toEqual([['ai-agent', ['urn:ietf:params:oauth:grant-type:jwt-bearer'], 'agent-secret']]);
   });
 });
 
