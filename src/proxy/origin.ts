@@ -10,6 +10,23 @@ const ALLOW_METHODS = 'GET, POST, DELETE, OPTIONS';
 const ALLOW_HEADERS =
   'authorization, content-type, mcp-session-id, mcp-protocol-version, last-event-id, mcp-method, mcp-name, dpop';
 const EXPOSE_HEADERS = 'mcp-session-id, www-authenticate';
+/**
+ * 2026-07-28 clients also send `Mcp-Param-{Name}` headers, whose names come
+ * from each tool's schema: the ones a preflight asks for are allowed when
+ * well formed (the policy holds their values to the body), a bounded number.
+ */
+const PARAM_HEADER = /^mcp-param-[a-z0-9-]+$/;
+const MAX_PARAM_HEADERS_ALLOWED = 64;
+
+function allowHeaders(requested: string | undefined): string {
+  if (requested === undefined) return ALLOW_HEADERS;
+  const params = new Set<string>();
+  for (const name of requested.toLowerCase().split(',')) {
+    const trimmed = name.trim();
+    if (PARAM_HEADER.test(trimmed) && params.size < MAX_PARAM_HEADERS_ALLOWED) params.add(trimmed);
+  }
+  return params.size === 0 ? ALLOW_HEADERS : `${ALLOW_HEADERS}, ${[...params].join(', ')}`;
+}
 
 /** `scheme://host[:port]` with scheme and host lower-cased and default ports dropped; undefined when not an origin. */
 function normalizeOrigin(value: string): string | undefined {
@@ -64,15 +81,17 @@ export interface PreflightAnswer {
 
 /**
  * The answer to `OPTIONS` (a preflight, answered without a token; no body).
- * Throws 403 `forbidden_origin` for a disallowed Origin.
+ * Throws 403 `forbidden_origin` for a disallowed Origin. `requestedHeaders`:
+ * the preflight's `Access-Control-Request-Headers`.
  */
-export function corsPreflight(origin: string | undefined, allowed: readonly string[], selfOrigin: string): PreflightAnswer {
+export function corsPreflight(origin: string | undefined, allowed: readonly string[], selfOrigin: string, requestedHeaders?: string): PreflightAnswer {
   if (checkOrigin(origin, allowed, selfOrigin) === 'deny') throw forbiddenOrigin();
   const headers: Record<string, string> = { allow: ALLOW_METHODS, vary: 'origin' };
   if (origin !== undefined && isAllowedCrossOrigin(origin, allowed)) {
     headers['access-control-allow-origin'] = origin;
     headers['access-control-allow-methods'] = ALLOW_METHODS;
-    headers['access-control-allow-headers'] = ALLOW_HEADERS;
+    headers['access-control-allow-headers'] = allowHeaders(requestedHeaders);
+    headers.vary = 'origin, access-control-request-headers';
     headers['access-control-expose-headers'] = EXPOSE_HEADERS;
     headers['access-control-max-age'] = '600';
   }

@@ -72,7 +72,7 @@ function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHan
     let auth: AuthContext | undefined;
     try {
       if (req.method === 'OPTIONS') {
-        const preflight = corsPreflight(origin, route.allowedOrigins, deps.selfOrigin);
+        const preflight = corsPreflight(origin, route.allowedOrigins, deps.selfOrigin, req.headers['access-control-request-headers']);
         res.writeHead(preflight.status, preflight.headers);
         res.end();
         span?.setStatus(preflight.status);

@@ -45,11 +45,21 @@ describe('corsPreflight', () => {
       'access-control-allow-methods': 'GET, POST, DELETE, OPTIONS',
       'access-control-expose-headers': 'mcp-session-id, www-authenticate',
       'access-control-max-age': '600',
-      vary: 'origin',
+      vary: 'origin, access-control-request-headers',
     });
     for (const name of ['authorization', 'content-type', 'mcp-session-id', 'mcp-protocol-version', 'last-event-id', 'mcp-method', 'mcp-name']) {
       expect(headers['access-control-allow-headers']).toContain(name);
     }
+  });
+
+  it('allows the Mcp-Param-* headers a preflight asks for (2026-07-28 tool arguments), well-formed ones only, and nothing else added', () => {
+    const asked = 'content-type, Mcp-Param-Region, MCP-PARAM-TENANT, mcp-param-bad_name, mcp-param-, x-secret, mcp-param-region';
+    const allowHeaders = corsPreflight('https://app.example.com', allowed, self, asked).headers['access-control-allow-headers']!.split(', ');
+    expect(allowHeaders.filter((h) => h.startsWith('mcp-param-'))).toEqual(['mcp-param-region', 'mcp-param-tenant']);
+    expect(allowHeaders).not.toContain('x-secret');
+    expect(corsPreflight('https://app.example.com', allowed, self, 'authorization').headers['access-control-allow-headers']).toBe(corsPreflight('https://app.example.com', allowed, self).headers['access-control-allow-headers']);
+    const many = Array.from({ length: 100 }, (_, i) => `mcp-param-p${i}`).join(',');
+    expect(corsPreflight('https://app.example.com', allowed, self, many).headers['access-control-allow-headers']!.split(', ').filter((h) => h.startsWith('mcp-param-'))).toHaveLength(64);
   });
 
   it('refuses a disallowed origin with 403 forbidden_origin', () => {
