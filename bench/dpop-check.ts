@@ -73,7 +73,7 @@ async function measure(kind: 'bearer' | 'dpop', n: number): Promise<number> {
   const start = process.cpuUsage();
   for (let i = 0; i < n; i++) {
     const rawHeaders = kind === 'dpop' ? ['Authorization', header, 'DPoP', signed[i]!] : ['Authorization', header];
-    const auth = authenticate(route, verifier, { rawHeaders, socket, method: 'POST' }, '', claim);
+    const auth = authenticate(route, verifier, { rawHeaders, socket, method: 'POST' }, '', { claim });
     if (auth instanceof Promise) await auth;
   }
   const used = process.cpuUsage(start);

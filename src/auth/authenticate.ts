@@ -3,8 +3,7 @@
 import type { RouteConfig } from '../config/types.js';
 import { insufficientScope, missingToken } from '../errors/gateway-error.js';
 import { authorizationHeader, credentialsOf, isDpopScheme } from './bearer.js';
-import { asDpopRefusal, bearerRefused, checkBearerUse, checkDpopUse } from './dpop-binding.js';
-import type { ClaimDpopProof } from './dpop-replay.js';
+import { asDpopRefusal, bearerRefused, checkBearerUse, checkDpopUse, type DpopChecks } from './dpop-binding.js';
 import type { AuthContext } from './principal.js';
 import type { TokenVerifier } from './verifier.js';
 
@@ -20,19 +19,19 @@ export interface AuthenticatedRequest {
  * The verified context, synchronously when this connection's previous
  * request presented the same Bearer Authorization header (the keep-alive
  * common case) or the token is in the verifier's cache, else a promise.
- * Throws or rejects with a GatewayError. `claimProof`: the store's one-use
- * check of DPoP proofs; without it (or with `dpop: off`) the DPoP scheme is
- * unknown here. A DPoP request is always a promise: its proof is checked on
+ * Throws or rejects with a GatewayError. `dpopChecks`: the store's one-use
+ * check of DPoP proofs and the gateway's nonces; without it (or with
+ * `dpop: off`) the DPoP scheme is unknown here. A DPoP request is always a promise: its proof is checked on
  * every request, never recalled or cached.
  */
-export function authenticate(route: RouteConfig, verifier: TokenVerifier, req: AuthenticatedRequest, search: string, claimProof?: ClaimDpopProof): AuthContext | Promise<AuthContext> {
+export function authenticate(route: RouteConfig, verifier: TokenVerifier, req: AuthenticatedRequest, search: string, dpopChecks?: DpopChecks): AuthContext | Promise<AuthContext> {
   const header = authorizationHeader(req.rawHeaders, search);
   if (header === undefined) throw missingToken(route.requiredScopes);
-  const dpop = claimProof && route.dpop && { config: route.dpop, claim: claimProof };
+  const dpop = dpopChecks && route.dpop && { config: route.dpop, checks: dpopChecks };
   const recalled = verifier.recall?.(req.socket, header);
   if (recalled !== undefined) {
     // A recalled DPoP token still needs this request's own proof.
-    if (dpop && isDpopScheme(header)) return checkDpopUse(dpop.config, dpop.claim, req, recalled).then((auth) => withRequiredScopes(route, auth)).catch(rethrowAsDpop);
+    if (dpop && isDpopScheme(header)) return checkDpopUse(dpop.config, dpop.checks, req, recalled).then((auth) => withRequiredScopes(route, auth)).catch(rethrowAsDpop);
     return withRequiredScopes(route, checkBearerUse(route.dpop, recalled));
   }
   const credentials = credentialsOf(header, dpop !== undefined);
@@ -50,7 +49,7 @@ export function authenticate(route: RouteConfig, verifier: TokenVerifier, req: A
   // Inside the chain, so a synchronous refusal gets the DPoP challenge too.
   return Promise.resolve()
     .then(() => (verifier.verifyCached ? verifier.verifyCached(credentials.token, seenOn) : verifier.verify(credentials.token, seenOn)))
-    .then((auth) => checkDpopUse(dpop.config, dpop.claim, req, auth))
+    .then((auth) => checkDpopUse(dpop.config, dpop.checks, req, auth))
     .then((auth) => withRequiredScopes(route, auth))
     .catch(rethrowAsDpop);
 }

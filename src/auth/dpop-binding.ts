@@ -5,9 +5,17 @@
 import type { DpopRouteConfig } from '../config/types.js';
 import { GatewayError, invalidDpopProof, invalidToken } from '../errors/gateway-error.js';
 import { dpopHeader } from './bearer.js';
+import type { DpopNonces } from './dpop-nonce.js';
 import { InvalidDpopProof, verifyDpopProof } from './dpop-proof.js';
 import type { ClaimDpopProof } from './dpop-replay.js';
 import type { AuthContext } from './principal.js';
+
+/** What checking a proof needs beyond the request: the store's one-use claim, and the gateway's nonces. */
+export interface DpopChecks {
+  claim: ClaimDpopProof;
+  /** Set when the gateway hands out nonces (RFC 9449 §8); a route with `dpop_nonce` then requires one. */
+  nonces?: DpopNonces;
+}
 
 /** What the DPoP check reads of the request. */
 export interface DpopRequest {
@@ -51,7 +59,7 @@ export const bearerRefused = () =>
  * (RFC 9449 §4.3, §7.1). Resolves with the context; rejects with a 401
  * carrying the `DPoP` challenge, 400 for two proofs, 503 without a store.
  */
-export async function checkDpopUse(dpop: DpopRouteConfig, claim: ClaimDpopProof, req: DpopRequest, auth: AuthContext): Promise<AuthContext> {
+export async function checkDpopUse(dpop: DpopRouteConfig, checks: DpopChecks, req: DpopRequest, auth: AuthContext): Promise<AuthContext> {
   const jkt = boundJkt(auth);
   if (jkt === undefined) {
     throw new GatewayError(401, 'invalid_token', 'The DPoP scheme needs a token bound to a key; this one is not', { challenge: true, dpop: true });
@@ -66,10 +74,16 @@ export async function checkDpopUse(dpop: DpopRouteConfig, claim: ClaimDpopProof,
     throw err;
   }
   if (verified.jkt !== jkt) throw invalidDpopProof('DPoP proof key is not the key the token is bound to');
+  // No nonce source (a wiring fault) fails closed, like a wrong nonce. The route answers with the current one.
+  if (dpop.nonce && !checks.nonces?.accepts(verified.nonce)) throw useDpopNonce();
   // Last, so only a proof that passed every other check takes a store write.
-  if (!(await claim(jkt, verified.jti))) throw invalidDpopProof('DPoP proof already used');
+  if (!(await checks.claim(jkt, verified.jti))) throw invalidDpopProof('DPoP proof already used');
   return auth;
 }
+
+/** RFC 9449 §8: the proof lacks the current nonce; the `DPoP-Nonce` header of the answer carries it. */
+const useDpopNonce = () =>
+  new GatewayError(401, 'use_dpop_nonce', 'Resend the request with a DPoP proof carrying the nonce in the DPoP-Nonce header', { challenge: true, dpop: true });
 
 /** A refusal of a DPoP-scheme request (its token, its scopes) answers with the DPoP challenge too (§7.1). */
 export function asDpopRefusal(err: unknown): unknown {

@@ -46,6 +46,8 @@ export interface VerifiedProof {
   jti: string;
   /** The public key, as sent. */
   jwk: JWK;
+  /** The `nonce` claim as sent (RFC 9449 §8): the caller judges it when it hands out nonces. */
+  nonce: unknown;
 }
 
 export async function verifyDpopProof(proof: string, expected: ProofExpectations): Promise<VerifiedProof> {
@@ -58,7 +60,7 @@ export async function verifyDpopProof(proof: string, expected: ProofExpectations
     throw new InvalidDpopProof('DPoP proof signature or claims invalid', { cause: err });
   }
   const jti = checkClaims(payload, expected);
-  return { jkt: await calculateJwkThumbprint(jwk, 'sha256'), jti, jwk };
+  return { jkt: await calculateJwkThumbprint(jwk, 'sha256'), jti, jwk, nonce: payload.nonce };
 }
 
 /** §4.3 checks 2–7 before any crypto: one compact JWS, `typ`, an asymmetric `alg`, a public `jwk`. */

@@ -1,4 +1,5 @@
 // What every endpoint of the built-in AS shares, built once per configuration load.
+import type { DpopNonces } from '../auth/dpop-nonce.js';
 import type { AuthorizationServerConfig, RouteConfig } from '../config/types.js';
 import type { Audit } from '../observability/audit.js';
 import type { Logger } from '../observability/logger.js';
@@ -15,6 +16,8 @@ export interface AsContext {
   /** Honour X-Forwarded-For from the trusted hops (true: one) when naming a client IP. */
   readonly trustProxy: boolean | number;
   readonly keys: SigningKeys;
+  /** The gateway's DPoP nonces (RFC 9449 §9), required at /token with `dpop_nonce`. */
+  readonly dpopNonces: DpopNonces;
   readonly store: Store;
   readonly logger: Logger;
   readonly audit: Audit;

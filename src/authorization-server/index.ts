@@ -46,6 +46,7 @@ import { tokenRequestProof } from './tokens/token-dpop.js';
 import { dpopProofClaimer } from '../auth/dpop-replay.js';
 import { JwksRegistry } from '../auth/jwks.js';
 import { enterpriseIdps, type EnterpriseIdps } from './idp/enterprise-idps.js';
+import { createDpopNonces, type DpopNonces } from '../auth/dpop-nonce.js';
 
 export interface AuthorizationServerOptions {
   /** Test only, never from configuration: SSRF guard settings for Client ID Metadata Document fetches. */
@@ -81,6 +82,8 @@ export interface AuthorizationServer {
   /** Users' IdP access tokens (for `upstream_auth: idp_token`); only with a third-party login. */
   idpTokens?: IdpTokenSource;
   issuer: string;
+  /** The DPoP nonces /token hands out; the protected routes hand out the same ones (one nonce per gateway). */
+  dpopNonces: DpopNonces;
   close(): Promise<void>;
 }
 
@@ -120,6 +123,7 @@ export async function createAuthorizationServer(config: GatewayConfig, deps: Aut
     signer: ctx.keys.signer,
     idpTokens: login.idpTokens,
     issuer: ctx.issuer,
+    dpopNonces: ctx.dpopNonces,
     close: async () => {
       revokedGrants.close();
       await fetcher?.close();
@@ -148,6 +152,8 @@ async function createContext(config: GatewayConfig, asConfig: AuthorizationServe
     resources,
     trustProxy: config.trustProxy,
     keys,
+    // Every replica derives the same key, so each accepts the others' nonces.
+    dpopNonces: createDpopNonces(config.dpopNonceKey ?? keys.cookieSecret),
     store: deps.store,
     logger: deps.logger,
     audit: deps.audit ?? createAudit(config.auditSink),

@@ -46,6 +46,9 @@ export interface ResolveInput {
   env: NodeJS.ProcessEnv;
 }
 
+/** `dpop_nonce_key`: at least 256 bits when written as base64. */
+const MIN_NONCE_KEY_LENGTH = 32;
+
 /** A value that already carries an auth scheme (RFC 9110 token, a space, then credentials). */
 const HAS_SCHEME = /^[A-Za-z][A-Za-z0-9!#$%&'*+.^_`|~-]* \S/;
 
@@ -114,11 +117,27 @@ class Resolver {
       maxHeaderBytes: g.limits.max_header_bytes,
       storeTimeoutMs: parseDuration(g.limits.store_timeout),
       authorizationServer,
+      dpopNonceKey: await this.dpopNonceKey(g, at, routes, authorizationServer),
       traces: telemetry.traces,
       routes,
       warnings: this.warnings,
     };
     return { config, issues: this.issues };
+  }
+
+  /**
+   * The secret DPoP nonces derive from: `dpop_nonce_key`, or (undefined) the
+   * built-in AS signing key. A route asking for nonces with neither is an error.
+   */
+  private async dpopNonceKey(g: GatewayFile, at: Locate, routes: readonly RouteConfig[], authorizationServer: AuthorizationServerConfig | undefined): Promise<string | undefined> {
+    const key = g.dpop_nonce_key && (await this.secret(at, ['dpop_nonce_key'], g.dpop_nonce_key));
+    // HKDF stretches nothing: a short secret stays guessable, and a guessed key forges every nonce.
+    if (key && key.length < MIN_NONCE_KEY_LENGTH) this.issue(at, ['dpop_nonce_key'], `the DPoP nonce key must be at least ${MIN_NONCE_KEY_LENGTH} characters (e.g. openssl rand -base64 32)`);
+    const asking = routes.find((r) => r.dpop?.nonce);
+    if (key === undefined && !authorizationServer && asking) {
+      this.issue(at, [], `route ${asking.path} has token.dpop_nonce: set dpop_nonce_key (a secret shared by every replica) or enable the built-in authorization server, whose signing key the nonces derive from`);
+    }
+    return key;
   }
 
   /** `account.enabled`: the page signs users in with the AS's login and lists the AS's own grants, so there is no page without it. */
@@ -157,6 +176,7 @@ class Resolver {
       clients: await this.staticClients(a, at),
       enterpriseIdps: this.enterpriseIdps(a, issuer, at),
       rateLimits: rateLimits(a.rate_limits),
+      dpopNonce: a.dpop_nonce,
     };
   }
 
@@ -239,7 +259,7 @@ class Resolver {
       resourceMetadataUrl: resourceMetadataUrl(resource),
       authorizationServers,
       token: await this.token(source, builtinIssuer !== undefined),
-      ...dpopOf(f.token?.dpop ?? 'allowed', publicUrl, f.path),
+      ...dpopOf(f.token?.dpop ?? 'allowed', f.token?.dpop_nonce ?? false, publicUrl, f.path),
       scopesSupported: f.scopes_supported,
       requiredScopes: f.required_scopes,
       rules: f.rules.map(
@@ -400,11 +420,11 @@ function isJsonObject(text: string): boolean {
 }
 
 /** The route's DPoP settings: off leaves none; else the `htu` its proofs must name (the URL clients call, not `resource`). */
-function dpopOf(mode: 'allowed' | 'required' | 'off', publicUrl: string, path: string): Pick<RouteConfig, 'dpop'> {
+function dpopOf(mode: 'allowed' | 'required' | 'off', nonce: boolean, publicUrl: string, path: string): Pick<RouteConfig, 'dpop'> {
   if (mode === 'off') return {};
   const htu = normalizedHttpUri(publicUrl + path);
   if (htu === undefined) throw new Error(`public_url ${publicUrl} is not an http(s) URL`);
-  return { dpop: { required: mode === 'required', htu } };
+  return { dpop: { required: mode === 'required', htu, nonce } };
 }
 
 function rateLimits(r: AsFile['rate_limits']): AuthorizationServerRateLimits {

@@ -69,9 +69,14 @@ export const TokenSchema = z
       .enum(['allowed', 'required', 'off'])
       .default('allowed')
       .describe('DPoP (RFC 9449): allowed (Bearer or DPoP), required (DPoP only), off (the DPoP scheme is unknown here)'),
+    dpop_nonce: z
+      .boolean()
+      .default(false)
+      .describe('DPoP proofs must carry a nonce this gateway handed out in DPoP-Nonce (RFC 9449 §8); the key is dpop_nonce_key or derived from the built-in AS signing key'),
   })
   // Neither is the built-in AS's tokens (only `dpop` given); resolve.ts says when there is none.
   .refine((t) => !(t.jwt && t.introspection), 'choose exactly one of jwt or introspection')
+  .refine((t) => !(t.dpop_nonce && t.dpop === 'off'), { message: 'dpop_nonce needs dpop allowed or required', path: ['dpop_nonce'] })
   .meta({ id: 'Token' });
 
 const Glob = z.string().min(1);
@@ -309,6 +314,7 @@ export const AuthorizationServerSchema = z.strictObject({
     })
     .default({ dynamic: true, client_id_metadata_documents: true }),
   login: LoginSchema.default({ kind: 'dev' }),
+  dpop_nonce: z.boolean().default(false).describe('DPoP proofs at /token must carry a nonce this gateway handed out in DPoP-Nonce (RFC 9449 §9)'),
   clients: z.array(StaticClientSchema).default([]).describe('pre-registered clients'),
   enterprise_idps: z
     .array(EnterpriseIdpSchema)
@@ -373,6 +379,9 @@ export const GatewaySchema = z.strictObject({
     })
     .default({ header_timeout: '10s', request_timeout: '30s', keep_alive_timeout: '5s', max_header_bytes: 16384, store_timeout: '2s' }),
   authorization_server: AuthorizationServerSchema.optional(),
+  dpop_nonce_key: SecretRef.optional().describe(
+    'the secret DPoP nonces are derived from, the same on every replica (at least 32 characters); default: derived from the built-in AS signing key. Needed for token.dpop_nonce without the built-in AS',
+  ),
   telemetry: TelemetrySchema.optional(),
   account: z
     .strictObject({ enabled: z.boolean().default(false) })

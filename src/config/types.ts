@@ -35,6 +35,8 @@ export type TokenConfig = JwtTokenConfig | IntrospectionTokenConfig | BuiltinTok
 export interface DpopRouteConfig {
   required: boolean;
   htu: string;
+  /** `token.dpop_nonce`: proofs carry a nonce the gateway handed out (RFC 9449 §8). */
+  nonce: boolean;
 }
 
 export interface RuleConfig {
@@ -135,6 +137,8 @@ export interface AuthorizationServerConfig {
   rateLimits: AuthorizationServerRateLimits;
   /** `account.enabled` in gateway.yaml: the connected-apps page at /account/apps. */
   accountPage?: boolean;
+  /** `dpop_nonce`: DPoP proofs at /token carry a nonce the gateway handed out (RFC 9449 §9). */
+  dpopNonce: boolean;
 }
 
 /** At most `max` in each fixed window of `windowMs`. */
@@ -208,6 +212,8 @@ export interface GatewayConfig {
   maxHeaderBytes: number;
   storeTimeoutMs: number;
   authorizationServer?: AuthorizationServerConfig;
+  /** `dpop_nonce_key`, resolved; undefined: DPoP nonces derive from the built-in AS signing key (if any). */
+  dpopNonceKey?: string;
   /** Undefined: tracing off (no endpoint configured). */
   traces?: TracesConfig;
   routes: RouteConfig[];

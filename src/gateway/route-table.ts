@@ -4,6 +4,8 @@
 // in-flight requests keep the closures of the table they started with.
 import { createApp, type NodeListener } from '../app.js';
 import { createTokenVerifier } from '../auth/create-token-verifier.js';
+import type { DpopChecks } from '../auth/dpop-binding.js';
+import { createDpopNonces } from '../auth/dpop-nonce.js';
 import { dpopProofClaimer } from '../auth/dpop-replay.js';
 import { createAuthorizationServer, type AuthorizationServer } from '../authorization-server/index.js';
 import type { GatewayConfig, RouteConfig } from '../config/types.js';
@@ -34,7 +36,7 @@ export async function buildRouteTable(config: GatewayConfig, services: Services,
     : undefined;
   const sessions = createSessionBinding(store);
   const selfOrigin = new URL(config.publicUrl).origin;
-  const claimDpopProof = dpopProofClaimer(store);
+  const dpop = dpopChecks(config, services, as);
   const protectedRoutes = new Map<string, ProtectedRouteHandler>();
   const forwarders: Forwarder[] = [];
   for (const route of config.routes) {
@@ -64,7 +66,7 @@ export async function buildRouteTable(config: GatewayConfig, services: Services,
       selfOrigin,
       policy: createPolicyStep(route, { audit, rateLimits: rateLimitDeps(route, config, services) }),
       tracing: services.tracing,
-      claimDpopProof,
+      dpop,
       benchmarkPrincipal: options.benchmarkPrincipal,
     });
     protectedRoutes.set(route.path, handler);
@@ -106,6 +108,12 @@ function createRouteForwarder(route: RouteConfig, sessions: SessionBinding, { lo
       },
     }),
   );
+}
+
+/** One-use proofs through the store; nonces from `dpop_nonce_key`, else the same ones the built-in AS hands out. */
+function dpopChecks(config: GatewayConfig, { store }: Services, as: AuthorizationServer | undefined): DpopChecks {
+  const nonces = config.dpopNonceKey !== undefined ? createDpopNonces(config.dpopNonceKey) : as?.dpopNonces;
+  return { claim: dpopProofClaimer(store), ...(nonces && { nonces }) };
 }
 
 /** What a route's rate limits count with: the shared store, bounded by its command timeout, and the route's counters. */

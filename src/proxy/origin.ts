@@ -9,7 +9,8 @@ export type OriginDecision = 'allow' | 'deny';
 const ALLOW_METHODS = 'GET, POST, DELETE, OPTIONS';
 const ALLOW_HEADERS =
   'authorization, content-type, mcp-session-id, mcp-protocol-version, last-event-id, mcp-method, mcp-name, dpop';
-const EXPOSE_HEADERS = 'mcp-session-id, www-authenticate';
+// DPoP-Nonce: a browser client must read the nonce to retry (RFC 9449 §8).
+const EXPOSE_HEADERS = 'mcp-session-id, www-authenticate, dpop-nonce';
 /**
  * 2026-07-28 clients also send `Mcp-Param-{Name}` headers, whose names come
  * from each tool's schema: the ones a preflight asks for are allowed when

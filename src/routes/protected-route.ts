@@ -6,10 +6,11 @@ import type { RouteConfig } from '../config/types.js';
 import { GatewayError, invalidRequest } from '../errors/gateway-error.js';
 import { toGatewayError } from '../errors/translate.js';
 import { authenticate } from '../auth/authenticate.js';
-import { hasBodyAccessToken } from '../auth/bearer.js';
+import { hasBodyAccessToken, isDpopScheme } from '../auth/bearer.js';
 import type { TokenVerifier } from '../auth/verifier.js';
 import { DPOP_ALGORITHMS } from '../config/jws-algorithms.js';
-import type { ClaimDpopProof } from '../auth/dpop-replay.js';
+import type { DpopChecks } from '../auth/dpop-binding.js';
+import type { DpopNonces } from '../auth/dpop-nonce.js';
 import type { AuthContext } from '../auth/principal.js';
 import { readBody } from '../proxy/read-body.js';
 import { checkOrigin, corsPreflight, corsResponseHeaders } from '../proxy/origin.js';
@@ -36,8 +37,8 @@ export interface ProtectedRouteDeps {
   selfOrigin: string;
   /** Per-method and per-tool rules; without it, the route's required scopes only. */
   policy?: PolicyStep;
-  /** The store's one-use check of DPoP proofs; without it the DPoP scheme is refused as unknown. */
-  claimDpopProof?: ClaimDpopProof;
+  /** The store's one-use check of DPoP proofs and the gateway's nonces; without it the DPoP scheme is refused as unknown. */
+  dpop?: DpopChecks;
   /**
    * Benchmark only, never from configuration: every request is taken as this
    * principal and its token is not looked at, so `npm run bench` can measure
@@ -59,10 +60,11 @@ export function createProtectedRoute(route: RouteConfig, deps: ProtectedRouteDep
 function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHandler {
   const challenge = {
     resourceMetadataUrl: route.resourceMetadataUrl,
-    ...(route.dpop && deps.claimDpopProof && { dpop: { algs: DPOP_ALGORITHMS, required: route.dpop.required } }),
+    ...(route.dpop && deps.dpop && { dpop: { algs: DPOP_ALGORITHMS, required: route.dpop.required } }),
   };
   const routeLabel = route.path;
   const finish = routeOutcomeRecorder(deps.metrics, routeLabel);
+  const nonces = route.dpop?.nonce ? deps.dpop?.nonces : undefined;
 
   return async function handleProtectedRoute(req, res, search, span) {
     const started = performance.now();
@@ -70,6 +72,8 @@ function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHan
     // Allowed cross-origin callers must be able to read errors too (the 401 challenge).
     const cors = corsResponseHeaders(origin, route.allowedOrigins);
     let auth: AuthContext | undefined;
+    // Every answer to a DPoP request, success or refusal, names the nonce to use next (RFC 9449 §8).
+    if (nonces && isDpopRequest(req)) res.setHeader('dpop-nonce', nonces.current());
     try {
       if (req.method === 'OPTIONS') {
         const preflight = corsPreflight(origin, route.allowedOrigins, deps.selfOrigin, req.headers['access-control-request-headers']);
@@ -92,7 +96,7 @@ function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHan
         throw invalidRequest('Access tokens are accepted only in the Authorization header');
       }
       // Synchronous for a token this connection presented before: no await, no promise.
-      const authenticated = deps.benchmarkPrincipal ?? authenticate(route, deps.verifier, req, search, deps.claimDpopProof);
+      const authenticated = deps.benchmarkPrincipal ?? authenticate(route, deps.verifier, req, search, deps.dpop);
       auth = authenticated instanceof Promise ? await authenticated : authenticated;
       // The client, never the subject (a person) nor anything of the token.
       span?.set('mag.client_id', auth.clientId);
@@ -115,6 +119,11 @@ function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHan
       finish(err.status, err.status === 401 ? 'unauthenticated' : err.status >= 500 ? 'error' : 'deny', started);
     }
   };
+}
+
+/** A request with a DPoP proof or a DPoP-scheme Authorization header. */
+function isDpopRequest(req: IncomingMessage): boolean {
+  return req.headers.dpop !== undefined || isDpopScheme(req.headers.authorization ?? '');
 }
 
 /**

@@ -13,6 +13,9 @@ import { isWellFormedChallenge } from '../tokens/pkce.js';
 import { matchRedirectUri } from '../../config/redirect-uri.js';
 import { resolveResource, resolveScopes } from '../clients/resource-scope.js';
 
+/** RFC 7638 with SHA-256, base64url without padding: 43 characters. */
+const JWK_SHA256_THUMBPRINT = /^[A-Za-z0-9_-]{43}$/;
+
 export type ValidatedRequest =
   /** forceConsent: `prompt=consent` — ask even if this browser already approved. */
   | { outcome: 'ok'; client: ClientRecord; request: AuthorizationRequest; forceConsent: boolean }
@@ -51,6 +54,8 @@ export async function validateAuthorizationRequest(ctx: AsContext, clients: Clie
   if (first('response_mode') !== undefined && first('response_mode') !== 'query') return fail('invalid_request', 'only response_mode=query is supported');
   // Every authorization needs the user here (consent, login): a silent one cannot succeed.
   if (first('prompt')?.split(' ').includes('none')) return fail('login_required', 'user interaction is required');
+  const dpopJkt = first('dpop_jkt');
+  if (dpopJkt !== undefined && !JWK_SHA256_THUMBPRINT.test(dpopJkt)) return fail('invalid_request', 'dpop_jkt must be the base64url SHA-256 thumbprint of a JWK (RFC 9449 §10)');
 
   const resource = resolveResource(ctx, first('resource'));
   if (!resource.ok) return fail(resource.error, resource.description);
@@ -68,6 +73,7 @@ export async function validateAuthorizationRequest(ctx: AsContext, clients: Clie
       redirectUriSent: sentRedirectUri !== undefined,
       ...(state !== undefined && { state }),
       codeChallenge,
+      ...(dpopJkt !== undefined && { dpopJkt }),
       resource: resource.value.resource,
       scopes: scopes.value,
     },

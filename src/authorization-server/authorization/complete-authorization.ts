@@ -93,13 +93,14 @@ async function recordApp(deps: CompletionDeps, apps: ConnectedApps, done: { subj
   for (const old of pushedOut) await deps.grants.revoke(old, 'superseded', { subject });
 }
 
-/** What the code is bound to: the client, the redirect URI, the PKCE challenge, the resource, the scopes and the user, signed in now. */
+/** What the code is bound to: the client, the redirect URI, the PKCE challenge, the DPoP key (dpop_jkt), the resource, the scopes and the user, signed in now. */
 function codeRecord(request: AuthorizationRequest, subject: string, grantId: string): CodeRecord {
   return {
     clientId: request.clientId,
     redirectUri: request.redirectUri,
     redirectUriSent: request.redirectUriSent,
     codeChallenge: request.codeChallenge,
+    ...(request.dpopJkt !== undefined && { dpopJkt: request.dpopJkt }),
     resource: request.resource,
     scopes: request.scopes,
     subject,

@@ -18,7 +18,7 @@ import { refreshTokenGrant } from '../grants/refresh-token.js';
 import { jwtBearerGrant } from '../grants/jwt-bearer.js';
 import { NO_STORE } from '../helpers/no-store.js';
 import { readForm } from '../helpers/request-body.js';
-import type { TokenRequestProof } from '../tokens/token-dpop.js';
+import { tokenNonceHeader, type TokenRequestProof } from '../tokens/token-dpop.js';
 
 /** Every supported grant type has its handler (checked by the type). */
 const GRANTS: Record<GrantType, GrantHandlerFactory> = {
@@ -38,6 +38,7 @@ export function tokenRoutes(ctx: AsContext, deps: TokenDeps, proofOf: TokenReque
   app.use(AS_ENDPOINTS.token, publicCors);
   app.post(AS_ENDPOINTS.token, async (c) => {
     let grantType: string | undefined;
+    const nonce = tokenNonceHeader(ctx, c.req.raw.headers);
     try {
       const params = await readForm(c.req.raw);
       grantType = params.get('grant_type');
@@ -47,9 +48,11 @@ export function tokenRoutes(ctx: AsContext, deps: TokenDeps, proofOf: TokenReque
       if (!grant) throw new GatewayError(400, 'unsupported_grant_type', 'This grant type is not supported');
       // After the client and grant are known good: only then is a proof's jti spent.
       const jkt = await proofOf(c.req.raw.headers);
-      return c.json(await grant(client, params, jkt), 200, NO_STORE);
+      return c.json(await grant(client, params, jkt), 200, { ...NO_STORE, ...nonce });
     } catch (err) {
-      return tokenError(c, err, grantType);
+      const response = tokenError(c, err, grantType);
+      for (const [name, value] of Object.entries(nonce)) response.headers.set(name, value);
+      return response;
     }
   });
   return app;

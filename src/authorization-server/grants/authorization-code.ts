@@ -13,6 +13,16 @@ import { invalidGrant, issueTokens, resolvedOrThrow, type GrantHandlerFactory } 
 
 const REDEEMED = 'The authorization code is invalid, expired or already used';
 
+/**
+ * RFC 9449 §10: a code requested with `dpop_jkt` is redeemed only with a proof
+ * of that key, so a stolen code is useless without the key (a Bearer exchange
+ * of it too). Before the code is consumed: a thief's attempt leaves it intact.
+ */
+function checkCodeKey(codeJkt: string | undefined, proofJkt: string | undefined): void {
+  if (codeJkt === undefined || codeJkt === proofJkt) return;
+  throw invalidGrant(proofJkt === undefined ? 'This authorization code is bound to a DPoP key (dpop_jkt): send a DPoP proof of it' : 'The DPoP proof key is not the key the authorization code is bound to (dpop_jkt)');
+}
+
 export const authorizationCodeGrant: GrantHandlerFactory = (ctx, deps) => {
   async function revokeForReplay(grantId: string, clientId: string): Promise<void> {
     await deps.grants.revoke(grantId, 'code_replay', { clientId });
@@ -35,6 +45,7 @@ export const authorizationCodeGrant: GrantHandlerFactory = (ctx, deps) => {
       throw invalidGrant('redirect_uri does not match the authorization request');
     }
     if (!pkceVerifierMatches(params.get('code_verifier'), record.codeChallenge)) throw invalidGrant('The PKCE code_verifier does not match');
+    checkCodeKey(record.dpopJkt, jkt);
     const resource = params.get('resource');
     if (resource !== undefined && resource !== record.resource) throw new GatewayError(400, 'invalid_target', 'resource does not match the authorization request');
 

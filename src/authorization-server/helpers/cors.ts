@@ -8,5 +8,7 @@ export const publicCors = cors({
   allowMethods: ['GET', 'POST', 'OPTIONS'],
   // MCP-Protocol-Version: 2025-03-26 clients send it on metadata requests; DPoP: proofs at /token (RFC 9449 §5).
   allowHeaders: ['authorization', 'content-type', 'mcp-protocol-version', 'dpop'],
+  // A browser client reads the nonce to retry /token (RFC 9449 §9).
+  exposeHeaders: ['dpop-nonce'],
   maxAge: 86_400,
 });

@@ -18,6 +18,8 @@ export interface AuthorizationRequest {
   redirectUriSent: boolean;
   state?: string;
   codeChallenge: string;
+  /** `dpop_jkt` (RFC 9449 §10): the code will be redeemed only with a DPoP proof of this key. */
+  dpopJkt?: string;
   /** The route's canonical resource URI: the token's audience. */
   resource: string;
   scopes: string[];

@@ -18,6 +18,8 @@ export interface CodeRecord {
   redirectUri: string;
   redirectUriSent: boolean;
   codeChallenge: string;
+  /** `dpop_jkt` of the request (RFC 9449 §10): redeemed only with a proof of this key. */
+  dpopJkt?: string;
   resource: string;
   scopes: string[];
   subject: string;

@@ -2,6 +2,7 @@
 // to the proof's key. The proof is checked as at a protected route (§4.3,
 // auth/dpop-proof.ts) with `htu` = this token endpoint and no `ath`, and its
 // `jti` is claimed once across replicas; any failure is 400 invalid_dpop_proof.
+// With `dpop_nonce`, a proof without the current nonce is 400 use_dpop_nonce (§9).
 import { InvalidDpopProof, verifyDpopProof } from '../../auth/dpop-proof.js';
 import type { ClaimDpopProof } from '../../auth/dpop-replay.js';
 import { AS_ENDPOINTS } from '../../config/reserved-paths.js';
@@ -10,6 +11,11 @@ import { GatewayError } from '../../errors/gateway-error.js';
 import { endpointUrl, type AsContext } from '../context.js';
 
 const invalidProof = (description: string, cause?: unknown) => new GatewayError(400, 'invalid_dpop_proof', description, { cause });
+
+/** The `DPoP-Nonce` header for the answer to a token request with a proof (RFC 9449 §9), when nonces are on. */
+export function tokenNonceHeader(ctx: AsContext, headers: Headers): Record<string, string> {
+  return ctx.config.dpopNonce && headers.has('dpop') ? { 'dpop-nonce': ctx.dpopNonces.current() } : {};
+}
 
 /** The key thumbprint (`jkt`) a token request proved possession of, or undefined without a proof. */
 export type TokenRequestProof = (headers: Headers) => Promise<string | undefined>;
@@ -28,6 +34,9 @@ export function tokenRequestProof(ctx: AsContext, claim: ClaimDpopProof): TokenR
     } catch (err) {
       if (err instanceof InvalidDpopProof) throw invalidProof(err.message, err.cause);
       throw err;
+    }
+    if (ctx.config.dpopNonce && !ctx.dpopNonces.accepts(verified.nonce)) {
+      throw new GatewayError(400, 'use_dpop_nonce', 'Resend the request with a DPoP proof carrying the nonce in the DPoP-Nonce header');
     }
     if (!(await claim(verified.jkt, verified.jti))) throw invalidProof('DPoP proof already used');
     return verified.jkt;
