@@ -10,7 +10,6 @@ import { hasBodyAccessToken, isDpopScheme } from '../auth/bearer.js';
 import type { TokenVerifier } from '../auth/verifier.js';
 import { DPOP_ALGORITHMS } from '../config/jws-algorithms.js';
 import type { DpopChecks } from '../auth/dpop-binding.js';
-import type { DpopNonces } from '../auth/dpop-nonce.js';
 import type { AuthContext } from '../auth/principal.js';
 import { readBody } from '../proxy/read-body.js';
 import { checkOrigin, corsPreflight, corsResponseHeaders } from '../proxy/origin.js';
