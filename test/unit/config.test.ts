@@ -245,6 +245,27 @@ describe('loadConfig', () => {
     ]);
   });
 
+  it('DPoP nonces: a route asking for them needs dpop_nonce_key or the built-in AS; the key is long; not with dpop: off', async () => {
+    const jwtRoute = (token: string) => `path: /a\nupstream: http://127.0.0.1:3000/mcp\nauthorization_servers: [https://idp.example.com]\ntoken: { jwt: { issuer: https://idp.example.com }, ${token} }\n`;
+    await write({ 'gateway.yaml': 'public_url: http://127.0.0.1:9000\n', 'a.yaml': jwtRoute('dpop: required, dpop_nonce: true') });
+    expect(await loadErrors()).toEqual([
+      'gateway.yaml:1:1: route /a has token.dpop_nonce: set dpop_nonce_key (a secret shared by every replica) or enable the built-in authorization server, whose signing key the nonces derive from',
+    ]);
+    await write({ 'gateway.yaml': 'public_url: http://127.0.0.1:9000\ndpop_nonce_key: { env: NONCE_KEY }\n' });
+    expect(await loadErrors({ NONCE_KEY: 'too-short' })).toEqual(['gateway.yaml:2:17: dpop_nonce_key: the DPoP nonce key must be at least 32 characters (e.g. openssl rand -base64 32)']);
+    const config = await loadConfig(dir, { NONCE_KEY: 'k'.repeat(32) });
+    expect(config.dpopNonceKey).toBe('k'.repeat(32));
+    expect(config.routes[0]?.dpop).toEqual({ required: true, htu: 'http://127.0.0.1:9000/a', nonce: true });
+    await write({ 'a.yaml': jwtRoute('dpop: off, dpop_nonce: true') });
+    expect((await loadErrors({ NONCE_KEY: 'k'.repeat(32) }))[0]).toMatch(/dpop_nonce: dpop_nonce needs dpop allowed or required/);
+    // With the built-in AS, the nonces derive from its signing key; /token asks for them with authorization_server.dpop_nonce.
+    await write({ 'gateway.yaml': `${GATEWAY}  dpop_nonce: true\n`, 'a.yaml': `${ROUTE}token: { dpop: required, dpop_nonce: true }\n` });
+    const withAs = await loadConfig(dir, {});
+    expect(withAs.authorizationServer?.dpopNonce).toBe(true);
+    expect(withAs.dpopNonceKey).toBeUndefined();
+    expect(withAs.routes[0]?.dpop?.nonce).toBe(true);
+  });
+
   it('says so when the directory has no gateway.yaml', async () => {
     await write({ 'a.yaml': ROUTE });
     expect(await loadErrors()).toEqual(['gateway.yaml: the config directory has no gateway.yaml']);
