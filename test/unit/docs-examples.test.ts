@@ -16,7 +16,13 @@ import { generateSigningKey } from '../../src/authorization-server/keys/signing-
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 /** Secrets the examples name with { env: … }: any value will do. */
-const SECRETS_ENV = { IDP_CLIENT_SECRET: 'idp-secret', CI_BOT_SECRET: 'ci-bot-secret', GITHUB_PAT: 'github-pat', MCP_AGENT_SECRET: 'agent-secret' };
+const SECRETS_ENV = {
+  IDP_CLIENT_SECRET: 'idp-secret',
+  CI_BOT_SECRET: 'ci-bot-secret',
+  GITHUB_PAT: 'github-pat',
+  MCP_AGENT_SECRET: 'agent-secret',
+  DPOP_NONCE_KEY: 'docs-example-dpop-nonce-key-0123456789',
+};
 /** Where the examples mount files (`{ file: /secrets/… }`); the test puts them in a temporary directory. */
 const SECRETS_MOUNT = '/secrets/';
 
