@@ -20,6 +20,7 @@ import type { Metrics, RequestOutcome } from '../observability/metrics.js';
 import type { TallyCount } from '../observability/counter-tally.js';
 import type { Logger } from '../observability/logger.js';
 import type { GatewaySpan, Tracing } from '../observability/tracing.js';
+import type { ChallengeContext } from '../errors/respond.js';
 import { writeError } from '../errors/write-error.js';
 import type { PolicyStep } from '../policy/policy-step.js';
 
@@ -57,10 +58,7 @@ export function createProtectedRoute(route: RouteConfig, deps: ProtectedRouteDep
 }
 
 function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHandler {
-  const challenge = {
-    resourceMetadataUrl: route.resourceMetadataUrl,
-    ...(route.dpop && deps.dpop && { dpop: { algs: DPOP_ALGORITHMS, required: route.dpop.required } }),
-  };
+  const challenge = challengeOf(route, deps);
   const routeLabel = route.path;
   const finish = routeOutcomeRecorder(deps.metrics, routeLabel);
   const nonces = route.dpop?.nonce ? deps.dpop?.nonces : undefined;
@@ -117,6 +115,14 @@ function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHan
       span?.setStatus(err.status, err.code);
       finish(err.status, err.status === 401 ? 'unauthenticated' : err.status >= 500 ? 'error' : 'deny', started);
     }
+  };
+}
+
+/** What the route's `WWW-Authenticate` challenges name: its metadata, and DPoP's algorithms where it takes DPoP. */
+function challengeOf(route: RouteConfig, deps: ProtectedRouteDeps): ChallengeContext {
+  return {
+    resourceMetadataUrl: route.resourceMetadataUrl,
+    ...(route.dpop && deps.dpop && { dpop: { algs: DPOP_ALGORITHMS, required: route.dpop.required } }),
   };
 }
 

@@ -120,7 +120,7 @@ describe('README: DPoP', () => {
     expect(route?.text).toMatch(/^# policies\/github\.yaml/);
     const dir = await writeConfig('readme-dpop', { 'gateway.yaml': 'listen: { host: 127.0.0.1 }\npublic_url: https://mcp.example.com\n', 'github.yaml': route!.text });
     const config = await loadConfig(dir, SECRETS_ENV);
-    expect(config.routes[0]!.dpop).toEqual({ required: true, htu: 'https://mcp.example.com/github/mcp' });
+    expect(config.routes[0]!.dpop).toEqual({ required: true, htu: 'https://mcp.example.com/github/mcp', nonce: false });
   });
 });
 
