@@ -43,7 +43,7 @@ describe('corsPreflight', () => {
     expect(headers).toMatchObject({
       'access-control-allow-origin': 'https://app.example.com',
       'access-control-allow-methods': 'GET, POST, DELETE, OPTIONS',
-      'access-control-expose-headers': 'mcp-session-id, www-authenticate',
+      'access-control-expose-headers': 'mcp-session-id, www-authenticate, dpop-nonce',
       'access-control-max-age': '600',
       vary: 'origin, access-control-request-headers',
     });
@@ -83,7 +83,7 @@ describe('corsResponseHeaders', () => {
   it('grants only allowed cross origins', () => {
     expect(corsResponseHeaders('https://app.example.com', allowed)).toEqual({
       'access-control-allow-origin': 'https://app.example.com',
-      'access-control-expose-headers': 'mcp-session-id, www-authenticate',
+      'access-control-expose-headers': 'mcp-session-id, www-authenticate, dpop-nonce',
       vary: 'origin',
     });
     expect(corsResponseHeaders('https://evil.example', allowed)).toEqual({});
