@@ -6,6 +6,7 @@ import { ConfigError } from './config/config-error.js';
 import type { GatewayConfig } from './config/types.js';
 import { describeRoutes } from './config/describe.js';
 import { checkOnline } from './check/online-check.js';
+import { sandboxIssues } from './proxy/stdio/bubblewrap-check.js';
 import { startGateway, type RunningGateway } from './gateway.js';
 import { watchConfig } from './config/watch.js';
 import { generateSigningKey } from './authorization-server/keys/signing-keys.js';
@@ -78,6 +79,12 @@ async function check(source: string, online: boolean): Promise<number> {
   const config = await loadOrReport(source);
   if (!config) return 1;
   console.log(describeRoutes(config));
+  // The same check a start makes: a stdio sandbox that cannot start on this host.
+  const sandboxes = await sandboxIssues(config.routes);
+  if (sandboxes.length > 0) {
+    console.error(new ConfigError(sandboxes).message);
+    return 1;
+  }
   if (!online) return 0;
   const report = await checkOnline(config);
   console.log(report.lines.join('\n'));

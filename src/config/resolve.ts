@@ -1,7 +1,8 @@
 // Validated files → the runtime GatewayConfig: durations in ms, secrets read,
 // canonical URIs and defaults that depend on other settings filled in, and the
 // cross-file rules (unique paths and resources, reserved paths) checked.
-// Pure apart from reading secrets from the environment and files.
+// Pure apart from reading secrets from the environment and files, and the
+// host facts a stdio route's isolation needs (stdio-isolation.ts).
 import { formatIssue, type ConfigIssue } from './config-error.js';
 import { parseDuration } from './duration.js';
 import { readSecret } from './secrets.js';
@@ -29,6 +30,7 @@ import type {
 import { checkRedirectUri } from './redirect-uri.js';
 import { isReservedPath } from './reserved-paths.js';
 import { resolveTraces } from './telemetry.js';
+import { resolveSandbox, resolveUser, type IsolationProblem } from './stdio-isolation.js';
 
 export interface Located<T> {
   file: string;
@@ -347,7 +349,7 @@ class Resolver {
     }
   }
 
-  /** A process the gateway starts: secrets in `env` read now, `cwd` made absolute. */
+  /** A process the gateway starts: secrets in `env` read now, `cwd` made absolute, its sandbox and user checked. */
   private async stdioUpstream({ value: f, at }: Located<RouteFile>, u: StdioUpstreamFile): Promise<StdioUpstreamConfig> {
     const base = ['upstream', 'stdio'];
     // The credential swap puts headers on an HTTP request; a process has none to carry them.
@@ -358,6 +360,9 @@ class Resolver {
       if (env[name].includes('\0')) this.issue(at, [...base, 'env', name], 'an environment value cannot contain NUL');
     }
     const relative = (p: string) => (isAbsolute(p) ? p : resolvePath(this.input.configDir, p));
+    const report = ({ path, message }: IsolationProblem) => this.issue(at, [...base, ...path], message);
+    const sandbox = resolveSandbox(u.sandbox, report);
+    const user = resolveUser(u.user, report);
     return {
       // A bare name is looked up in the process's PATH; anything with a slash is a path.
       command: u.command.includes('/') ? relative(u.command) : u.command,
@@ -367,6 +372,8 @@ class Resolver {
       ...(u.cwd !== undefined && { cwd: relative(u.cwd) }),
       maxProcesses: u.max_processes,
       idleTimeoutMs: parseDuration(u.idle_timeout),
+      ...(sandbox && { sandbox }),
+      ...(user && { user }),
     };
   }
 

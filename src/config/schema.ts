@@ -150,6 +150,36 @@ export const UpstreamAuthSchema = z.discriminatedUnion('kind', [
 
 const EnvName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'not an environment variable name');
 
+const AbsolutePath = z
+  .string()
+  .regex(/^\/[^\0]*$/, 'an absolute path (starting with /)')
+  .refine((p) => !p.split('/').some((s) => s === '..'), 'a path here has no .. segments');
+
+/** A Linux sandbox around each process (bubblewrap: namespaces, a fresh /proc, only chosen paths visible). */
+export const StdioSandboxSchema = z
+  .discriminatedUnion('kind', [
+    z.strictObject({
+      kind: z.literal('bubblewrap'),
+      readable: z
+        .array(AbsolutePath)
+        .default([])
+        .describe('read-only beyond the system set (/usr, /bin, /lib*, /sbin, the /etc files programs need): the server\'s own files, e.g. its node_modules; ["/"] shows the whole filesystem read-only'),
+      writable: z.array(AbsolutePath).default([]).describe('read-write beyond ${PROCESS_DIR} (which always is), e.g. a shared package cache'),
+      network: z.boolean().default(true).describe('false: the process gets a network namespace of its own, with no interface but loopback'),
+    }),
+  ])
+  .meta({ id: 'StdioSandbox', description: 'Runs each process in new PID, IPC, UTS, cgroup (and, when the process is not root, user) namespaces with bubblewrap' });
+
+const UserOrGroup = z.union([z.number().int().min(0).max(4_294_967_294), z.string().regex(/^[A-Za-z_][A-Za-z0-9_.-]*\$?$/, 'a user or group name, or a number')]);
+
+/** Another OS user for each process: the gateway must be root or hold CAP_SETUID and CAP_SETGID. */
+export const StdioUserSchema = z
+  .strictObject({
+    uid: UserOrGroup.describe('a user name (from /etc/passwd) or a numeric uid'),
+    gid: UserOrGroup.optional().describe("a group name (from /etc/group) or a numeric gid; default: the user's primary group"),
+  })
+  .meta({ id: 'StdioUser', description: 'The OS user each process runs as; its ${PROCESS_DIR} is given to that user' });
+
 export const StdioUpstreamSchema = z
   .strictObject({
     command: z.string().min(1).describe('the program to start: a name looked up in the inherited PATH, or a path (relative to the config directory)'),
@@ -162,6 +192,8 @@ export const StdioUpstreamSchema = z
     cwd: z.string().min(1).optional().describe('default: ${PROCESS_DIR}, a fresh private (0700) directory per process'),
     max_processes: z.number().int().positive().max(10_000).default(20).describe('per route; beyond it: 503 with Retry-After'),
     idle_timeout: Duration.default('10m').describe('a process idle this long is stopped (SIGTERM, then SIGKILL)'),
+    sandbox: StdioSandboxSchema.optional().describe('default: none, the process sees what the gateway\'s user sees'),
+    user: StdioUserSchema.optional().describe("default: the gateway's own user"),
   })
   .meta({ id: 'StdioUpstream', description: 'An MCP server the gateway starts itself, one process per MCP session' });
 
@@ -179,7 +211,7 @@ export const RouteSchema = z.strictObject({
         issue.input === undefined
           ? 'required, but missing'
           : typeof issue.input === 'object' && issue.input !== null && 'stdio' in issue.input
-            ? 'stdio needs at least command (then args, env, inherit_env, cwd, max_processes, idle_timeout)'
+            ? 'stdio needs at least command (then args, env, inherit_env, cwd, max_processes, idle_timeout, sandbox, user)'
             : typeof issue.input === 'object' && issue.input !== null && 'sse' in issue.input
               ? undefined
               : 'expected an http(s) URL, { sse: URL } (legacy HTTP+SSE) or { stdio: { command, ... } }',

@@ -80,6 +80,24 @@ export interface StdioUpstreamConfig {
   cwd?: string;
   maxProcesses: number;
   idleTimeoutMs: number;
+  /** Undefined: no sandbox. */
+  sandbox?: StdioSandboxConfig;
+  /** Undefined: the gateway's own user. */
+  user?: StdioUserConfig;
+}
+
+/** `upstream.stdio.sandbox`: paths absolute, checked to exist at load. */
+export interface StdioSandboxConfig {
+  kind: 'bubblewrap';
+  readable: string[];
+  writable: string[];
+  network: boolean;
+}
+
+/** `upstream.stdio.user`, names resolved at load. */
+export interface StdioUserConfig {
+  uid: number;
+  gid: number;
 }
 
 export interface RouteConfig {

@@ -8,6 +8,7 @@ import type { DpopChecks } from '../auth/dpop-binding.js';
 import { createDpopNonces } from '../auth/dpop-nonce.js';
 import { dpopProofClaimer } from '../auth/dpop-replay.js';
 import { createAuthorizationServer, type AuthorizationServer } from '../authorization-server/index.js';
+import { ConfigError } from '../config/config-error.js';
 import type { GatewayConfig, RouteConfig } from '../config/types.js';
 import { createPolicyStep } from '../policy/policy-step.js';
 import type { RateLimiterDeps } from '../policy/rate-limiter.js';
@@ -16,6 +17,7 @@ import { createHttpForwarder } from '../proxy/http-forwarder.js';
 import { createSessionBinding, type SessionBinding } from '../proxy/session-binding.js';
 import { sessionHook } from '../proxy/session-hook.js';
 import { createSseForwarder } from '../proxy/sse/sse-forwarder.js';
+import { sandboxIssues } from '../proxy/stdio/bubblewrap-check.js';
 import { createStdioForwarder } from '../proxy/stdio/stdio-forwarder.js';
 import { tracedRoutes } from '../routes/traced-routes.js';
 import { createProtectedRoute, type ProtectedRouteHandler } from '../routes/protected-route.js';
@@ -31,6 +33,9 @@ export interface RouteTable {
 
 export async function buildRouteTable(config: GatewayConfig, services: Services, options: StartOptions): Promise<RouteTable> {
   const { store, logger, audit, metrics } = services;
+  // A sandbox that cannot start here is refused now (start: exit 1; reload: the last good table stays), not per client.
+  const sandboxes = await sandboxIssues(config.routes);
+  if (sandboxes.length > 0) throw new ConfigError(sandboxes);
   const as = config.authorizationServer
     ? await createAuthorizationServer(config, { store, logger, audit, metrics, jwks: services.jwks, options: options.authorizationServer })
     : undefined;

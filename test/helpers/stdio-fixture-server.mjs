@@ -1,8 +1,10 @@
 // A tiny MCP server over stdio, written without any SDK so each fault is exact.
 // Mode is argv[2]: probe (default: reports its env, argv, cwd and pid; sleeps;
-// crashes mid-call; asks the client for sampling), silent (never answers),
+// crashes mid-call; asks the client for sampling; tries what client-chosen
+// code could do to the gateway and its neighbours), silent (never answers),
 // flood (floods stderr, then serves), exit (exits at once), huge (a tools/list
 // answer over any sane line limit).
+import { closeSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 
 const mode = process.argv[2] ?? 'probe';
@@ -19,7 +21,38 @@ const TOOLS = [
   { name: 'ask', description: 'asks the client for a sampling', inputSchema: { type: 'object', properties: {} } },
   { name: 'delete_all', description: 'a tool policies deny', inputSchema: { type: 'object', properties: {} } },
   { name: 'meta', description: 'the params._meta it was called with', inputSchema: { type: 'object', properties: {} } },
+  {
+    name: 'attack',
+    description: "what client-chosen code could reach: the gateway's environment and memory, another process's directory, a file, the processes it may signal",
+    inputSchema: { type: 'object', properties: { gatewayPid: { type: 'number' }, otherDir: { type: 'string' }, file: { type: 'string' } } },
+  },
 ];
+
+/** `{ ok: value }` or `{ error: code }`. */
+function attempt(run) {
+  try {
+    return { ok: run() };
+  } catch (err) {
+    return { error: err.code ?? String(err) };
+  }
+}
+
+/** What a server running client-chosen code can do to its neighbours (SECURITY.md, stdio isolation). */
+function attack({ gatewayPid, otherDir, file }) {
+  const pids = readdirSync('/proc').filter((name) => /^[0-9]+$/.test(name)).map(Number);
+  const signalable = pids.filter((pid) => pid !== process.pid && attempt(() => process.kill(pid, 0)).error === undefined);
+  return {
+    uid: process.getuid(),
+    gatewayEnviron: attempt(() => readFileSync(`/proc/${gatewayPid}/environ`, 'latin1')),
+    gatewayMemory: attempt(() => closeSync(openSync(`/proc/${gatewayPid}/mem`, 'r')) ?? 'opened'),
+    signalGateway: attempt(() => process.kill(gatewayPid, 0)),
+    otherDir: attempt(() => readdirSync(otherDir)),
+    otherFile: attempt(() => readFileSync(`${otherDir}/secret.txt`, 'utf8')),
+    file: attempt(() => readFileSync(file, 'utf8')),
+    visiblePids: pids.length,
+    signalable,
+  };
+}
 
 const text = (value) => ({ content: [{ type: 'text', text: typeof value === 'string' ? value : JSON.stringify(value) }] });
 
@@ -33,6 +66,8 @@ function call(message) {
       return setTimeout(() => reply(text(`slept ${args.ms}`)), args.ms ?? 0);
     case 'meta':
       return reply(text(message.params._meta ?? null));
+    case 'attack':
+      return reply(text(attack(args)));
     case 'crash':
       return process.exit(7);
     case 'ask': {

@@ -2,14 +2,16 @@
 // directory with only its own environment, its stdout read as bounded lines of
 // JSON-RPC, its stderr relayed to the log, and stopped with SIGTERM then
 // SIGKILL. It runs in its own process group, so a launcher (npx, a shell) and
-// the server it starts are stopped together. Its directory is removed when it ends.
+// the server it starts are stopped together (a sandboxed one too: bwrap and
+// what it runs share the group). Its directory is removed when it ends.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { chownSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { StdioUpstreamConfig } from '../../config/types.js';
 import { LineSplitter } from './line-splitter.js';
-import { childArguments, childEnvironment } from './process-env.js';
+import { childEnvironment } from './process-env.js';
+import { spawnPlan } from './spawn-plan.js';
 import { StderrRelay } from './stderr-relay.js';
 import type { StdioLogger } from './stdio-deps.js';
 
@@ -56,8 +58,12 @@ export class StdioChild {
     installExitHook();
     // mkdtemp creates the directory with mode 0700: the process's alone.
     this.processDir = mkdtempSync(join(tmpdir(), 'mag-stdio-'));
-    const child = spawn(config.command, childArguments(config, this.processDir), {
-      cwd: config.cwd ?? this.processDir,
+    // Another user's process gets its directory (still 0700: its alone).
+    if (config.user) chownSync(this.processDir, config.user.uid, config.user.gid);
+    const plan = spawnPlan(config, this.processDir);
+    const child = spawn(plan.command, plan.args, {
+      cwd: plan.cwd,
+      ...(plan.uid !== undefined && { uid: plan.uid, gid: plan.gid }),
       env: childEnvironment(config, this.processDir, options.parentEnv),
       stdio: ['pipe', 'pipe', 'pipe'],
       detached: true,
