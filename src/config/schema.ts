@@ -157,20 +157,20 @@ const AbsolutePath = z
 
 /** A Linux sandbox around each process (bubblewrap: namespaces, a fresh /proc, only chosen paths visible). */
 export const StdioSandboxSchema = z
-  .discriminatedUnion('kind', [
-    z.strictObject({
-      kind: z.literal('bubblewrap'),
-      readable: z
-        .array(AbsolutePath)
-        .default([])
-        .describe('read-only beyond the system set (/usr, /bin, /lib*, /sbin, the /etc files programs need): the server\'s own files, e.g. its node_modules; ["/"] shows the whole filesystem read-only'),
-      writable: z.array(AbsolutePath).default([]).describe('read-write beyond ${PROCESS_DIR} (which always is), e.g. a shared package cache'),
-      network: z.boolean().default(true).describe('false: the process gets a network namespace of its own, with no interface but loopback'),
-    }),
-  ])
+  .strictObject({
+    kind: z.literal('bubblewrap', { error: 'the sandbox kind is bubblewrap' }),
+    readable: z
+      .array(AbsolutePath)
+      .default([])
+      .describe('read-only beyond the system set (/usr, /bin, /lib*, /sbin, the /etc files programs need): the server\'s own files, e.g. its node_modules; ["/"] shows the whole filesystem read-only'),
+    writable: z.array(AbsolutePath).default([]).describe('read-write beyond ${PROCESS_DIR} (which always is), e.g. a shared package cache'),
+    network: z.boolean().default(true).describe('false: the process gets a network namespace of its own, with no interface but loopback'),
+  })
   .meta({ id: 'StdioSandbox', description: 'Runs each process in new PID, IPC, UTS, cgroup (and, when the process is not root, user) namespaces with bubblewrap' });
 
-const UserOrGroup = z.union([z.number().int().min(0).max(4_294_967_294), z.string().regex(/^[A-Za-z_][A-Za-z0-9_.-]*\$?$/, 'a user or group name, or a number')]);
+const UserOrGroup = z.union([z.number().int().min(0).max(4_294_967_294), z.string().regex(/^[A-Za-z_][A-Za-z0-9_.-]*\$?$/, 'a user or group name, or a number')], {
+  error: (issue) => (issue.input === undefined ? 'required, but missing' : 'a user or group name, or a number from 0'),
+});
 
 /** Another OS user for each process: the gateway must be root or hold CAP_SETUID and CAP_SETGID. */
 export const StdioUserSchema = z
@@ -197,6 +197,19 @@ export const StdioUpstreamSchema = z
   })
   .meta({ id: 'StdioUpstream', description: 'An MCP server the gateway starts itself, one process per MCP session' });
 
+/**
+ * A `{ stdio: ... }` that fails on a type (a wrong `sandbox.kind`, a string for a boolean) fails
+ * every option of the upstream union alike, so zod reports the union: this names the first
+ * problem of the stdio option by its key (a missing command gets the list of keys).
+ */
+function stdioIssue(issue: { errors?: unknown }): string {
+  const options = (issue.errors ?? []) as { path: PropertyKey[]; message: string }[][];
+  const first = options.find((errs) => errs[0]?.path[0] === 'stdio')?.[0];
+  const key = first?.path.slice(1).join('.');
+  if (first === undefined || key === 'command' || key === '') return 'stdio needs at least command (then args, env, inherit_env, cwd, max_processes, idle_timeout, sandbox, user)';
+  return `stdio.${key}: ${first.message}`;
+}
+
 /** A legacy HTTP+SSE server (2024-11-05): the gateway opens its GET stream and POSTs to the endpoint it names. */
 const SseUpstream = z
   .strictObject({ sse: HttpUrl })
@@ -211,7 +224,7 @@ export const RouteSchema = z.strictObject({
         issue.input === undefined
           ? 'required, but missing'
           : typeof issue.input === 'object' && issue.input !== null && 'stdio' in issue.input
-            ? 'stdio needs at least command (then args, env, inherit_env, cwd, max_processes, idle_timeout, sandbox, user)'
+            ? stdioIssue(issue)
             : typeof issue.input === 'object' && issue.input !== null && 'sse' in issue.input
               ? undefined
               : 'expected an http(s) URL, { sse: URL } (legacy HTTP+SSE) or { stdio: { command, ... } }',
