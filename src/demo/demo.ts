@@ -4,7 +4,8 @@
 // 127.0.0.1:8080 (PORT overrides); and a second route, the common case, an
 // unmodified stdio server (`@modelcontextprotocol/server-memory`, a
 // dependency: started with this Node from node_modules, so it works offline)
-// that the gateway starts per session. Configuration is embedded (validated by
+// that the gateway starts per session, in a bubblewrap sandbox when bwrap
+// works here (the demo runs without it too). Configuration is embedded (validated by
 // the same schema and resolver as files), the store is in memory.
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
@@ -15,6 +16,7 @@ import type { GatewayConfig } from '../config/types.js';
 import { validate } from '../config/validate.js';
 import type { Locate } from '../config/yaml-file.js';
 import { startGateway } from '../gateway.js';
+import { sandboxProblem } from '../proxy/stdio/bubblewrap-check.js';
 import { startDemoMcpServer } from './demo-mcp-server.js';
 
 export const DEMO_ROUTE_PATH = '/demo/mcp';
@@ -27,8 +29,21 @@ export function memoryServerScript(): string {
   return join(dirname(require.resolve('@modelcontextprotocol/server-memory/package.json')), manifest.bin['mcp-server-memory']!);
 }
 
+/** The node_modules folder server-memory and its dependencies are in. */
+const nodeModulesOf = (script: string) => script.slice(0, script.lastIndexOf('/node_modules/') + '/node_modules'.length);
+
+/** What the demo's stdio route runs in when bubblewrap works here: server-memory and this node readable, nothing else. */
+export function demoSandbox() {
+  return { kind: 'bubblewrap' as const, readable: [nodeModulesOf(memoryServerScript()), dirname(process.execPath)], writable: [], network: false };
+}
+
+/** The demo's stdio route is sandboxed when bubblewrap works on this machine; without it the demo still runs (and says so). */
+export async function demoCanSandbox(pathVariable?: string): Promise<boolean> {
+  return (await sandboxProblem(demoSandbox(), undefined, pathVariable)) === undefined;
+}
+
 /** The demo's configuration, as it would be written in policies/. */
-export function demoConfigFiles(port: number, upstream: string) {
+export function demoConfigFiles(port: number, upstream: string, sandboxed = false) {
   const publicUrl = `http://127.0.0.1:${port}`;
   return {
     gateway: {
@@ -63,6 +78,7 @@ export function demoConfigFiles(port: number, upstream: string) {
           env: { MEMORY_FILE_PATH: '${PROCESS_DIR}/memory.jsonl' },
           max_processes: 20,
           idle_timeout: '10m',
+          ...(sandboxed && { sandbox: demoSandbox() }),
         },
       },
       scopes_supported: ['mcp:read', 'mcp:write'],
@@ -79,8 +95,8 @@ export function demoConfigFiles(port: number, upstream: string) {
   };
 }
 
-export async function demoConfig(port: number, upstream: string): Promise<GatewayConfig> {
-  const files = demoConfigFiles(port, upstream);
+export async function demoConfig(port: number, upstream: string, sandboxed = false): Promise<GatewayConfig> {
+  const files = demoConfigFiles(port, upstream, sandboxed);
   const at: Locate = (path, message, key) => ({ file: 'demo', line: 0, column: 0, message: `${[...path, ...(key ? [key] : [])].join('.')}: ${message}` });
   const gateway = validate(GatewaySchema, files.gateway, at);
   const route = validate(RouteSchema, files.route, at);
@@ -105,16 +121,20 @@ export interface RunningDemo {
   mcpUrl: string;
   /** The stdio route (server-memory). */
   memoryUrl: string;
+  /** Its processes run in a bubblewrap sandbox. */
+  sandboxed: boolean;
   close(): Promise<void>;
 }
 
 export async function startDemo(port: number): Promise<RunningDemo> {
   const upstream = await startDemoMcpServer();
   try {
-    const gateway = await startGateway(await demoConfig(port, upstream.url));
+    const sandboxed = await demoCanSandbox();
+    const gateway = await startGateway(await demoConfig(port, upstream.url, sandboxed));
     return {
       mcpUrl: `${gateway.url}${DEMO_ROUTE_PATH}`,
       memoryUrl: `${gateway.url}${DEMO_MEMORY_ROUTE_PATH}`,
+      sandboxed,
       async close() {
         await gateway.close();
         await upstream.close();
@@ -158,6 +178,9 @@ export async function demoCommand(env: NodeJS.ProcessEnv = process.env): Promise
       '  The same, in front of an unmodified stdio server (@modelcontextprotocol/server-memory): the gateway',
       '  starts one process per MCP session, so each user gets a knowledge graph of their own. mcp:read',
       '  reads the graph (read_graph, search_nodes, open_nodes); mcp:write also changes it.',
+      demo.sandboxed
+        ? '  Each process runs in a bubblewrap sandbox: its own directory, no network, no view of the gateway.'
+        : '  Its processes run unsandboxed: bubblewrap (bwrap) is not available here (apt-get install bubblewrap).',
       '',
       'Press Ctrl-C to stop.',
       '',

@@ -95,9 +95,10 @@ describe('mcp-auth-gateway demo', () => {
     }
   });
 
-  it("prints a stdio route too: server-memory, one process per session, so bob never sees alice's graph", async () => {
+  it("prints a stdio route too: server-memory, one process per session (sandboxed: bwrap is here), so bob never sees alice's graph", async () => {
     const memoryUrl = /stdio server URL:\s+(\S+)/.exec(stdout)?.[1];
     expect(memoryUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/memory\/mcp$/);
+    expect(stdout).toContain('Each process runs in a bubblewrap sandbox');
     const register = async () => {
       const redirectUrl = `http://127.0.0.1:${await freePort()}/callback`;
       const registration = await fetch(new URL('/register', memoryUrl), {
