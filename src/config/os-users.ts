@@ -1,13 +1,16 @@
 // The host facts `upstream.stdio.user` needs at load: user and group names
 // looked up in /etc/passwd and /etc/group (local files, as a container has
-// them; not NSS), and whether this process may switch users at all (root, or
-// CAP_SETUID and CAP_SETGID), so a configuration that cannot work is refused
-// before any client comes.
+// them; not NSS), and whether this process holds what running another user's
+// process takes (root has it all, unless a container dropped some), so a
+// configuration that cannot work is refused before any client comes.
 import { readFileSync } from 'node:fs';
 
-/** Capability bits (linux/capability.h). */
-const CAP_SETGID = 6n;
-const CAP_SETUID = 7n;
+/**
+ * What starting, stopping and cleaning up after another user's process takes (linux/capability.h):
+ * switch user and group, give it its directory, signal it, and remove what it wrote there (a 0700
+ * directory it owns, in the sticky temp directory).
+ */
+export const USER_SWITCH_CAPABILITIES = { CAP_CHOWN: 0n, CAP_DAC_OVERRIDE: 1n, CAP_FOWNER: 3n, CAP_KILL: 5n, CAP_SETGID: 6n, CAP_SETUID: 7n };
 
 /** The colon-separated records of a passwd/group file, by name and by number. */
 function records(file: string): string[][] {
@@ -34,22 +37,24 @@ export function lookupGroup(group: string | number, groupFile = '/etc/group'): n
   return found && Number(found[2]);
 }
 
-/** Whether a process with this effective uid and this /proc/self/status may setuid and setgid. */
-export function canSwitchUsers(euid: number, status: string): boolean {
-  if (euid === 0) return true;
+/** The capabilities of USER_SWITCH_CAPABILITIES this /proc/self/status lacks (root in a container may have dropped some). */
+export function missingUserSwitchCapabilities(euid: number, status: string): string[] {
   const hex = /^CapEff:\s*([0-9a-f]+)$/m.exec(status)?.[1];
-  if (hex === undefined) return false;
+  // No status (not Linux): root can, anyone else cannot.
+  if (hex === undefined) return euid === 0 ? [] : Object.keys(USER_SWITCH_CAPABILITIES);
   const effective = BigInt(`0x${hex}`);
-  return ((effective >> CAP_SETUID) & 1n) === 1n && ((effective >> CAP_SETGID) & 1n) === 1n;
+  return Object.entries(USER_SWITCH_CAPABILITIES)
+    .filter(([, bit]) => ((effective >> bit) & 1n) === 0n)
+    .map(([name]) => name);
 }
 
 /** The same, for this process. */
-export function thisProcessCanSwitchUsers(): boolean {
+export function thisProcessMissingCapabilities(): string[] {
   let status = '';
   try {
     status = readFileSync('/proc/self/status', 'utf8');
   } catch {
-    // Not Linux: only root can.
+    // Not Linux.
   }
-  return canSwitchUsers(process.geteuid?.() ?? -1, status);
+  return missingUserSwitchCapabilities(process.geteuid?.() ?? -1, status);
 }

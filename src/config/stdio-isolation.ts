@@ -7,7 +7,7 @@ import { existsSync } from 'node:fs';
 import type { ConfigPath } from './yaml-file.js';
 import type { StdioUpstreamFile } from './schema.js';
 import type { StdioSandboxConfig, StdioUserConfig } from './types.js';
-import { lookupGroup, lookupUser, thisProcessCanSwitchUsers } from './os-users.js';
+import { lookupGroup, lookupUser, thisProcessMissingCapabilities, USER_SWITCH_CAPABILITIES } from './os-users.js';
 
 export interface IsolationProblem {
   /** Under `upstream.stdio`. */
@@ -27,10 +27,11 @@ export function resolveSandbox(sandbox: StdioUpstreamFile['sandbox'], report: Re
   return { kind: sandbox.kind, readable: sandbox.readable, writable: sandbox.writable, network: sandbox.network };
 }
 
-export function resolveUser(user: StdioUpstreamFile['user'], report: Report, canSwitch = thisProcessCanSwitchUsers()): StdioUserConfig | undefined {
+export function resolveUser(user: StdioUpstreamFile['user'], report: Report, missing = thisProcessMissingCapabilities()): StdioUserConfig | undefined {
   if (!user) return undefined;
-  if (!canSwitch) {
-    report({ path: ['user'], message: `the gateway runs as uid ${process.geteuid?.()} without CAP_SETUID and CAP_SETGID, so it cannot start processes as another user (run it as root, grant both capabilities, or drop user and run the whole gateway as a dedicated user)` });
+  if (missing.length > 0) {
+    const message = `the gateway (uid ${process.geteuid?.()}) lacks ${missing.join(', ')}, so it cannot run processes as another user: run it as root, or grant ${Object.keys(USER_SWITCH_CAPABILITIES).join(', ')}; or drop user and run the whole gateway as a dedicated user`;
+    report({ path: ['user'], message });
     return undefined;
   }
   const known = lookupUser(user.uid);

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../../src/config/load.js';
 import { ConfigError } from '../../src/config/config-error.js';
-import { canSwitchUsers, lookupGroup, lookupUser } from '../../src/config/os-users.js';
+import { lookupGroup, lookupUser, missingUserSwitchCapabilities } from '../../src/config/os-users.js';
 import { resolveUser, type IsolationProblem } from '../../src/config/stdio-isolation.js';
 
 const GATEWAY = 'listen: { host: 127.0.0.1, port: 9000 }\npublic_url: http://127.0.0.1:9000\nauthorization_server:\n  enabled: true\n';
@@ -78,23 +78,26 @@ describe.runIf(root)('upstream.stdio.user (the gateway runs as root)', () => {
 });
 
 describe('a gateway that cannot switch users', () => {
-  it('refuses user with what to do instead', () => {
+  it('refuses user, naming what it lacks and what to do instead', () => {
     const problems: IsolationProblem[] = [];
-    expect(resolveUser({ uid: 'nobody' }, (p) => problems.push(p), false)).toBeUndefined();
-    expect(problems).toEqual([{ path: ['user'], message: expect.stringMatching(/without CAP_SETUID and CAP_SETGID, so it cannot start processes as another user/) as string }]);
+    expect(resolveUser({ uid: 'nobody' }, (p) => problems.push(p), ['CAP_SETUID', 'CAP_KILL'])).toBeUndefined();
+    expect(problems).toEqual([{ path: ['user'], message: expect.stringMatching(/lacks CAP_SETUID, CAP_KILL, so it cannot run processes as another user: run it as root, or grant CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_KILL, CAP_SETGID, CAP_SETUID/) as string }]);
   });
 
   const status = (capEff: string) => `Name:\tnode\nUid:\t1000\t1000\t1000\t1000\nCapInh:\t0000000000000000\nCapEff:\t${capEff}\nCapBnd:\t000001ffffffffff\n`;
+  const all = ['CAP_CHOWN', 'CAP_DAC_OVERRIDE', 'CAP_FOWNER', 'CAP_KILL', 'CAP_SETGID', 'CAP_SETUID'];
   it.each([
-    [0, status('0000000000000000'), true],
-    [1000, status('0000000000000000'), false],
-    [1000, status('00000000000000c0'), true],
-    [1000, status('0000000000000080'), false],
-    [1000, status('0000000000000040'), false],
-    [1000, status('000001ffffffffff'), true],
-    [1000, 'no status at all', false],
-  ])('euid %i with %j: %s', (euid, text, expected) => {
-    expect(canSwitchUsers(euid, text)).toBe(expected);
+    [0, status('000001ffffffffff'), []],
+    [1000, status('00000000000000eb'), []],
+    [1000, status('0000000000000000'), all],
+    [1000, status('00000000000000c0'), ['CAP_CHOWN', 'CAP_DAC_OVERRIDE', 'CAP_FOWNER', 'CAP_KILL']],
+    // Root in a container whose capabilities were dropped.
+    [0, status('0000000000000000'), all],
+    [0, status('000000000000006b'), ['CAP_SETUID']],
+    [0, 'no status at all', []],
+    [1000, 'no status at all', all],
+  ])('euid %i with %j lacks %j', (euid, text, expected) => {
+    expect(missingUserSwitchCapabilities(euid, text)).toEqual(expected);
   });
 });
 
