@@ -4,7 +4,7 @@
 // code could do to the gateway and its neighbours), silent (never answers),
 // flood (floods stderr, then serves), exit (exits at once), huge (a tools/list
 // answer over any sane line limit).
-import { closeSync, openSync, readdirSync, readFileSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 
 const mode = process.argv[2] ?? 'probe';
@@ -24,7 +24,7 @@ const TOOLS = [
   {
     name: 'attack',
     description: "what client-chosen code could reach: the gateway's environment and memory, another process's directory, a file, the processes it may signal",
-    inputSchema: { type: 'object', properties: { gatewayPid: { type: 'number' }, otherDir: { type: 'string' }, file: { type: 'string' } } },
+    inputSchema: { type: 'object', properties: { gatewayPid: { type: 'number' }, otherDir: { type: 'string' }, file: { type: 'string' }, writeTo: { type: 'array' } } },
   },
 ];
 
@@ -38,7 +38,7 @@ function attempt(run) {
 }
 
 /** What a server running client-chosen code can do to its neighbours (SECURITY.md, stdio isolation). */
-function attack({ gatewayPid, otherDir, file }) {
+function attack({ gatewayPid, otherDir, file, writeTo = [] }) {
   const pids = readdirSync('/proc').filter((name) => /^[0-9]+$/.test(name)).map(Number);
   const signalable = pids.filter((pid) => pid !== process.pid && attempt(() => process.kill(pid, 0)).error === undefined);
   return {
@@ -51,6 +51,7 @@ function attack({ gatewayPid, otherDir, file }) {
     file: attempt(() => readFileSync(file, 'utf8')),
     visiblePids: pids.length,
     signalable,
+    writes: writeTo.map((path) => attempt(() => writeFileSync(path, 'written') ?? 'written')),
   };
 }
 

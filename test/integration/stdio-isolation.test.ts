@@ -80,6 +80,7 @@ interface AttackReport {
   file: Attempt<string>;
   visiblePids: number;
   signalable: number[];
+  writes: Attempt<string>[];
 }
 
 const open: { client: Client }[] = [];
@@ -143,8 +144,13 @@ describe('sandbox: { kind: bubblewrap }', () => {
     const { cwd } = JSON.parse(resultText(await client.callTool({ name: 'report', arguments: {} }))) as { cwd: string };
     expect(statSync(cwd).mode & 0o777).toBe(0o700);
     const hostTmp = readdirSync(tmpdir());
-    const seen = await client.callTool({ name: 'attack', arguments: { gatewayPid: process.pid, otherDir: tmpdir(), file: FIXTURE_SERVER } });
+    const writeTo = [join(cwd, 'mine.txt'), join(dirname(FIXTURE_SERVER), 'planted.mjs'), '/usr/planted', '/etc/planted'];
+    const seen = await client.callTool({ name: 'attack', arguments: { gatewayPid: process.pid, otherDir: tmpdir(), file: FIXTURE_SERVER, writeTo } });
     const report = JSON.parse(resultText(seen)) as AttackReport;
+    // Its directory takes a file (seen on the host); a readable folder and the system set refuse one.
+    expect(report.writes).toEqual([{ ok: 'written' }, { error: 'EROFS' }, { error: 'EROFS' }, { error: 'EROFS' }]);
+    expect(readFileSync(join(cwd, 'mine.txt'), 'utf8')).toBe('written');
+    expect(existsSync(join(dirname(FIXTURE_SERVER), 'planted.mjs'))).toBe(false);
     // The fixture's folder is readable (so it can run) ...
     expect(report.file.ok).toContain('tiny MCP server');
     // ... and the sandbox's /tmp holds only its own directory, none of the host's entries.
@@ -211,7 +217,7 @@ describe('the real server-memory in the sandbox, end to end through the gateway'
 });
 
 describe('bubblewrap missing', () => {
-  it('check and start say which package to install, and no route starts', async () => {
+  it('check, start and reload say which package to install: no route starts, a reload keeps the last good table', async () => {
     const empty = mkdtempSync(join(tmpdir(), 'mag-no-bwrap-'));
     try {
       const issues = await sandboxIssues(stage.gw.config.routes, empty);
@@ -220,11 +226,15 @@ describe('bubblewrap missing', () => {
       const path = process.env.PATH;
       process.env.PATH = empty;
       try {
+        // A reload is refused and the last good table goes on serving (its processes already started).
+        await expect(stage.gw.reload(stage.gw.config)).rejects.toThrow(/install the package bubblewrap/);
         await expect(startStdioStage({ [SANDBOXED]: fixture({ sandbox }) })).rejects.toThrow(ConfigError);
         await expect(startStdioStage({ [SANDBOXED]: fixture({ sandbox }) })).rejects.toThrow(/install the package bubblewrap/);
       } finally {
         process.env.PATH = path;
       }
+      const client = await connect(SANDBOXED);
+      expect(resultText(await client.callTool({ name: 'report', arguments: {} }))).toContain('"pid":2');
     } finally {
       rmSync(empty, { recursive: true, force: true });
     }

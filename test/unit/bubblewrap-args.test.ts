@@ -28,7 +28,7 @@ function mounts(args: string[]): { op: string; src?: string; dest: string }[] {
     if (['--ro-bind', '--bind', '--symlink'].includes(op)) {
       found.push({ op, src: args[i + 1]!, dest: args[i + 2]! });
       i += 2;
-    } else if (['--proc', '--dev', '--tmpfs', '--chdir'].includes(op)) {
+    } else if (['--proc', '--dev', '--tmpfs', '--chdir', '--remount-ro'].includes(op)) {
       found.push({ op, dest: args[i + 1]! });
       i += 1;
     } else if (op === '--cap-drop') i += 1;
@@ -56,9 +56,13 @@ describe('bubblewrapArgs', () => {
     expect(found).toContainEqual({ op: '--tmpfs', dest: '/tmp' });
     expect(found).toContainEqual({ op: '--ro-bind', src: '/usr', dest: '/usr' });
     expect(found).toContainEqual({ op: '--bind', src: '/tmp/mag-stdio-abc', dest: '/tmp/mag-stdio-abc' });
-    expect(found.at(-1)).toEqual({ op: '--chdir', dest: '/tmp/mag-stdio-abc' });
+    // Then the sandbox's own root is made read-only, and the process starts in its directory.
+    expect(found.slice(-2)).toEqual([
+      { op: '--remount-ro', dest: '/' },
+      { op: '--chdir', dest: '/tmp/mag-stdio-abc' },
+    ]);
     // Nothing of the gateway's own: no /root, /home, /var, /run, and /etc only file by file.
-    for (const m of found) expect(['/', '/etc', '/root', '/home', '/var', '/run', '/srv', '/opt']).not.toContain(m.dest);
+    for (const m of found.filter((m) => m.op === '--ro-bind' || m.op === '--bind')) expect(['/', '/etc', '/root', '/home', '/var', '/run', '/srv', '/opt']).not.toContain(m.dest);
   });
 
   it('a configured cwd is seen read-only, or read-write when it is also writable (the later, deeper-or-equal mount wins)', () => {
@@ -90,7 +94,7 @@ describe('bubblewrapArgs', () => {
         fc.boolean(),
         (readable, writable, args, network, unprivileged) => {
           const out = bubblewrapArgs(sandbox({ readable, writable, network }), processOf({ args, unprivileged }));
-          const found = mounts(out).filter((m) => m.op !== '--chdir');
+          const found = mounts(out).filter((m) => m.op !== '--chdir' && m.op !== '--remount-ro');
           // A mount never comes after one below it: whatever a parent mount hides was mounted earlier.
           found.forEach((m, i) => {
             for (const later of found.slice(i + 1)) if (later.dest !== m.dest) expect(isUnder(m.dest, later.dest)).toBe(false);

@@ -138,6 +138,32 @@ describe('README: enterprise-managed authorization (ID-JAG)', () => {
   });
 });
 
+describe('README: isolating stdio servers', () => {
+  it('the example route loads with its sandbox and user (as root; otherwise the user is refused, naming the capabilities)', async () => {
+    const heading = '#### Isolating stdio servers';
+    const blocks = await fencedBlocks('README.md', 'yaml');
+    const route = blocks.find(({ before }) => before.includes(heading) && !before.slice(before.lastIndexOf(heading)).includes('```'));
+    expect(route?.text).toMatch(/^# policies\/memory\.yaml/);
+    // The example's install folder, made here.
+    const srv = join(scratch, 'srv-mcp');
+    await mkdir(join(srv, 'node_modules'), { recursive: true });
+    const dir = await writeConfig('readme-isolation', {
+      'gateway.yaml': 'listen: { host: 127.0.0.1 }\npublic_url: http://127.0.0.1:8080\nauthorization_server: { enabled: true, login: { kind: dev } }\n',
+      'memory.yaml': route!.text.replaceAll('/srv/mcp/', `${srv}/`),
+    });
+    if (process.geteuid?.() !== 0) {
+      await expect(loadConfig(dir, SECRETS_ENV)).rejects.toThrow(/upstream\.stdio\.user: the gateway \(uid \d+\) lacks CAP_/);
+      return;
+    }
+    const config = await loadConfig(dir, SECRETS_ENV);
+    expect(config.routes[0]!.stdio).toMatchObject({
+      command: 'node',
+      sandbox: { kind: 'bubblewrap', readable: [join(srv, 'node_modules')], writable: [], network: false },
+      user: { uid: 65534, gid: 65534 },
+    });
+  });
+});
+
 describe('docs/deployment.md', () => {
   it('the docker run example mounts a configuration that starts in the image', async () => {
     const command = (await fencedBlocks('docs/deployment.md', 'sh')).map(({ text }) => text.replaceAll('\\\n', ' ')).find((text) => text.includes('docker run'));

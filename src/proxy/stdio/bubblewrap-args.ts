@@ -86,5 +86,6 @@ export function bubblewrapArgs(sandbox: StdioSandboxConfig, p: SandboxedProcess)
   ];
   // Stable: at one depth, the order above (a writable path over a readable one, the process's directory last).
   mounts.sort((a, b) => depth(a.dest) - depth(b.dest));
-  return [...namespaces, ...mounts.flatMap((m) => m.args), '--chdir', p.cwd, '--', p.command, ...p.args];
+  // The sandbox's own root (a tmpfs holding the mount points) is made read-only too: nothing is writable but what is bound so.
+  return [...namespaces, ...mounts.flatMap((m) => m.args), '--remount-ro', '/', '--chdir', p.cwd, '--', p.command, ...p.args];
 }
