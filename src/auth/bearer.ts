@@ -10,7 +10,7 @@ const PRINTABLE_ASCII = /^[\x20-\x7E]*$/;
 /** RFC 9110 §5.6.2 token: the shape of an auth-scheme. */
 const AUTH_SCHEME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /** RFC 6750 §2.1: "Bearer" 1*SP b64token; RFC 9449 §7.1 spells "DPoP" credentials alike (token68). */
-const TOKEN_CREDENTIALS = /^(?:Bearer|DPoP) +([A-Za-z0-9\-._~+/]+=*)$/i;
+const TOKEN_CREDENTIALS = /^(?:Bearer|DPoP) +[A-Za-z0-9\-._~+/]+=*$/i;
 
 /** A token and the scheme it came with. */
 export interface Credentials {
@@ -57,9 +57,11 @@ export function credentialsOf(value: string, acceptDpop: boolean): Credentials |
   const lower = scheme.toLowerCase();
   const dpop = lower === 'dpop';
   if (lower !== 'bearer' && !(dpop && acceptDpop)) return undefined;
-  const token = TOKEN_CREDENTIALS.exec(value)?.[1];
-  if (token === undefined) throw invalidRequest(dpop ? 'Malformed DPoP token' : 'Malformed bearer token');
-  return { token, dpop };
+  if (!TOKEN_CREDENTIALS.test(value)) throw invalidRequest(dpop ? 'Malformed DPoP token' : 'Malformed bearer token');
+  // The pattern holds: the token is what follows the spaces after the scheme (no match array per request).
+  let start = space + 1;
+  while (value.charCodeAt(start) === 0x20) start++;
+  return { token: value.slice(start), dpop };
 }
 
 /** Whether an Authorization header value (one already parsed once) uses the `DPoP` scheme. */

@@ -109,7 +109,8 @@ export function parseJsonRpcBody(body: Buffer): ParsedRequest {
   const batch = Array.isArray(value);
   const messages: unknown[] = batch ? (value as unknown[]) : [value];
   if (messages.length === 0) throw notJsonRpc('an empty batch');
-  for (const message of messages) {
+  for (let i = 0; i < messages.length; i++) {
+    const message = messages[i];
     if (typeof message !== 'object' || message === null || Array.isArray(message)) throw notJsonRpc('a message is not an object');
     checkMessageMembers(message as JsonRpcMessage);
     operationOf(message as JsonRpcMessage);

@@ -78,19 +78,20 @@ function headerFault(headers: RequestHeaders, rawHeaders: readonly string[] | un
   if (Array.isArray(headers['mcp-method']) || Array.isArray(headers['mcp-name'])) return 'Mcp-Method and Mcp-Name may appear once';
   // Without the raw list (callers that have only Node's object) each name appears once, joined.
   const names = rawHeaders ?? Object.keys(headers).flatMap((name) => [name, '']);
-  const seen = new Set<string>();
+  // Made for the first routing or parameter header: most requests have none.
+  let seen: Set<string> | undefined;
   for (let i = 0; i < names.length; i += 2) {
     const name = names[i]!;
     // Most names are neither: judged by length and first letter before any lower-casing.
     if (name.length < 8 || (name.charCodeAt(0) | 0x20) !== 0x6d) continue;
     const lower = name.toLowerCase();
     if (lower === 'mcp-method' || lower === 'mcp-name') {
-      if (seen.has(lower)) return 'Mcp-Method and Mcp-Name may appear once';
-      seen.add(lower);
+      if (seen?.has(lower)) return 'Mcp-Method and Mcp-Name may appear once';
+      (seen ??= new Set()).add(lower);
     } else if (isParamHeader(lower)) {
       if (!PARAM_NAME.test(lower)) return 'An Mcp-Param header name may hold only letters, digits and -';
-      if (seen.has(lower)) return 'Each Mcp-Param header may appear once';
-      seen.add(lower);
+      if (seen?.has(lower)) return 'Each Mcp-Param header may appear once';
+      (seen ??= new Set()).add(lower);
       const value = rawHeaders ? names[i + 1]! : (headers[lower] as string);
       if (decodeHeaderValue(value) === undefined) return 'An Mcp-Param header is neither visible ASCII nor a valid =?base64?…?= value';
     }
@@ -106,14 +107,15 @@ function headerFault(headers: RequestHeaders, rawHeaders: readonly string[] | un
 export function checkMcpHeaders(headers: RequestHeaders, request: ParsedRequest, rawHeaders?: readonly string[]): void {
   const methodHeader = headers['mcp-method'];
   const nameHeader = headers['mcp-name'];
+  const fault = headerFault(headers, rawHeaders);
+  // Most requests have neither header and no fault: done before anything is allocated.
+  if (fault === undefined && methodHeader === undefined && nameHeader === undefined) return;
   const first = request.messages[0]!;
   const id = request.batch ? null : (idOf(first) ?? null);
   const fail = (message: string) => {
     throw new HeaderMismatchError(message, id);
   };
-  const fault = headerFault(headers, rawHeaders);
   if (fault !== undefined) fail(fault);
-  if (methodHeader === undefined && nameHeader === undefined) return;
   // The headers describe one message; a batch cannot match them.
   if (request.batch) fail('Mcp-Method and Mcp-Name describe a single message, not a batch');
 

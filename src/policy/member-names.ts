@@ -32,8 +32,9 @@ export class AmbiguousMemberError extends Error {
  * does not judge what they carry.
  */
 export function checkMemberNames(object: object, names: ReadNames, where: string): void {
-  for (const name of Object.keys(object)) {
-    if (names.exact.has(name)) continue;
+  // for…in over own names: no array of keys nor iterator per message.
+  for (const name in object) {
+    if (names.exact.has(name) || !Object.hasOwn(object, name)) continue;
     const meant = names.byFold.get(foldName(name));
     // Only a name of ours is echoed: the client's spelling could be anything, of any length.
     if (meant !== undefined) throw new AmbiguousMemberError(`${where} has a member that differs from "${meant}" only by case or Unicode folding`);

@@ -129,14 +129,18 @@ const PLAIN_CONNECTION = /^\s*(?:keep-alive|close)\s*$/i;
  * Lower-case tokens of every `Connection` header value: further headers the
  * sender declared hop-by-hop. Undefined when it names none beyond HOP_BY_HOP.
  */
-function connectionTokens(values: Iterable<string>): Set<string> | undefined {
+function connectionTokens(values: string | readonly string[]): Set<string> | undefined {
+  if (typeof values === 'string') return connectionTokensOf(values, undefined);
   let named: Set<string> | undefined;
-  for (const value of values) {
-    if (value === 'keep-alive' || value === 'close' || PLAIN_CONNECTION.test(value)) continue;
-    for (const token of value.split(',')) {
-      const name = token.trim().toLowerCase();
-      if (name && !HOP_BY_HOP.has(name)) (named ??= new Set()).add(name);
-    }
+  for (let i = 0; i < values.length; i++) named = connectionTokensOf(values[i]!, named);
+  return named;
+}
+
+function connectionTokensOf(value: string, named: Set<string> | undefined): Set<string> | undefined {
+  if (value === 'keep-alive' || value === 'close' || PLAIN_CONNECTION.test(value)) return named;
+  for (const token of value.split(',')) {
+    const name = token.trim().toLowerCase();
+    if (name && !HOP_BY_HOP.has(name)) (named ??= new Set()).add(name);
   }
   return named;
 }
@@ -217,15 +221,19 @@ export type ResponseHeaders = Record<string, string | string[]>;
 /** Upstream response headers (undici: lower-case names) minus what must not reach the client. */
 export function filterResponseHeaders(headers: Readonly<Record<string, string | string[] | undefined>>): ResponseHeaders {
   const connection = headers['connection'];
-  const named =
-    connection === undefined ? undefined : connectionTokens(typeof connection === 'string' ? [connection] : connection);
-  const out: ResponseHeaders = Object.create(null) as ResponseHeaders;
-  for (const name of Object.keys(headers)) {
+  const named = connection === undefined ? undefined : connectionTokens(connection);
+  // A plain object, as undici's own: Node's writeHead walks it with for…in,
+  // which a prototype-less (dictionary-mode) object makes slow. `__proto__` is
+  // then defined, never assigned, as undici does.
+  const out: ResponseHeaders = {};
+  // for…in over own names: no array of keys nor iterator per response.
+  for (const name in headers) {
     const value = headers[name];
-    if (value === undefined || DROP_FROM_RESPONSE.has(name) || named?.has(name)) continue;
+    if (value === undefined || !Object.hasOwn(headers, name) || DROP_FROM_RESPONSE.has(name) || named?.has(name)) continue;
     // CORS is the gateway's policy alone (origin.ts); an upstream's `*` must not widen it.
     if (name.startsWith('access-control-')) continue;
-    out[name] = value;
+    if (name === '__proto__') Object.defineProperty(out, name, { value, enumerable: true, writable: true, configurable: true });
+    else out[name] = value;
   }
   return out;
 }

@@ -10,7 +10,7 @@ import { Pool } from 'undici';
 import type { RouteConfig } from '../config/types.js';
 import { writeError } from '../errors/write-error.js';
 import type { ForwardContext, Forwarder, ProxyLogger, ProxyMetrics, SessionHook } from './forwarder.js';
-import { isForwardedMethod, methodNotAllowed } from './forwarded-methods.js';
+import { isForwardedMethod, methodNotAllowed, type ForwardedMethod } from './forwarded-methods.js';
 import { buildUpstreamHeaders } from './headers.js';
 import { Exchange, ExchangeScope } from './http-exchange.js';
 
@@ -44,19 +44,26 @@ export function createHttpForwarder(route: RouteConfig, deps: HttpForwarderDeps)
   // The upstream's address only: its URL's query may carry a credential.
   const spanAttributes = { 'server.address': target.hostname, 'server.port': Number(target.port || (target.protocol === 'https:' ? 443 : 80)) };
 
-  async function forward(req: IncomingMessage, res: ServerResponse, ctx: ForwardContext): Promise<void> {
+  // Not `async`: without a session id (every request before initialize's
+  // answer, and every stateless one) the exchange's own promise is returned,
+  // with no promise around it.
+  function forward(req: IncomingMessage, res: ServerResponse, ctx: ForwardContext): Promise<void> {
     const method = req.method;
-    if (!isForwardedMethod(method)) return writeError(res, methodNotAllowed());
+    if (!isForwardedMethod(method)) {
+      writeError(res, methodNotAllowed());
+      return Promise.resolve();
+    }
     // Node joins repeated headers with ", ", which no valid session id contains.
     const raw = req.headers['mcp-session-id'];
     const sessionId = Array.isArray(raw) ? raw.join(', ') : raw;
-    if (sessionId !== undefined) {
-      try {
-        await scope.session.admit(sessionId, ctx.auth);
-      } catch (err) {
-        return writeError(res, scope.failure(err as Error));
-      }
-    }
+    if (sessionId === undefined) return dispatch(req, res, ctx, method, undefined);
+    return scope.session.admit(sessionId, ctx.auth).then(
+      () => dispatch(req, res, ctx, method, sessionId),
+      (err: unknown) => writeError(res, scope.failure(err as Error)),
+    );
+  }
+
+  function dispatch(req: IncomingMessage, res: ServerResponse, ctx: ForwardContext, method: ForwardedMethod, sessionId: string | undefined): Promise<void> {
     const span = ctx.span?.child(method, 'client', spanAttributes);
     return new Promise<void>((resolve) => {
       const exchange = new Exchange(scope, method, res, ctx.auth, sessionId, resolve, ctx.transform, span);

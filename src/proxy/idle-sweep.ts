@@ -18,7 +18,13 @@ export interface IdleWatched {
 const TICKS_PER_LIMIT = 4;
 
 export class IdleSweep<T extends IdleWatched> {
-  private readonly watched: T[] = [];
+  /**
+   * Slots 0 to count-1 hold the watched items. The array keeps its length when
+   * items leave (their slots are cleared): V8 would shrink a popped array and
+   * grow it again a few responses later, a new backing store each time.
+   */
+  private readonly watched: (T | undefined)[] = [];
+  private count = 0;
   private interval: NodeJS.Timeout | undefined;
   private tick = 0;
   private readonly everyMs: number;
@@ -33,7 +39,8 @@ export class IdleSweep<T extends IdleWatched> {
   watch(item: T): void {
     if (item.idleSlot !== -1) return;
     item.lastActivity = this.tick;
-    item.idleSlot = this.watched.push(item) - 1;
+    item.idleSlot = this.count;
+    this.watched[this.count++] = item;
     this.interval ??= setInterval(() => this.sweep(), this.everyMs).unref();
   }
 
@@ -46,7 +53,8 @@ export class IdleSweep<T extends IdleWatched> {
     const slot = item.idleSlot;
     if (slot === -1 || this.watched[slot] !== item) return;
     // The last item takes the freed place.
-    const last = this.watched.pop()!;
+    const last = this.watched[--this.count]!;
+    this.watched[this.count] = undefined;
     if (last !== item) {
       this.watched[slot] = last;
       last.idleSlot = slot;
@@ -55,7 +63,7 @@ export class IdleSweep<T extends IdleWatched> {
   }
 
   private sweep(): void {
-    if (this.watched.length === 0) {
+    if (this.count === 0) {
       clearInterval(this.interval);
       this.interval = undefined;
       return;
@@ -64,7 +72,7 @@ export class IdleSweep<T extends IdleWatched> {
     // Seen last before the tick TICKS_PER_LIMIT ticks ago: idle for at least idleMs.
     const stalledAt = this.tick - TICKS_PER_LIMIT - 1;
     // Backwards: unwatching moves only items already looked at.
-    for (let i = this.watched.length - 1; i >= 0; i -= 1) {
+    for (let i = this.count - 1; i >= 0; i -= 1) {
       const item = this.watched[i];
       if (item === undefined || item.lastActivity > stalledAt) continue;
       this.unwatch(item);

@@ -66,8 +66,8 @@ function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHan
   return async function handleProtectedRoute(req, res, search, span) {
     const started = performance.now();
     const origin = req.headers.origin;
-    // Allowed cross-origin callers must be able to read errors too (the 401 challenge).
-    const cors = corsResponseHeaders(origin, route.allowedOrigins);
+    // Allowed cross-origin callers must be able to read errors too (the 401 challenge). No Origin, no CORS headers: not even an empty object.
+    const cors = origin === undefined ? undefined : corsResponseHeaders(origin, route.allowedOrigins);
     let auth: AuthContext | undefined;
     // Every answer to a DPoP request, success or refusal, names the nonce to use next (RFC 9449 §8).
     if (nonces && isDpopRequest(req)) res.setHeader('dpop-nonce', nonces.current());

@@ -214,6 +214,14 @@ describe('filterResponseHeaders', () => {
     });
   });
 
+  it('keeps __proto__ and constructor as own headers, never as the prototype', () => {
+    // An upstream's header named __proto__ with several values: assigned, it would make an array the prototype.
+    const out = filterResponseHeaders(JSON.parse('{"__proto__": ["0", "1"], "constructor": "c", "x-a": "1"}') as Record<string, string | string[]>);
+    expect(Object.getPrototypeOf(out)).toBe(Object.prototype);
+    expect(Object.keys(out)).toEqual(['__proto__', 'constructor', 'x-a']);
+    expect(Object.getOwnPropertyDescriptor(out, '__proto__')?.value).toEqual(['0', '1']);
+  });
+
   it('property: no hop-by-hop header survives', () => {
     const name = fc.constantFrom(...HOP_BY_HOP, 'x-a', 'x-b', 'content-type', 'www-authenticate');
     fc.assert(
