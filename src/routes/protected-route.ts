@@ -63,23 +63,20 @@ function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHan
   const finish = routeOutcomeRecorder(deps.metrics, routeLabel);
   const nonces = route.dpop?.nonce ? deps.dpop?.nonces : undefined;
 
+  const refuse = routeRefusal(deps.logger, routeLabel, challenge, finish);
+  const preflight = routePreflight(route, deps.selfOrigin, finish);
+
+  // The rare steps are functions of their own: an async function keeps all
+  // its locals for as long as a request lasts, so this one holds few.
   return async function handleProtectedRoute(req, res, search, span) {
     const started = performance.now();
     const origin = req.headers.origin;
     // Allowed cross-origin callers must be able to read errors too (the 401 challenge). No Origin, no CORS headers: not even an empty object.
     const cors = origin === undefined ? undefined : corsResponseHeaders(origin, route.allowedOrigins);
-    let auth: AuthContext | undefined;
     // Every answer to a DPoP request, success or refusal, names the nonce to use next (RFC 9449 §8).
     if (nonces && isDpopRequest(req)) res.setHeader('dpop-nonce', nonces.current());
     try {
-      if (req.method === 'OPTIONS') {
-        const preflight = corsPreflight(origin, route.allowedOrigins, deps.selfOrigin, req.headers['access-control-request-headers']);
-        res.writeHead(preflight.status, preflight.headers);
-        res.end();
-        span?.setStatus(preflight.status);
-        finish(preflight.status, preflight.status < 400 ? 'allow' : 'deny', started);
-        return;
-      }
+      if (req.method === 'OPTIONS') return preflight(req, res, origin, started, span);
       if (checkOrigin(origin, route.allowedOrigins, deps.selfOrigin) === 'deny') {
         throw new GatewayError(403, 'forbidden_origin', 'Origin not allowed');
       }
@@ -87,14 +84,10 @@ function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHan
       if (!isForwardedMethod(req.method)) throw methodNotAllowed(['OPTIONS']);
       // A form body may carry `access_token` (RFC 6750 §2.2): refused as a
       // 400 even without a header, so it is read (bounded) before authentication.
-      const contentType = req.headers['content-type'];
-      const formBody = req.method === 'POST' && FORM_CONTENT_TYPE.test(contentType ?? '') ? await readBody(req, route.maxBodyBytes) : undefined;
-      if (formBody && hasBodyAccessToken(contentType, formBody)) {
-        throw invalidRequest('Access tokens are accepted only in the Authorization header');
-      }
+      const formBody = req.method === 'POST' && FORM_CONTENT_TYPE.test(req.headers['content-type'] ?? '') ? await readFormBody(req, route.maxBodyBytes) : undefined;
       // Synchronous for a token this connection presented before: no await, no promise.
       const authenticated = deps.benchmarkPrincipal ?? authenticate(route, deps.verifier, req, search, deps.dpop);
-      auth = authenticated instanceof Promise ? await authenticated : authenticated;
+      const auth = authenticated instanceof Promise ? await authenticated : authenticated;
       // The client, never the subject (a person) nor anything of the token.
       span?.set('mag.client_id', auth.clientId);
       const body = formBody ?? (req.method === 'POST' ? await readBody(req, route.maxBodyBytes) : EMPTY_BODY);
@@ -103,17 +96,12 @@ function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHan
       const transform = (checked instanceof Promise ? await checked : checked)?.transform;
       const credential = deps.credential.headersFor(auth);
       const injected = credential instanceof Promise ? await credential : credential;
-      if (cors) for (const [name, value] of Object.entries(cors)) res.setHeader(name, value);
+      if (cors) for (const name in cors) res.setHeader(name, cors[name]!);
       await deps.forwarder.forward(req, res, { auth, body, injected, transform, span });
       span?.setStatus(res.statusCode);
       finish(res.statusCode, 'allow', started);
     } catch (thrown) {
-      const err = toGatewayError(thrown);
-      if (err.status >= 500) deps.logger.warn({ route: routeLabel, err: err.cause ?? err, status: err.status }, err.description);
-      else deps.logger.debug({ route: routeLabel, status: err.status, error: err.code }, err.description);
-      writeError(res, err, challenge, cors);
-      span?.setStatus(err.status, err.code);
-      finish(err.status, err.status === 401 ? 'unauthenticated' : err.status >= 500 ? 'error' : 'deny', started);
+      refuse(res, thrown, cors, started, span);
     }
   };
 }
@@ -129,6 +117,40 @@ function challengeOf(route: RouteConfig, deps: ProtectedRouteDeps): ChallengeCon
 /** A request with a DPoP proof or a DPoP-scheme Authorization header. */
 function isDpopRequest(req: IncomingMessage): boolean {
   return req.headers.dpop !== undefined || isDpopScheme(req.headers.authorization ?? '');
+}
+
+type Finish = ReturnType<typeof routeOutcomeRecorder>;
+
+/** Whatever a step threw, answered once: logged, written with the challenge and CORS headers, counted. */
+function routeRefusal(logger: Logger, routeLabel: string, challenge: ChallengeContext, finish: Finish) {
+  return function refuse(res: ServerResponse, thrown: unknown, cors: Record<string, string> | undefined, started: number, span?: GatewaySpan): void {
+    const err = toGatewayError(thrown);
+    if (err.status >= 500) logger.warn({ route: routeLabel, err: err.cause ?? err, status: err.status }, err.description);
+    else logger.debug({ route: routeLabel, status: err.status, error: err.code }, err.description);
+    writeError(res, err, challenge, cors);
+    span?.setStatus(err.status, err.code);
+    finish(err.status, err.status === 401 ? 'unauthenticated' : err.status >= 500 ? 'error' : 'deny', started);
+  };
+}
+
+/** The CORS preflight answer of the route (OPTIONS), counted like any request. */
+function routePreflight(route: RouteConfig, selfOrigin: string, finish: Finish) {
+  return function preflight(req: IncomingMessage, res: ServerResponse, origin: string | undefined, started: number, span?: GatewaySpan): void {
+    const answer = corsPreflight(origin, route.allowedOrigins, selfOrigin, req.headers['access-control-request-headers']);
+    res.writeHead(answer.status, answer.headers);
+    res.end();
+    span?.setStatus(answer.status);
+    finish(answer.status, answer.status < 400 ? 'allow' : 'deny', started);
+  };
+}
+
+/** A form body, refused when it carries `access_token` (RFC 6750 §2.2). */
+async function readFormBody(req: IncomingMessage, maxBytes: number): Promise<Buffer> {
+  const body = await readBody(req, maxBytes);
+  if (hasBodyAccessToken(req.headers['content-type'], body)) {
+    throw invalidRequest('Access tokens are accepted only in the Authorization header');
+  }
+  return body;
 }
 
 /**
