@@ -31,6 +31,7 @@ import { Interactions } from './interactions/interactions.js';
 import { jwksRoutes } from './endpoints/jwks.js';
 import { loadSigningKeys } from './keys/signing-keys.js';
 import { devLogin } from './login/dev-login.js';
+import { oauth2Login } from './login/oauth2-login.js';
 import { oidcLogin } from './login/oidc-login.js';
 import type { LoginMethod, LoginMethodFactory, LoginServices } from './login/login-method.js';
 import { metadataRoutes } from './endpoints/metadata.js';
@@ -88,7 +89,7 @@ export interface AuthorizationServer {
 }
 
 const MIN_REGISTRATION_TTL_MS = 30 * 24 * 3600_000;
-const BUILTIN_LOGIN_METHODS: Record<string, LoginMethodFactory> = { dev: devLogin, oidc: oidcLogin };
+const BUILTIN_LOGIN_METHODS: Record<string, LoginMethodFactory> = { dev: devLogin, oidc: oidcLogin, oauth2: oauth2Login };
 
 export async function createAuthorizationServer(config: GatewayConfig, deps: AuthorizationServerDeps): Promise<AuthorizationServer> {
   const asConfig = config.authorizationServer;

@@ -18,6 +18,7 @@ import type {
   AuthorizationServerRateLimits,
   EnterpriseIdpConfig,
   GatewayConfig,
+  LoginConfig,
   RouteConfig,
   RouteRateLimitConfig,
   RuleConfig,
@@ -153,17 +154,7 @@ class Resolver {
     // Anyone could sign in as anyone: only for a gateway nobody else can reach.
     const devLoginRefusal = a.login.kind === 'dev' ? refuseDevLogin(publicUrl, listenHost) : undefined;
     if (devLoginRefusal) this.issue(at, [...base, 'login'], devLoginRefusal);
-    if (a.login.kind === 'oidc') {
-      this.warnHttp(at, [...base, 'login', 'issuer'], a.login.issuer);
-      this.warn(at, [...base, 'login', 'issuer'], issuerWithTrailingSlash(a.login.issuer));
-    }
-    const login = a.login.kind === 'dev' ? a.login : {
-      kind: 'oidc' as const,
-      issuer: a.login.issuer,
-      clientId: a.login.client_id,
-      clientSecret: a.login.client_secret && (await this.secret(at, [...base, 'login', 'client_secret'], a.login.client_secret)),
-      scopes: a.login.scopes,
-    };
+    const login = await this.login(a.login, at);
     const signingKey = a.signing_key && (await this.secret(at, [...base, 'signing_key'], a.signing_key));
     if (signingKey && !isJsonObject(signingKey)) this.issue(at, [...base, 'signing_key'], 'the signing key is not a JSON Web Key (a JSON object)');
     const issuer = canonicalUrl(a.issuer ?? publicUrl);
@@ -206,6 +197,38 @@ class Resolver {
       }
     }
     return a.enterprise_idps.map((idp) => ({ issuer: idp.issuer, jwksUri: idp.jwks_uri }));
+  }
+
+  /** `authorization_server.login`: secrets read, plain-http IdP endpoints warned about. */
+  private async login(l: AsFile['login'], at: Locate): Promise<LoginConfig> {
+    const here = ['authorization_server', 'login'];
+    if (l.kind === 'dev') return l;
+    if (l.kind === 'oidc') {
+      this.warnHttp(at, [...here, 'issuer'], l.issuer);
+      this.warn(at, [...here, 'issuer'], issuerWithTrailingSlash(l.issuer));
+      return {
+        kind: 'oidc',
+        issuer: l.issuer,
+        clientId: l.client_id,
+        clientSecret: l.client_secret && (await this.secret(at, [...here, 'client_secret'], l.client_secret)),
+        scopes: l.scopes,
+        sendResource: l.send_resource,
+        subjectClaim: l.subject_claim,
+        extraAuthorizeParams: l.extra_authorize_params,
+      };
+    }
+    for (const endpoint of ['authorization_endpoint', 'token_endpoint', 'userinfo_endpoint'] as const) this.warnHttp(at, [...here, endpoint], l[endpoint]);
+    return {
+      kind: 'oauth2',
+      authorizationEndpoint: l.authorization_endpoint,
+      tokenEndpoint: l.token_endpoint,
+      userinfoEndpoint: l.userinfo_endpoint,
+      clientId: l.client_id,
+      clientSecret: await this.secret(at, [...here, 'client_secret'], l.client_secret),
+      scopes: l.scopes,
+      subjectClaim: l.subject_claim,
+      extraAuthorizeParams: l.extra_authorize_params,
+    };
   }
 
   private async staticClients(a: AsFile, at: Locate): Promise<StaticClientConfig[]> {

@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import { parseDuration } from './duration.js';
 import { ASYMMETRIC_JWS_ALGORITHMS } from './jws-algorithms.js';
+import { GATEWAY_AUTHORIZE_PARAMS, isGatewayAuthorizeParam } from './idp-authorize-params.js';
 
 /** A duration such as `500ms`, `60s`, `10m`, `12h`, `30d`. */
 export const Duration = z
@@ -270,6 +271,22 @@ export const StoreSchema = z.discriminatedUnion('kind', [
   }),
 ]).meta({ id: 'Store' });
 
+/** A claim of the ID token (oidc) or member of the user JSON (oauth2) that names the user. */
+const SubjectClaim = z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, 'a claim name is 1 to 64 letters, digits or _ . : -');
+
+const ExtraAuthorizeParams = z
+  .record(
+    z
+      .string()
+      .regex(/^[A-Za-z0-9_.~-]{1,64}$/, 'a parameter name is 1 to 64 letters, digits or _ . ~ -')
+      .refine((name) => !isGatewayAuthorizeParam(name), {
+        error: (issue) => `${String(issue.input)} is set by the gateway itself (the gateway sets ${GATEWAY_AUTHORIZE_PARAMS.join(', ')})`,
+      }),
+    z.string().max(2048),
+  )
+  .default({})
+  .describe('added to the authorization request at the IdP (e.g. Google access_type, Auth0 audience); never a parameter the gateway sets itself');
+
 export const LoginSchema = z.discriminatedUnion('kind', [
   z.strictObject({ kind: z.literal('dev') }),
   z.strictObject({
@@ -278,6 +295,23 @@ export const LoginSchema = z.discriminatedUnion('kind', [
     client_id: z.string().min(1),
     client_secret: SecretRef.optional(),
     scopes: z.array(Scope).default(['openid']),
+    send_resource: z
+      .boolean()
+      .default(true)
+      .describe("send the client's RFC 8707 resource in the IdP's authorization and token requests (false for Entra ID, which refuses it: AADSTS9010010)"),
+    subject_claim: SubjectClaim.default('sub').describe("the ID token claim whose string value is the gateway token's sub (Entra ID: oid)"),
+    extra_authorize_params: ExtraAuthorizeParams,
+  }),
+  z.strictObject({
+    kind: z.literal('oauth2'),
+    authorization_endpoint: HttpUrl,
+    token_endpoint: HttpUrl,
+    userinfo_endpoint: HttpUrl.describe('read with the access token; its JSON names the user'),
+    client_id: z.string().min(1),
+    client_secret: SecretRef.describe('sent to the token endpoint as client_secret_post'),
+    scopes: z.array(Scope).default([]),
+    subject_claim: SubjectClaim.describe("the member of the user JSON whose value (a string, or an integer made a string) is the gateway token's sub (GitHub: id)"),
+    extra_authorize_params: ExtraAuthorizeParams,
   }),
 ]).meta({ id: 'Login', description: 'Where users prove who they are' });
 

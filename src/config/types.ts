@@ -133,9 +133,34 @@ export type StoreConfig =
   | { kind: 'memory'; maxEntries: number }
   | { kind: 'redis'; url: string; keyPrefix: string; commandTimeoutMs: number; requireNoeviction: boolean };
 
-export type LoginConfig =
-  | { kind: 'dev' }
-  | { kind: 'oidc'; issuer: string; clientId: string; clientSecret?: string; scopes: string[] };
+export interface OidcLoginConfig {
+  kind: 'oidc';
+  issuer: string;
+  clientId: string;
+  clientSecret?: string;
+  scopes: string[];
+  /** Send the client's RFC 8707 `resource` to the IdP (authorization and code exchange). */
+  sendResource: boolean;
+  /** The ID token claim that becomes the gateway token's `sub`. */
+  subjectClaim: string;
+  extraAuthorizeParams: Record<string, string>;
+}
+
+/** An OAuth 2.0 IdP without OpenID Connect (GitHub): the user is read from its user endpoint. */
+export interface OAuth2LoginConfig {
+  kind: 'oauth2';
+  authorizationEndpoint: string;
+  tokenEndpoint: string;
+  userinfoEndpoint: string;
+  clientId: string;
+  clientSecret: string;
+  scopes: string[];
+  /** The member of the user JSON that becomes the gateway token's `sub`. */
+  subjectClaim: string;
+  extraAuthorizeParams: Record<string, string>;
+}
+
+export type LoginConfig = { kind: 'dev' } | OidcLoginConfig | OAuth2LoginConfig;
 
 export interface AuthorizationServerConfig {
   issuer: string;

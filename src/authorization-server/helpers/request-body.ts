@@ -4,7 +4,7 @@ import { GatewayError } from '../../errors/gateway-error.js';
 
 const MAX_FORM_BYTES = 64 * 1024;
 
-export async function readBoundedText(request: Request, maxBytes: number): Promise<string> {
+export async function readBoundedText(request: Pick<Request, 'headers' | 'body'>, maxBytes: number): Promise<string> {
   const declared = Number(request.headers.get('content-length') ?? 0);
   if (declared > maxBytes) throw tooLarge(maxBytes);
   if (!request.body) return '';

@@ -21,6 +21,8 @@ export interface OidcClientOptions {
   redirectUri: string;
   /** Deadline of one request to the IdP; default 10 s. */
   timeoutMs?: number;
+  /** Added to every authorization request; config load refused the names the gateway sets itself. */
+  extraAuthorizeParams?: Readonly<Record<string, string>>;
 }
 
 /** What the gateway keeps of an IdP token response. */
@@ -36,9 +38,11 @@ export interface IdpTokenSet {
 }
 
 export interface IdpSignIn {
-  /** The ID token's `sub` at `issuer`. */
+  /** The ID token's `sub` at `issuer`: what logout tokens and refreshed ID tokens name. */
   subject: string;
   issuer: string;
+  /** Every claim of the validated ID token (the configured subject claim is read from them). */
+  claims: Readonly<Record<string, unknown>>;
   tokens: IdpTokenSet;
 }
 
@@ -114,6 +118,7 @@ export class OidcClient {
   readonly #secret: string | undefined;
   readonly #scope: string;
   readonly #redirectUri: string;
+  readonly #extraAuthorizeParams: Readonly<Record<string, string>>;
   readonly #timeoutMs: number;
   readonly #insecure: boolean;
   /** oauth4webapi keeps the IdP's JWKS here between ID token validations. */
@@ -135,16 +140,23 @@ export class OidcClient {
     this.#secret = options.clientSecret;
     this.#scope = options.scopes.join(' ');
     this.#redirectUri = options.redirectUri;
+    this.#extraAuthorizeParams = options.extraAuthorizeParams ?? {};
     this.#timeoutMs = timeoutMs;
     // Operators may choose an http IdP (warned about at config load); oauth4webapi refuses it otherwise.
     this.#insecure = this.#issuerUrl.protocol === 'http:';
   }
 
-  /** The authorization request to send the browser to (fetches the IdP's metadata first if needed). */
-  async authorizationUrl(state: string, secrets: IdpRequestSecrets): Promise<URL> {
+  /**
+   * The authorization request to send the browser to (fetches the IdP's
+   * metadata first if needed); `resource`: the RFC 8707 resource to ask for.
+   */
+  async authorizationUrl(state: string, secrets: IdpRequestSecrets, resource?: string): Promise<URL> {
     const { metadata } = await sanitized(this.#metadata());
     if (!metadata.authorization_endpoint) throw new Error('the identity provider has no authorization_endpoint');
     const url = new URL(metadata.authorization_endpoint);
+    // First, so that the gateway's own parameters below always win.
+    for (const [name, value] of Object.entries(this.#extraAuthorizeParams)) url.searchParams.set(name, value);
+    if (resource !== undefined) url.searchParams.set('resource', resource);
     url.searchParams.set('client_id', this.#client.client_id);
     url.searchParams.set('redirect_uri', this.#redirectUri);
     url.searchParams.set('response_type', 'code');
@@ -172,20 +184,25 @@ export class OidcClient {
     }
   }
 
-  /** Redeems a validated callback's code: the user's identity from the validated ID token, and the IdP's tokens. */
-  async redeem(validated: URLSearchParams, secrets: IdpRequestSecrets): Promise<IdpSignIn> {
-    return sanitized(this.#redeem(validated, secrets));
+  /**
+   * Redeems a validated callback's code: the user's identity from the
+   * validated ID token, and the IdP's tokens. `resource`: the one the
+   * authorization request asked for (RFC 8707 §2.2), if any.
+   */
+  async redeem(validated: URLSearchParams, secrets: IdpRequestSecrets, resource?: string): Promise<IdpSignIn> {
+    return sanitized(this.#redeem(validated, secrets, resource));
   }
 
-  async #redeem(validated: URLSearchParams, secrets: IdpRequestSecrets): Promise<IdpSignIn> {
+  async #redeem(validated: URLSearchParams, secrets: IdpRequestSecrets, resource: string | undefined): Promise<IdpSignIn> {
     const { metadata, auth } = await this.#metadata();
-    const response = await oauth.authorizationCodeGrantRequest(metadata, this.#client, auth, validated, this.#redirectUri, secrets.codeVerifier, this.#requestOptions());
+    const options = { ...this.#requestOptions(), ...(resource !== undefined && { additionalParameters: { resource } }) };
+    const response = await oauth.authorizationCodeGrantRequest(metadata, this.#client, auth, validated, this.#redirectUri, secrets.codeVerifier, options);
     const result = await oauth.processAuthorizationCodeResponse(metadata, this.#client, response, { expectedNonce: secrets.nonce, requireIdToken: true });
     // Received straight from the token endpoint, the ID token's signature could go unchecked (OIDC Core §3.1.3.7); checked anyway.
     await oauth.validateApplicationLevelSignature(metadata, response, { ...this.#requestOptions(), [oauth.jwksCache]: this.#jwksCache });
     const claims = oauth.getValidatedIdTokenClaims(result);
     if (!claims) throw new Error('the identity provider returned no ID token');
-    return { subject: claims.sub, issuer: claims.iss, tokens: tokenSet(result, claims) };
+    return { subject: claims.sub, issuer: claims.iss, claims, tokens: tokenSet(result, claims) };
   }
 
   /** New tokens for `refreshToken`; an ID token in the answer must name `subject`. Throws IdpSessionEndedError on invalid_grant. */
@@ -301,8 +318,8 @@ function tokenSet(result: oauth.TokenEndpointResponse, claims: oauth.IDToken | u
   };
 }
 
-/** Rethrows anything but our own errors as an IdpRequestError (message only). */
-async function sanitized<T>(promise: Promise<T>): Promise<T> {
+/** Rethrows anything but our own errors as an IdpRequestError (message only); the oauth2 client shares it. */
+export async function sanitized<T>(promise: Promise<T>): Promise<T> {
   try {
     return await promise;
   } catch (err) {

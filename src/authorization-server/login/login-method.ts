@@ -1,7 +1,7 @@
 // How users prove who they are, after they approved the client and before the
 // code is issued. One implementation per `authorization_server.login.kind`:
-// `dev` (a name-only form, loopback gateways only) and `oidc` (a third-party
-// IdP). A method gets an interaction at stage `login`, already
+// `dev` (a name-only form, loopback gateways only), `oidc` (a third-party
+// OpenID Connect IdP) and `oauth2` (an OAuth-only IdP such as GitHub). A method gets an interaction at stage `login`, already
 // bound to the browser and consented; it ends by calling `complete` (or `fail`).
 import type { Context, Hono } from 'hono';
 import type { AsContext } from '../context.js';
@@ -35,7 +35,7 @@ export interface LoginServices {
   /** Sends an error back to the client (with state and iss). */
   fail(c: Context, interaction: Interaction, error: LoginFailure, description: string): Response | Promise<Response>;
   /** An error page for the user (a stale, forged or foreign form): never a redirect. */
-  errorPage(c: Context, status: 400 | 403 | 503, title: string, message: string): Promise<Response>;
+  errorPage(c: Context, status: 400 | 403 | 502 | 503, title: string, message: string): Promise<Response>;
   /** The AS's grants: a third-party login deletes what it bound to a grant when the grant is revoked. */
   grants: Grants;
 }

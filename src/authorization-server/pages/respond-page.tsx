@@ -6,7 +6,7 @@ import { toGatewayError } from '../../errors/translate.js';
 import { ErrorPage } from './error-page.js';
 import { PAGE_HEADERS } from './security-headers.js';
 
-export async function errorPage(c: Context, status: 400 | 403 | 404 | 503, title: string, message: string): Promise<Response> {
+export async function errorPage(c: Context, status: 400 | 403 | 404 | 502 | 503, title: string, message: string): Promise<Response> {
   return c.html(<ErrorPage title={title} message={message} />, status, PAGE_HEADERS);
 }
 
