@@ -4,7 +4,7 @@
  * registered before the gateway starts; the tests choose who signs in and see what the IdP issues.
  */
 import { randomBytes } from 'node:crypto';
-import { startOidcProvider, type OidcProviderHandle } from './oidc-provider.js';
+import { startOidcProvider, type OidcProviderHandle, type OidcProviderOptions } from './oidc-provider.js';
 
 /** Where the gateway receives the IdP's authorization response. */
 export const IDP_CALLBACK_PATH = '/authorize/login/oidc/callback';
@@ -32,22 +32,44 @@ export const accessTokens = (handle: OidcProviderHandle) =>
 /** Where the gateway receives the IdP's back-channel logout tokens. */
 export const IDP_BACKCHANNEL_LOGOUT_PATH = '/authorize/login/oidc/backchannel-logout';
 
+export interface GatewayIdpOptions {
+  /** Register the gateway's back-channel logout URI (session required, so ID tokens carry `sid`). */
+  backchannelLogout?: boolean;
+  /**
+   * What the IdP does with an RFC 8707 `resource` (the gateway sends the client's by default):
+   * `ignored` (default: as Keycloak or Google, which know no such parameter), or `refused` with
+   * `invalid_target` (as Entra ID does: AADSTS9010010).
+   */
+  resource?: 'ignored' | 'refused';
+  /** More gateways (their origins) registered as redirect URIs of the same client. */
+  moreGatewayOrigins?: string[];
+  /** Passed on to startOidcProvider (claims, extra parameters). */
+  provider?: Pick<OidcProviderOptions, 'accountClaims' | 'claims' | 'extraParams' | 'conformIdTokenClaims' | 'features'>;
+}
+
 /**
  * An IdP whose one client is the gateway at `gatewayOrigin`, issuing access tokens that live
- * `accessTokenTtl` seconds; with `backchannelLogout`, the gateway's logout URI is registered
- * (session required, so ID tokens carry `sid`).
+ * `accessTokenTtl` seconds.
  */
-export function startGatewayIdp(gatewayOrigin: string, client: IdpClient, accessTokenTtl: number, opts: { backchannelLogout?: boolean } = {}): Promise<OidcProviderHandle> {
+export function startGatewayIdp(gatewayOrigin: string, client: IdpClient, accessTokenTtl: number, opts: GatewayIdpOptions = {}): Promise<OidcProviderHandle> {
+  const origins = [gatewayOrigin, ...(opts.moreGatewayOrigins ?? [])];
   return startOidcProvider({
+    // With resource indicators on and no resource known, every `resource` is invalid_target.
     resources: [],
     scopes: [],
     accessTokenTtl,
+    ...opts.provider,
+    features: {
+      ...(opts.resource !== 'refused' && { resourceIndicators: { enabled: false } }),
+      ...(opts.backchannelLogout && { backchannelLogout: { enabled: true } }),
+      ...opts.provider?.features,
+    },
     // The gateway under test listens on loopback, which oidc-provider's SSRF guard refuses to POST to.
-    ...(opts.backchannelLogout && { features: { backchannelLogout: { enabled: true } }, fetch: (url, { dispatcher: _loopbackGuard, ...init }) => fetch(url, init) }),
+    ...(opts.backchannelLogout && { fetch: (url, { dispatcher: _loopbackGuard, ...init }) => fetch(url, init) }),
     clients: [
       {
         ...client,
-        redirect_uris: [`${gatewayOrigin}${IDP_CALLBACK_PATH}`],
+        redirect_uris: origins.map((o) => `${o}${IDP_CALLBACK_PATH}`),
         grant_types: ['authorization_code', 'refresh_token'],
         response_types: ['code'],
         token_endpoint_auth_method: 'client_secret_basic',

@@ -37,6 +37,14 @@ export interface OidcProviderOptions {
   features?: Record<string, unknown>;
   /** Replaces oidc-provider's outgoing `fetch` (back-channel logout POSTs), e.g. to reach a loopback gateway. */
   fetch?: (url: string, options: RequestInit & { dispatcher?: unknown }) => Promise<Response>;
+  /** The claims of an account (default `sub`, `email`, `name`), e.g. to put the user id in another claim. */
+  accountClaims?: (sub: string) => Record<string, unknown>;
+  /** oidc-provider's `claims` (scope → claim names), replacing the default. */
+  claims?: Record<string, string[]>;
+  /** Authorization parameters oidc-provider keeps beyond the standard ones (they then appear in `interactions[].params`). */
+  extraParams?: string[];
+  /** oidc-provider's default (true) leaves a code flow's ID token without profile claims; false puts them in, as Entra ID does. */
+  conformIdTokenClaims?: boolean;
 }
 
 export interface OidcProviderHandle {
@@ -55,6 +63,8 @@ export interface OidcProviderHandle {
   provider: Provider;
   /** Every interaction the headless login completed (what it was asked for). */
   interactions: InteractionDetails[];
+  /** The raw query of every authorization request, as it arrived (parameters oidc-provider drops included). */
+  authorizationRequests: URLSearchParams[];
   /** Errors oidc-provider reported (server_error, grant.error, ...), for debugging failing tests. */
   errors: unknown[];
   /** client_credentials token for `resource` (a JWT with `aud` = resource). */
@@ -142,9 +152,11 @@ export async function startOidcProvider(opts: OidcProviderOptions): Promise<Oidc
     interactions: { url: (_ctx: unknown, interaction: { uid: string }) => `/interaction/${interaction.uid}` },
     findAccount: (_ctx: unknown, sub: string) => ({
       accountId: sub,
-      claims: () => ({ sub, email: `${sub}@example.test`, name: sub }),
+      claims: () => ({ sub, ...(opts.accountClaims ? opts.accountClaims(sub) : { email: `${sub}@example.test`, name: sub }) }),
     }),
-    claims: { openid: ['sub'], email: ['email'], profile: ['name'] },
+    claims: opts.claims ?? { openid: ['sub'], email: ['email'], profile: ['name'] },
+    ...(opts.extraParams && { extraParams: opts.extraParams }),
+    ...(opts.conformIdTokenClaims !== undefined && { conformIdTokenClaims: opts.conformIdTokenClaims }),
     clientBasedCORS: () => true,
     ...(opts.fetch && { fetch: opts.fetch }),
     ttl: {
@@ -188,7 +200,10 @@ export async function startOidcProvider(opts: OidcProviderOptions): Promise<Oidc
 
   // Composed at the first request, so middleware a test adds with provider.use() after start-up applies.
   let callback: ReturnType<Provider['callback']> | undefined;
+  const authorizationRequests: URLSearchParams[] = [];
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    const url = new URL(req.url ?? '/', issuer);
+    if (url.pathname === '/auth') authorizationRequests.push(url.searchParams);
     if (!req.url?.startsWith('/interaction/')) return (callback ??= provider.callback())(req, res);
     interact(req, res).catch((err: unknown) => {
       errs.push(err);
@@ -206,6 +221,7 @@ export async function startOidcProvider(opts: OidcProviderOptions): Promise<Oidc
     resources,
     provider,
     interactions,
+    authorizationRequests,
     errors: errs,
     mintAccessToken: (o) => mintClientCredentialsToken(handle, o),
     close: () => closeServer(server),
