@@ -274,16 +274,17 @@ export const StoreSchema = z.discriminatedUnion('kind', [
 /** A claim of the ID token (oidc) or member of the user JSON (oauth2) that names the user. */
 const SubjectClaim = z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, 'a claim name is 1 to 64 letters, digits or _ . : -');
 
+const PARAM_NAME = /^[A-Za-z0-9_.~-]{1,64}$/;
+
 const ExtraAuthorizeParams = z
-  .record(
-    z
-      .string()
-      .regex(/^[A-Za-z0-9_.~-]{1,64}$/, 'a parameter name is 1 to 64 letters, digits or _ . ~ -')
-      .refine((name) => !isGatewayAuthorizeParam(name), {
-        error: (issue) => `${String(issue.input)} is set by the gateway itself (the gateway sets ${GATEWAY_AUTHORIZE_PARAMS.join(', ')})`,
-      }),
-    z.string().max(2048),
-  )
+  .record(z.string(), z.string().max(2048))
+  // Names are checked here rather than by a key schema, whose issues zod words only as "Invalid key in record".
+  .superRefine((params, ctx) => {
+    for (const name of Object.keys(params)) {
+      if (!PARAM_NAME.test(name)) ctx.addIssue({ code: 'custom', path: [name], message: 'a parameter name is 1 to 64 letters, digits or _ . ~ -' });
+      else if (isGatewayAuthorizeParam(name)) ctx.addIssue({ code: 'custom', path: [name], message: `${name} is set by the gateway itself (the gateway sets ${GATEWAY_AUTHORIZE_PARAMS.join(', ')})` });
+    }
+  })
   .default({})
   .describe('added to the authorization request at the IdP (e.g. Google access_type, Auth0 audience); never a parameter the gateway sets itself');
 
