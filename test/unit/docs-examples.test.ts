@@ -182,3 +182,46 @@ describe('docs/deployment.md', () => {
     expect(config.publicUrl).toBe(env.PUBLIC_URL);
   });
 });
+
+describe('docs/idps', () => {
+  /** Each page, the login kind its settings must have, and what its quirk sets. */
+  const PAGES: [string, Record<string, unknown>][] = [
+    ['keycloak.md', { kind: 'oidc', issuer: 'https://keycloak.example.com/realms/acme', sendResource: true, subjectClaim: 'sub' }],
+    ['entra-id.md', { kind: 'oidc', sendResource: false, subjectClaim: 'oid' }],
+    ['okta.md', { kind: 'oidc', issuer: 'https://acme.okta.com/oauth2/default' }],
+    ['auth0.md', { kind: 'oidc', issuer: 'https://acme.us.auth0.com/', sendResource: false, extraAuthorizeParams: { audience: 'https://api.example.com' } }],
+    ['google.md', { kind: 'oidc', extraAuthorizeParams: expect.objectContaining({ access_type: 'offline', prompt: 'consent' }) }],
+    ['github.md', { kind: 'oauth2', subjectClaim: 'id', userinfoEndpoint: 'https://api.github.com/user' }],
+  ];
+
+  it.each(PAGES)('%s: the gateway settings load in a gateway.yaml, with the quirk set', async (page, login) => {
+    const blocks = (await fencedBlocks(`docs/idps/${page}`, 'yaml')).filter(({ text }) => /^authorization_server:/m.test(text));
+    expect(blocks).toHaveLength(1);
+    const dir = await writeConfig(`idps-${page}`, {
+      'gateway.yaml': `listen: { host: 0.0.0.0 }\npublic_url: https://mcp.example.com\n${blocks[0]!.text}`,
+      'route.yaml': 'path: /mcp\nupstream: http://127.0.0.1:3000/mcp\n',
+    });
+    const config = await loadConfig(dir, SECRETS_ENV);
+    expect(config.authorizationServer?.login).toMatchObject(login);
+  });
+
+  it("the README's login examples (oidc with its quirks, oauth2) load in a gateway.yaml", async () => {
+    const blocks = (await fencedBlocks('README.md', 'yaml')).filter(({ text }) => /^\s+kind: (oidc|oauth2)$/m.test(text) && /^authorization_server:/m.test(text) && !/^public_url:/m.test(text));
+    const kinds: string[] = [];
+    for (const [i, { text }] of blocks.entries()) {
+      const dir = await writeConfig(`readme-login-${i}`, { 'gateway.yaml': `listen: { host: 0.0.0.0 }\npublic_url: https://mcp.example.com\n${text}`, 'route.yaml': 'path: /mcp\nupstream: http://127.0.0.1:3000/mcp\n' });
+      kinds.push((await loadConfig(dir, SECRETS_ENV)).authorizationServer!.login.kind);
+    }
+    expect(kinds).toContain('oauth2');
+    expect(kinds.filter((k) => k === 'oidc').length).toBeGreaterThanOrEqual(2);
+  });
+
+  it('every page is listed in docs/idps/README.md, and the README links it', async () => {
+    const index = await readFile(join(REPO, 'docs/idps/README.md'), 'utf8');
+    const readme = await readFile(join(REPO, 'README.md'), 'utf8');
+    for (const [page] of PAGES) {
+      expect(index).toContain(`](${page})`);
+      expect(readme).toContain(`](docs/idps/${page})`);
+    }
+  });
+});
