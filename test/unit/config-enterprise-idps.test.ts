@@ -84,12 +84,16 @@ describe('authorization_server.enterprise_idps', () => {
 });
 
 describe("the access token's subject", () => {
-  const oidcLogin = (issuer: string) => ({ config: { login: { kind: 'oidc', issuer, clientId: 'gw', scopes: ['openid'] } } as unknown as AuthorizationServerConfig });
+  const oidcLogin = (issuer: string, subjectClaim = 'sub') => ({ config: { login: { kind: 'oidc', issuer, clientId: 'gw', scopes: ['openid'], subjectClaim } } as unknown as AuthorizationServerConfig });
   const devLogin = { config: { login: { kind: 'dev' } } as unknown as AuthorizationServerConfig };
 
   it("is the asserted sub when the IdP is the one users sign in with (the same users), else namespaced by the IdP's issuer", () => {
     expect(tokenSubject(oidcLogin('https://acme.okta.example'), { issuer: 'https://acme.okta.example', subject: 'u1' })).toBe('u1');
     expect(tokenSubject(oidcLogin('https://login.example'), { issuer: 'https://acme.okta.example', subject: 'u1' })).toBe('https://acme.okta.example#u1');
     expect(tokenSubject(devLogin, { issuer: 'https://acme.okta.example', subject: 'alice' })).toBe('https://acme.okta.example#alice');
+  });
+
+  it('is namespaced when the login names its users by another claim (subject_claim: oid): the asserted sub is not that id', () => {
+    expect(tokenSubject(oidcLogin('https://login.example/t/v2.0', 'oid'), { issuer: 'https://login.example/t/v2.0', subject: 'pairwise-sub' })).toBe('https://login.example/t/v2.0#pairwise-sub');
   });
 });

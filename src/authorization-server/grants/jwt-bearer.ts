@@ -87,12 +87,15 @@ async function spendOnce(ctx: AsContext, idJag: IdJag): Promise<void> {
 
 /**
  * The access token's `sub`. The IdP the users sign in with (`login.kind:
- * oidc`, same issuer) names the same users (draft §3.1: the subject of SSO),
- * so its subjects stay as they are; any other IdP's are `<issuer>#<sub>`, so
- * an enterprise subject never names a user of another IdP (in
- * `allow_subjects`, sessions, rate limits). An issuer has no `#`.
+ * oidc`, same issuer, users named by `sub`) names the same users (draft
+ * §3.1: the subject of SSO), so its subjects stay as they are; any other
+ * IdP's are `<issuer>#<sub>`, so an enterprise subject never names a user of
+ * another IdP (in `allow_subjects`, sessions, rate limits). An issuer has no
+ * `#`. A login whose `subject_claim` is another claim (Entra's `oid`) names
+ * its users by that claim, which the assertion's `sub` is not: namespaced too.
  */
 export function tokenSubject(ctx: Pick<AsContext, 'config'>, idJag: Pick<IdJag, 'issuer' | 'subject'>): string {
   const login = ctx.config.login;
-  return login.kind === 'oidc' && login.issuer === idJag.issuer ? idJag.subject : `${idJag.issuer}#${idJag.subject}`;
+  const sameUsers = login.kind === 'oidc' && login.issuer === idJag.issuer && login.subjectClaim === 'sub';
+  return sameUsers ? idJag.subject : `${idJag.issuer}#${idJag.subject}`;
 }
