@@ -26,6 +26,8 @@ const TOOLS = [
     description: "what client-chosen code could reach: the gateway's environment and memory, another process's directory, a file, the processes it may signal",
     inputSchema: { type: 'object', properties: { gatewayPid: { type: 'number' }, otherDir: { type: 'string' }, file: { type: 'string' }, writeTo: { type: 'array' } } },
   },
+  // The spec's example of a 2026-07-28 argument mirrored in an Mcp-Param-Region header.
+  { name: 'route_query', description: 'x-mcp-header on region', inputSchema: { type: 'object', properties: { region: { type: 'string', 'x-mcp-header': 'Region' } } } },
 ];
 
 /** `{ ok: value }` or `{ error: code }`. */

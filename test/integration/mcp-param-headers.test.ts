@@ -10,6 +10,7 @@
  *   headers (any case of the name, plain or base64) pass unchanged.
  * - Before any tools/list, and after a reload, the route knows nothing and forwards (the upstream
  *   must validate: documented in the README).
+ * - The same on a stdio route (the fixture server's `route_query`), whose child never sees headers.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,6 +18,7 @@ import { loadConfig } from '../../src/config/load.js';
 import type { AuditEvent } from '../../src/observability/audit.js';
 import { closeServer, listen } from '../helpers/net.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { FIXTURE_SERVER, startStdioStage, type StdioStage } from '../helpers/stdio-stage.js';
 import { gatewayYaml, jwtRoute, resourceOf, startTestIssuer, type TestIssuer } from '../helpers/security-fixtures.js';
 
 const EXECUTE_SQL = {
@@ -192,5 +194,42 @@ describe('a reload', () => {
     await expectRefused(callSql({ region: 'us' }, [['Mcp-Param-Region', 'eu']]));
     await gw.reload(await loadConfig(gw.dir, {}));
     await expectForwarded(callSql({ region: 'us' }, [['Mcp-Param-Region', 'eu']]), { 'mcp-param-region': 'eu' });
+  });
+});
+
+describe('a stdio route (2026-07-28: one process per principal, no session)', () => {
+  const PATH = '/stdio/mcp';
+  let stage: StdioStage;
+
+  beforeAll(async () => {
+    stage = await startStdioStage({ [PATH]: { upstream: { stdio: { command: process.execPath, args: [FIXTURE_SERVER, 'probe'] } } } });
+  });
+
+  afterAll(async () => {
+    await stage?.close();
+  });
+
+  async function stdioPost(token: string, id: number, method: string, params: Record<string, unknown>, extra: Record<string, string> = {}) {
+    const headers: Record<string, string> = { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json', 'mcp-protocol-version': '2026-07-28', 'mcp-method': method, ...extra };
+    if (typeof params.name === 'string') headers['mcp-name'] = params.name;
+    const res = await fetch(stage.url(PATH), { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id, method, params: { ...params, _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28' } } }) });
+    return { status: res.status, body: await res.text() };
+  }
+
+  it('learns route_query from its tools/list and refuses a contradicting or missing Mcp-Param-Region', async () => {
+    const token = await stage.token(PATH);
+    const call = (id: number, region: string | undefined, header?: string) => stdioPost(token, id, 'tools/call', { name: 'route_query', arguments: region === undefined ? {} : { region } }, header === undefined ? {} : { 'mcp-param-region': header });
+    // Not listed yet: forwarded, whatever the header says.
+    expect((await call(1, 'us', 'eu')).status).toBe(200);
+    const listed = await stdioPost(token, 2, 'tools/list', {});
+    expect(listed.body).toContain('route_query');
+    const refused = await call(3, 'us', 'eu');
+    expect(refused.status).toBe(400);
+    expect(JSON.parse(refused.body)).toMatchObject({ id: 3, error: { code: -32020 } });
+    expect((await call(4, 'us')).status).toBe(400);
+    expect((await call(5, undefined, 'eu')).status).toBe(400);
+    const agreed = await call(6, 'us', 'us');
+    expect(agreed.status, agreed.body).toBe(200);
+    expect(JSON.parse(agreed.body)).toMatchObject({ id: 6, result: { content: [{ text: 'called route_query' }] } });
   });
 });
