@@ -1,12 +1,14 @@
 // `check --online`: reaches what each route depends on (its token issuer's
 // metadata and keys, or its introspection endpoint; the authorization servers
-// it advertises; its upstream), so a wrong issuer, key set, audience or
-// upstream path shows before the first client does. Probes run concurrently;
+// it advertises; its upstream), and the built-in AS's login IdP and enterprise
+// IdPs' key sets, so a wrong issuer, key set, audience or upstream path shows
+// before the first client does. Probes run concurrently;
 // one URL shared by several routes is fetched once.
 import type { GatewayConfig, RouteConfig } from '../config/types.js';
 import { redactUrl } from '../config/urls.js';
 import { error, formatFinding, ok, type Finding } from './findings.js';
-import { findMetadata, issuerFinding, probeJwtIssuer } from './probe-issuer.js';
+import { findMetadata, issuerFinding, probeJwks, probeJwtIssuer } from './probe-issuer.js';
+import { ASYMMETRIC_JWS_ALGORITHMS } from '../config/jws-algorithms.js';
 import { probeIntrospection } from './probe-introspection.js';
 import { probeUpstream } from './probe-upstream.js';
 
@@ -22,6 +24,9 @@ export async function checkOnline(config: GatewayConfig): Promise<OnlineReport> 
   const sections = config.routes.map((route) => ({ title: `${route.path}  (tokens must carry aud ${route.resource})`, findings: routeFindings(route, builtinIssuer, once) }));
   const login = config.authorizationServer?.login;
   if (login?.kind === 'oidc') sections.push({ title: 'authorization_server.login', findings: loginFindings(login.issuer) });
+  for (const idp of config.authorizationServer?.enterpriseIdps ?? []) {
+    sections.push({ title: `authorization_server.enterprise_idps  (ID-JAGs of ${redactUrl(idp.issuer)})`, findings: once(`jwks ${idp.jwksUri}`, async () => [await probeJwks(idp.jwksUri, ASYMMETRIC_JWS_ALGORITHMS)]) });
+  }
   const lines = ['online:'];
   let errors = 0;
   for (const { title, findings } of sections) {

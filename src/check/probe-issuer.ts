@@ -57,7 +57,8 @@ export async function probeJwtIssuer(config: JwtTokenConfig): Promise<Finding[]>
   return [...findings, await probeJwks(jwksUri, config.algorithms)];
 }
 
-async function probeJwks(url: string, algorithms: readonly string[]): Promise<Finding> {
+/** A key set and whether it holds a key for one of `algorithms`. */
+export async function probeJwks(url: string, algorithms: readonly string[]): Promise<Finding> {
   let answer;
   try {
     answer = await probe(url);

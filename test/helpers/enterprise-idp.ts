@@ -17,6 +17,8 @@ export interface EnterpriseIdp {
   /** `http://127.0.0.1:<port>` */
   issuer: string;
   jwksUri: string;
+  /** A URL that answers 302 to the JWKS. */
+  movedJwksUri: string;
   /** How often the gateway fetched the JWKS. */
   jwksFetches(): number;
   /** Signs `claims` with the published key (or `key: 'unpublished'`); `header` replaces the default `{ alg: ES256, typ, kid }` members it names (undefined removes one). */
@@ -33,6 +35,8 @@ export async function startEnterpriseIdp(): Promise<EnterpriseIdp> {
   const jwks = JSON.stringify({ keys: [{ ...(await exportJWK(published.publicKey)), kid, alg: 'ES256', use: 'sig' }] });
   let fetches = 0;
   const server = createServer((req, res) => {
+    // A JWKS URL that redirects to the real one: a gateway that followed it would fetch /jwks.json.
+    if (req.url === '/moved') return void res.writeHead(302, { location: '/jwks.json' }).end();
     if (req.url !== '/jwks.json') return void res.writeHead(404).end();
     fetches++;
     res.writeHead(200, { 'content-type': 'application/json' }).end(jwks);
@@ -41,6 +45,7 @@ export async function startEnterpriseIdp(): Promise<EnterpriseIdp> {
   return {
     issuer,
     jwksUri: `${issuer}/jwks.json`,
+    movedJwksUri: `${issuer}/moved`,
     jwksFetches: () => fetches,
     sign: (claims, options = {}) => {
       const header = withoutUndefined({ alg: 'ES256', typ: ID_JAG_TYP, kid, ...options.header });

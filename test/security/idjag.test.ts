@@ -28,6 +28,9 @@ const SVC_SECRET = 'svc-secret-0123456789abcdef';
 const ROUTE = '/everything/mcp';
 const OTHER_ROUTE = '/other/mcp';
 const ID_JAG_KEY_CLASS = 'id-jag-jti';
+/** Listed IdPs whose keys cannot be had: one whose jwks_uri redirects, one that is down. */
+const MOVED_ISSUER = () => `${idp.issuer}/moved-keys`;
+const DOWN_ISSUER = 'http://127.0.0.1:1/down';
 
 let everything: UpstreamHandle;
 let idp: EnterpriseIdp;
@@ -45,7 +48,11 @@ beforeAll(async () => {
     upstream: everything.url,
     routes: { 'everything.yaml': { path: ROUTE, ...route }, 'other.yaml': { path: OTHER_ROUTE, ...route } },
     authorizationServer: {
-      enterprise_idps: [{ issuer: idp.issuer, jwks_uri: idp.jwksUri }],
+      enterprise_idps: [
+        { issuer: idp.issuer, jwks_uri: idp.jwksUri },
+        { issuer: MOVED_ISSUER(), jwks_uri: idp.movedJwksUri },
+        { issuer: DOWN_ISSUER, jwks_uri: 'http://127.0.0.1:1/jwks.json' },
+      ],
       clients: [
         { client_id: 'agent', client_secret: { env: 'AGENT_SECRET' }, grant_types: [JWT_BEARER_GRANT_TYPE], scopes: ['mcp:read', 'mcp:write'] },
         { client_id: 'svc', client_secret: { env: 'SVC_SECRET' }, grant_types: ['client_credentials'] },
@@ -267,6 +274,28 @@ describe('every check, with its negative', () => {
   it('an unlisted issuer makes the gateway fetch nothing', async () => {
     const before = idp.jwksFetches();
     await expectRefused(present(await idp.sign(claims({ iss: `${idp.issuer}/other` }))), 400, 'invalid_grant');
+    expect(idp.jwksFetches()).toBe(before);
+  });
+
+  it('keys that cannot be fetched are 503 with Retry-After: an IdP that is down, and a jwks_uri that redirects (never followed)', async () => {
+    const before = idp.jwksFetches();
+    for (const iss of [DOWN_ISSUER, MOVED_ISSUER()]) {
+      const res = await fetch(`${gateway.issuer}/token`, {
+        method: 'POST',
+        headers: { authorization: basic('agent', AGENT_SECRET) },
+        body: new URLSearchParams({ grant_type: JWT_BEARER_GRANT_TYPE, assertion: await idp.sign(claims({ iss })) }),
+      });
+      expect(res.status).toBe(503);
+      expect(res.headers.get('retry-after')).toBe('1');
+      expect(((await res.json()) as { error: string }).error).toBe('temporarily_unavailable');
+    }
+    expect(idp.jwksFetches()).toBe(before);
+  });
+
+  it('the key set is cached: ten redemptions fetch it no more', async () => {
+    expect((await present(await idp.sign(claims()))).status).toBe(200);
+    const before = idp.jwksFetches();
+    for (let i = 0; i < 10; i++) expect((await present(await idp.sign(claims()))).status).toBe(200);
     expect(idp.jwksFetches()).toBe(before);
   });
 

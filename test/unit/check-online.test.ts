@@ -139,6 +139,18 @@ describe('check --online with the built-in authorization server', () => {
   });
 });
 
+describe('check --online with enterprise IdPs (ID-JAG)', () => {
+  it("fetches each enterprise IdP's key set, as the jwt-bearer grant will", async () => {
+    const idps = (jwksUri: string) => ({ authorization_server: { login: { kind: 'oidc', issuer: base, client_id: 'gw' }, enterprise_idps: [{ issuer: base, jwks_uri: jwksUri }] } });
+    const good = await online({ authorization_servers: undefined }, idps(`${base}/jwks`));
+    expect(good.text).toContain('authorization_server.enterprise_idps  (ID-JAGs of IDP)\n  ok     jwks: IDP/jwks has 1 key, 1 for RS256');
+    expect(good.ok).toBe(true);
+    const bad = await online({ authorization_servers: undefined }, idps(`${base}/no-keys`));
+    expect(bad.ok).toBe(false);
+    expect(bad.text).toMatch(/authorization_server\.enterprise_idps {2}\(ID-JAGs of IDP\)\n {2}error {2}jwks: IDP\/no-keys: /);
+  });
+});
+
 describe('keyFits', () => {
   it('matches key type, curve, use and alg', () => {
     expect(keyFits({ kty: 'EC', crv: 'P-256' }, 'ES256')).toBe(true);

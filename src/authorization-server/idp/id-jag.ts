@@ -7,7 +7,7 @@
 // a duplicate member (two `sub`, two `aud`) is refused, since another reader
 // could take the other one. Every refusal is 400 invalid_grant (RFC 6749
 // §5.2); keys that cannot be fetched are 503.
-import { base64url, compactVerify, errors } from 'jose';
+import { base64url, compactVerify, errors, type JWTVerifyGetKey } from 'jose';
 import { ASYMMETRIC_JWS_ALGORITHMS } from '../../config/jws-algorithms.js';
 import { GatewayError, temporarilyUnavailable } from '../../errors/gateway-error.js';
 import { JwksUnavailable } from '../../auth/jwks.js';
@@ -106,7 +106,7 @@ function checkHeader(header: Record<string, unknown>): void {
   }
 }
 
-async function checkSignature(assertion: string, keys: NonNullable<ReturnType<EnterpriseIdps['keysOf']>>): Promise<void> {
+async function checkSignature(assertion: string, keys: JWTVerifyGetKey): Promise<void> {
   try {
     await compactVerify(assertion, keys, { algorithms: [...ASYMMETRIC_JWS_ALGORITHMS] });
   } catch (err) {
