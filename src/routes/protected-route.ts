@@ -14,6 +14,7 @@ import type { AuthContext } from '../auth/principal.js';
 import { readBody } from '../proxy/read-body.js';
 import { checkOrigin, corsPreflight, corsResponseHeaders } from '../proxy/origin.js';
 import type { Forwarder } from '../proxy/forwarder.js';
+import { endWithAuthorization } from '../proxy/authorization-lifetime.js';
 import { isForwardedMethod, methodNotAllowed } from '../proxy/forwarded-methods.js';
 import type { UpstreamCredential } from '../upstream-auth/upstream-credential.js';
 import type { Metrics, RequestOutcome } from '../observability/metrics.js';
@@ -97,6 +98,7 @@ function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHan
       const credential = deps.credential.headersFor(auth);
       const injected = credential instanceof Promise ? await credential : credential;
       if (cors) for (const name in cors) res.setHeader(name, cors[name]!);
+      endWithAuthorization(res, req.method, auth, deps.verifier);
       await deps.forwarder.forward(req, res, { auth, body, injected, transform, span });
       span?.setStatus(res.statusCode);
       finish(res.statusCode, 'allow', started);

@@ -1,0 +1,50 @@
+// An answer still open lives no longer than the authorization that let it
+// through. A GET event stream may stay open for hours (idle streams are not
+// cut by request timeouts), delivering the server's notifications and its
+// requests to the client: it ends when the token that opened it expires
+// (the client reconnects with a fresh one), and any open answer ends when the
+// token's grant is revoked (J52). A POST's answer is not cut at expiry: a
+// long tool call started with a valid token may finish.
+import type { ServerResponse } from 'node:http';
+import type { AuthContext } from '../auth/principal.js';
+import type { TokenVerifier } from '../auth/verifier.js';
+
+/** How often open answers are looked at: a revoked grant's streams end within this after the replica learns of it. */
+const SWEEP_MS = 1_000;
+
+interface Opened {
+  auth: AuthContext;
+  verifier: Pick<TokenVerifier, 'usable'>;
+  /** Epoch ms after which the answer is cut; Infinity: only a revocation cuts it. */
+  endsAt: number;
+}
+
+const open = new Map<ServerResponse, Opened>();
+let sweep: NodeJS.Timeout | undefined;
+
+/** Watches `res` until it closes: destroyed (as if its client had left) once its authorization ends. */
+export function endWithAuthorization(res: ServerResponse, method: string | undefined, auth: AuthContext, verifier: Pick<TokenVerifier, 'usable'>): void {
+  if (res.destroyed || res.writableEnded) return;
+  open.set(res, { auth, verifier, endsAt: method === 'GET' ? auth.expiresAt * 1000 : Infinity });
+  res.once('close', () => forget(res));
+  sweep ??= setInterval(sweepOpen, SWEEP_MS).unref();
+}
+
+function forget(res: ServerResponse): void {
+  open.delete(res);
+  if (open.size === 0 && sweep !== undefined) {
+    clearInterval(sweep);
+    sweep = undefined;
+  }
+}
+
+function sweepOpen(): void {
+  const now = Date.now();
+  for (const [res, { auth, verifier, endsAt }] of open) {
+    // A revoked grant is a 401; a revocation log out of reach (503) cuts nothing.
+    if (endsAt <= now || verifier.usable?.(auth)?.status === 401) {
+      forget(res);
+      res.destroy();
+    }
+  }
+}
