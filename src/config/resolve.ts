@@ -12,7 +12,7 @@ import { refuseDevLogin } from './dev-login-placement.js';
 import { issuerWithTrailingSlash, upstreamWithoutPath } from './hints.js';
 import type { ConfigPath, Locate } from './yaml-file.js';
 import { isAbsolute, resolve as resolvePath } from 'node:path';
-import { JWT_BEARER_GRANT_TYPE, type GatewayFile, type RouteFile, type SecretRefValue, type StdioUpstreamFile } from './schema.js';
+import { DEFAULT_SESSIONS_PER_PRINCIPAL, JWT_BEARER_GRANT_TYPE, type GatewayFile, type RouteFile, type SecretRefValue, type StdioUpstreamFile } from './schema.js';
 import type {
   AuthorizationServerConfig,
   AuthorizationServerRateLimits,
@@ -394,10 +394,18 @@ class Resolver {
       inheritEnv: u.inherit_env,
       ...(u.cwd !== undefined && { cwd: relative(u.cwd) }),
       maxProcesses: u.max_processes,
+      maxProcessesPerPrincipal: this.perPrincipal(at, [...base, 'max_processes_per_principal'], u.max_processes_per_principal, u.max_processes, 'max_processes'),
       idleTimeoutMs: parseDuration(u.idle_timeout),
       ...(sandbox && { sandbox }),
       ...(user && { user }),
     };
+  }
+
+  /** A per-principal session cap: at most the route's (checked here), by default the smaller of the two. */
+  private perPrincipal(at: Locate, path: ConfigPath, given: number | undefined, perRoute: number, perRouteKey: string): number {
+    if (given === undefined) return Math.min(DEFAULT_SESSIONS_PER_PRINCIPAL, perRoute);
+    if (given > perRoute) this.issue(at, path, `must be at most ${perRouteKey} (${perRoute})`);
+    return given;
   }
 
   private async secret(at: Locate, path: ConfigPath, ref: SecretRefValue): Promise<string> {

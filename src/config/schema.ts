@@ -149,6 +149,9 @@ export const UpstreamAuthSchema = z.discriminatedUnion('kind', [
   }),
 ]).meta({ id: 'UpstreamAuth', description: 'What the upstream receives instead of the client token' });
 
+/** How many upstream sessions (stdio processes, legacy SSE streams) one principal holds on a route unless told otherwise. */
+export const DEFAULT_SESSIONS_PER_PRINCIPAL = 4;
+
 const EnvName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'not an environment variable name');
 
 const AbsolutePath = z
@@ -192,6 +195,13 @@ export const StdioUpstreamSchema = z
     inherit_env: z.array(EnvName).default(['PATH', 'LANG']).describe("the gateway's own variables that pass to the process"),
     cwd: z.string().min(1).optional().describe('default: ${PROCESS_DIR}, a fresh private (0700) directory per process'),
     max_processes: z.number().int().positive().max(10_000).default(20).describe('per route; beyond it: 503 with Retry-After'),
+    max_processes_per_principal: z
+      .number()
+      .int()
+      .positive()
+      .max(10_000)
+      .optional()
+      .describe(`at most max_processes; default ${DEFAULT_SESSIONS_PER_PRINCIPAL}, or max_processes when lower. At it, the principal's least recently used idle process is stopped to make room`),
     idle_timeout: Duration.default('10m').describe('a process idle this long is stopped (SIGTERM, then SIGKILL)'),
     sandbox: StdioSandboxSchema.optional().describe('default: none, the process sees what the gateway\'s user sees'),
     user: StdioUserSchema.optional().describe("default: the gateway's own user"),

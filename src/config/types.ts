@@ -79,6 +79,8 @@ export interface StdioUpstreamConfig {
   /** Absolute; undefined: the process's own private directory. */
   cwd?: string;
   maxProcesses: number;
+  /** At most maxProcesses. */
+  maxProcessesPerPrincipal: number;
   idleTimeoutMs: number;
   /** Undefined: no sandbox. */
   sandbox?: StdioSandboxConfig;

@@ -16,12 +16,35 @@ export function validate<S extends z.ZodType>(schema: S, data: unknown, at: Loca
   if (result.success) return { value: result.data, issues: [] };
   return {
     value: undefined,
-    issues: result.error.issues.flatMap((issue) =>
+    issues: result.error.issues.flatMap((issue) => unwrapUnion(issue, data)).flatMap((issue) =>
       // One issue per unknown key, each at its own line.
       issue.code === 'unrecognized_keys' ? issue.keys.map((key) => at(issue.path, unknownKey(schema, data, issue.path, key), key)) : [at(issue.path, issue.message)],
     ),
   };
 }
+
+type Issue = z.core.$ZodIssue;
+
+/**
+ * A value none of a union's forms accepts: when exactly one form fits its
+ * shape (its type matches and every key it complains about is one the value
+ * has, as `{ stdio: { max_processes: two } }` fits only the stdio form), that
+ * form's own issues, at their own lines; otherwise the union's one message.
+ */
+function unwrapUnion(issue: Issue, data: unknown): Issue[] {
+  if (issue.code !== 'invalid_union') return [issue];
+  const value = issue.path.reduce<unknown>((at, key) => (isRecord(at) ? at[key as string] : undefined), data);
+  const fitting = issue.errors.filter((option) => option.every((inner) => fits(inner, value)));
+  if (fitting.length !== 1) return [issue];
+  return fitting[0]!.flatMap((inner) => unwrapUnion({ ...inner, path: [...issue.path, ...inner.path] } as Issue, data));
+}
+
+function fits(issue: Issue, value: unknown): boolean {
+  if (issue.path.length === 0) return issue.code !== 'invalid_type' && issue.code !== 'invalid_union';
+  return isRecord(value) && Object.hasOwn(value, issue.path[0] as string);
+}
+
+const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 function missing(howToGive: string | undefined): string {
   return howToGive === undefined ? 'required, but missing' : `required, but missing: ${howToGive}`;

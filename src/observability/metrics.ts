@@ -72,7 +72,7 @@ export class Metrics {
 
   readonly stdioExits = new Counter({
     name: 'mag_stdio_exits_total',
-    help: 'Child processes of stdio routes that ended, by route and reason (exited, idle, deleted, shutdown, fault, timeout, spawn_failed)',
+    help: 'Child processes of stdio routes that ended, by route and reason (exited, idle, deleted, evicted: stopped to make room for another session, shutdown, fault, timeout, spawn_failed)',
     labelNames: ['route', 'reason'] as const,
     registers: [this.registry],
   });

@@ -1,7 +1,8 @@
 /**
  * stdio upstreams under faults (DESIGN §7.2): a child killed mid-call, a server that never
  * answers initialize, one that floods stderr, one that exits at once, one that writes an
- * oversized message, max_processes, idle reaping, a client that goes away mid-call. Each
+ * oversized message, max_processes and max_processes_per_principal, idle reaping, a client that
+ * goes away mid-call. Each
  * route starts the fixture server (test/helpers/stdio-fixture-server.mjs) in one mode.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -21,7 +22,10 @@ beforeAll(async () => {
     '/flood/mcp': fixture('flood'),
     '/exit/mcp': fixture('exit'),
     '/huge/mcp': fixture('huge', {}, { max_body_bytes: 65_536 }),
-    '/two/mcp': fixture('probe', { max_processes: 2 }),
+    // Calls sleep here to keep a process busy: longer than the others' timeout.
+    '/two/mcp': fixture('probe', { max_processes: 2 }, { upstream_timeout: '10s' }),
+    '/capped/mcp': fixture('probe', { max_processes: 3, max_processes_per_principal: 2 }),
+    '/busy/mcp': fixture('probe', { max_processes: 3, max_processes_per_principal: 2 }, { upstream_timeout: '10s' }),
     '/idle/mcp': fixture('probe', { idle_timeout: '400ms' }),
   });
 }, 60_000);
@@ -41,8 +45,8 @@ async function post(path: string, body: unknown, headers: Record<string, string>
   });
 }
 
-async function pidOf(path: string, sessionId: string): Promise<number> {
-  const res = await post(path, { jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'report', arguments: {} } }, { 'mcp-session-id': sessionId });
+async function pidOf(path: string, sessionId: string, sub = 'alice'): Promise<number> {
+  const res = await post(path, { jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'report', arguments: {} } }, { 'mcp-session-id': sessionId }, sub);
   return (JSON.parse(((await res.json()) as { result: { content: { text: string }[] } }).result.content[0]!.text) as { pid: number }).pid;
 }
 
@@ -158,18 +162,79 @@ describe('bounded', () => {
     await waitFor(async () => (await processes('/huge/mcp')) === 0, 5_000, 'the process to stop');
   });
 
-  it('max_processes: the next session is refused with 503, Retry-After and a JSON body; once one ends, a new one starts', async () => {
-    const a = (await post('/two/mcp', INITIALIZE)).headers.get('mcp-session-id')!;
-    const b = (await post('/two/mcp', INITIALIZE, {}, 'bob')).headers.get('mcp-session-id')!;
-    expect(a && b).toBeTruthy();
+  /** A call in flight for `ms` on a session (the session is busy meanwhile); resolves with its status. */
+  const busyFor = (path: string, sessionId: string, ms: number, sub = 'alice') =>
+    post(path, { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'sleep', arguments: { ms } } }, { 'mcp-session-id': sessionId }, sub).then((r) => r.status);
+  const initialize = async (path: string, sub: string) => (await post(path, INITIALIZE, {}, sub)).headers.get('mcp-session-id')!;
+  /** Time for calls just sent to reach their processes (a loaded machine is slow). */
+  const reached = () => new Promise((r) => setTimeout(r, 1_000));
+
+  it('max_processes with every process busy: the next session is refused with 503, Retry-After and a JSON body; once one ends, a new one starts', async () => {
+    const a = await initialize('/two/mcp', 'alice');
+    const b = await initialize('/two/mcp', 'bob');
+    const calls = [busyFor('/two/mcp', a, 5_000), busyFor('/two/mcp', b, 5_000, 'bob')];
+    await reached();
     const third = await post('/two/mcp', INITIALIZE, {}, 'carol');
     expect(third.status).toBe(503);
     expect(Number(third.headers.get('retry-after'))).toBeGreaterThan(0);
     expect(await third.json()).toMatchObject({ error: 'temporarily_unavailable' });
+    expect(stage.gw.logs.some((l) => l.includes('max_processes reached and every session busy'))).toBe(true);
     const ended = await fetch(stage.url('/two/mcp'), { method: 'DELETE', headers: { authorization: `Bearer ${await stage.token('/two/mcp')}`, 'mcp-session-id': a } });
     expect(ended.status).toBe(200);
     await waitFor(async () => (await processes('/two/mcp')) === 1, 5_000, 'one process to remain');
-    expect((await post('/two/mcp', INITIALIZE, {}, 'carol')).status).toBe(200);
+    const carol = await initialize('/two/mcp', 'carol');
+    expect(carol).toBeTruthy();
+    expect(await Promise.all(calls)).toEqual([502, 200]);
+    await fetch(stage.url('/two/mcp'), { method: 'DELETE', headers: { authorization: `Bearer ${await stage.token('/two/mcp', 'carol')}`, 'mcp-session-id': carol } });
+    await fetch(stage.url('/two/mcp'), { method: 'DELETE', headers: { authorization: `Bearer ${await stage.token('/two/mcp', 'bob')}`, 'mcp-session-id': b } });
+  });
+
+  it('max_processes with an idle process: the route makes room by stopping its least recently used idle one (404 after), not a busy one', async () => {
+    await waitFor(async () => (await processes('/two/mcp')) === 0, 5_000, 'the route to be empty');
+    const idle = await initialize('/two/mcp', 'alice');
+    const busy = await initialize('/two/mcp', 'bob');
+    const call = busyFor('/two/mcp', busy, 4_000, 'bob');
+    await reached();
+    const pid = await pidOf('/two/mcp', idle).catch(() => 0);
+    expect(pid).toBeGreaterThan(0);
+    const carol = await post('/two/mcp', INITIALIZE, {}, 'carol');
+    expect(carol.status).toBe(200);
+    await waitFor(() => !isAlive(pid), 5_000, "alice's idle process to stop");
+    expect((await post('/two/mcp', { jsonrpc: '2.0', id: 3, method: 'tools/list' }, { 'mcp-session-id': idle })).status).toBe(404);
+    expect(await call).toBe(200);
+    expect(await exits('/two/mcp', 'evicted')).toBeGreaterThanOrEqual(1);
+  });
+
+  it('max_processes_per_principal: alice at her cap gets her least recently used idle session ended (404, its process stopped), bob still gets a process', async () => {
+    const first = await initialize('/capped/mcp', 'alice');
+    const firstPid = await pidOf('/capped/mcp', first);
+    const second = await initialize('/capped/mcp', 'alice');
+    await pidOf('/capped/mcp', second);
+    const third = await post('/capped/mcp', INITIALIZE, {}, 'alice');
+    expect(third.status).toBe(200);
+    await waitFor(() => !isAlive(firstPid), 5_000, "alice's oldest process to stop");
+    expect((await post('/capped/mcp', { jsonrpc: '2.0', id: 3, method: 'tools/list' }, { 'mcp-session-id': first })).status).toBe(404);
+    expect(await pidOf('/capped/mcp', second)).toBeGreaterThan(0);
+    // alice holds 2 of 3: bob's session starts without touching hers.
+    const bob = await initialize('/capped/mcp', 'bob');
+    expect(await pidOf('/capped/mcp', bob, 'bob')).toBeGreaterThan(0);
+    expect(await pidOf('/capped/mcp', second)).toBeGreaterThan(0);
+    expect(await exits('/capped/mcp', 'evicted')).toBe(1);
+    expect(await processes('/capped/mcp')).toBe(3);
+  });
+
+  it('max_processes_per_principal with all her sessions busy: alice gets 503 with Retry-After; bob still gets a process', async () => {
+    const sessions = [await initialize('/busy/mcp', 'alice'), await initialize('/busy/mcp', 'alice')];
+    const calls = sessions.map((id) => busyFor('/busy/mcp', id, 4_000));
+    await reached();
+    const refused = await post('/busy/mcp', INITIALIZE, {}, 'alice');
+    expect(refused.status).toBe(503);
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(await refused.json()).toMatchObject({ error: 'temporarily_unavailable' });
+    expect(stage.gw.logs.some((l) => l.includes('max_processes_per_principal reached and every session busy'))).toBe(true);
+    expect((await post('/busy/mcp', INITIALIZE, {}, 'bob')).status).toBe(200);
+    expect(await Promise.all(calls)).toEqual([200, 200]);
+    expect(await exits('/busy/mcp', 'evicted')).toBe(0);
   });
 
   it('idle processes are stopped after idle_timeout; their session is then unknown', async () => {

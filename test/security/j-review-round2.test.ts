@@ -26,7 +26,7 @@ function startChild(script: string): { child: StdioChild; logged: Logged[]; mess
   const logged: Logged[] = [];
   const messages: unknown[] = [];
   const log = (obj: object, msg: string) => logged.push({ obj: obj as Record<string, unknown>, msg });
-  const config: StdioUpstreamConfig = { command: process.execPath, args: ['-e', script], env: {}, inheritEnv: ['PATH'], maxProcesses: 1, idleTimeoutMs: 60_000 };
+  const config: StdioUpstreamConfig = { command: process.execPath, args: ['-e', script], env: {}, inheritEnv: ['PATH'], maxProcesses: 1, maxProcessesPerPrincipal: 1, idleTimeoutMs: 60_000 };
   const child = new StdioChild(
     config,
     { route: '/flood/mcp', session: 's1', maxLineBytes: 65_536, logger: { info: log, warn: log, error: log }, parentEnv: process.env },

@@ -1,26 +1,31 @@
-// One route's processes: at most `max_processes` alive at once (beyond it the
-// client gets 503 with Retry-After), each serving one session of one
-// principal, stopped when idle for `idle_timeout`, when its session is
-// deleted, and all of them at close (shutdown, or a reload that drops the
-// route). A process that exits ends its session; the session's id is then
-// unknown (404) and the client starts a new one.
+// One route's processes: at most `max_processes` alive at once and at most
+// `max_processes_per_principal` of one principal (session-admission.ts: room
+// is made by stopping an idle process, else the client gets 503 with
+// Retry-After), each serving one session of one principal, stopped when idle
+// for `idle_timeout`, when its session is deleted, and all of them at close
+// (shutdown, or a reload that drops the route). A process that exits ends its
+// session; the session's id is then unknown (404) and the client starts a new one.
 import { randomUUID } from 'node:crypto';
 import type { StdioUpstreamConfig } from '../../config/types.js';
 import { GatewayError } from '../../errors/gateway-error.js';
+import { admit, SessionAdmission, type AdmissionContext, type Slot } from '../session-admission.js';
+import { StatelessSessions } from '../stateless-init.js';
 import { StdioChild } from './stdio-child.js';
 import type { ProcessEndReason, StdioForwarderDeps } from './stdio-deps.js';
 import { StdioSession } from './stdio-session.js';
 
-/** What a client at the process limit is told to wait: sessions end all the time, so soon. */
-const RETRY_AFTER_SECONDS = 5;
 /** The idle check runs this often at most (and at least four times per idle_timeout). */
 const MAX_SWEEP_MS = 30_000;
+
+const shuttingDown = () => new GatewayError(503, 'temporarily_unavailable', 'Gateway is shutting down');
 
 export class ProcessPool {
   /** Sessions by the `Mcp-Session-Id` the gateway minted. */
   readonly sessions = new Map<string, StdioSession>();
-  /** The per-principal processes of stateless (2026-07-28) clients, by principal key. */
-  readonly stateless = new Map<string, StdioSession>();
+  /** The per-principal processes of stateless (2026-07-28) clients. */
+  readonly stateless = new StatelessSessions<StdioSession>();
+  private readonly admission: SessionAdmission<StdioSession>;
+  private readonly admissionContext: AdmissionContext;
   private live = 0;
   private closing = false;
   private readonly sweep: NodeJS.Timeout;
@@ -31,6 +36,8 @@ export class ProcessPool {
     private readonly maxLineBytes: number,
     private readonly deps: StdioForwarderDeps,
   ) {
+    this.admission = new SessionAdmission({ perRoute: config.maxProcesses, perPrincipal: config.maxProcessesPerPrincipal });
+    this.admissionContext = { route, logger: deps.logger, settings: { route: 'max_processes', principal: 'max_processes_per_principal' } };
     this.sweep = setInterval(() => this.stopIdle(), Math.max(50, Math.min(MAX_SWEEP_MS, config.idleTimeoutMs / 4)));
     this.sweep.unref();
   }
@@ -40,66 +47,79 @@ export class ProcessPool {
     return this.live;
   }
 
-  /** Starts a process for a new session of `owner`; throws 503 at the limit or while closing. */
-  start(owner: string, stateless: boolean): StdioSession {
-    if (this.closing) throw new GatewayError(503, 'temporarily_unavailable', 'Gateway is shutting down');
-    if (this.live >= this.config.maxProcesses) {
-      this.deps.logger.warn({ route: this.route, max_processes: this.config.maxProcesses }, 'stdio route at max_processes');
-      throw new GatewayError(503, 'temporarily_unavailable', 'Too many upstream processes; try again later', {
-        headers: { 'retry-after': String(RETRY_AFTER_SECONDS) },
-      });
+  /**
+   * Starts a process for a new session of `owner`, once admitted (an idle
+   * process stopped to make room has exited first); throws 503 when nothing
+   * can make room, or while closing.
+   */
+  async start(owner: string, stateless: boolean): Promise<StdioSession> {
+    if (this.closing) throw shuttingDown();
+    const { slot, evict } = admit(this.admission, owner, this.admissionContext);
+    if (evict !== undefined) void this.stop(evict, 'evicted');
+    await slot.vacant;
+    if (this.closing) {
+      this.admission.abandon(slot);
+      throw shuttingDown();
     }
+    return this.spawn(owner, stateless, slot);
+  }
+
+  private spawn(owner: string, stateless: boolean, slot: Slot<StdioSession>): StdioSession {
     const session = new StdioSession(stateless ? undefined : randomUUID(), owner);
     const tag = session.id ?? 'stateless';
     let reason: ProcessEndReason = 'exited';
+    try {
+      session.child = new StdioChild(
+        this.config,
+        { route: this.route, session: tag, maxLineBytes: this.maxLineBytes, logger: this.deps.logger, parentEnv: this.deps.parentEnv ?? process.env },
+        {
+          message: (m) => session.receive(m),
+          exit: ({ code, signal, error }) => {
+            this.live--;
+            if (error !== undefined) reason = 'spawn_failed';
+            this.deps.metrics?.processEnded(reason);
+            this.forget(session);
+            this.admission.release(session);
+            const level = reason === 'exited' || reason === 'spawn_failed' ? 'warn' : 'info';
+            this.deps.logger[level]({ route: this.route, session: tag, code, signal, error, reason }, 'stdio server process ended');
+            session.end(error !== undefined ? 'Upstream process could not start' : 'Upstream process exited');
+          },
+        },
+      );
+    } catch (err) {
+      this.admission.abandon(slot);
+      throw err;
+    }
     this.live++;
     this.deps.metrics?.processStarted();
-    session.child = new StdioChild(
-      this.config,
-      { route: this.route, session: tag, maxLineBytes: this.maxLineBytes, logger: this.deps.logger, parentEnv: this.deps.parentEnv ?? process.env },
-      {
-        message: (m) => session.receive(m),
-        exit: ({ code, signal, error }) => {
-          this.live--;
-          if (error !== undefined) reason = 'spawn_failed';
-          this.deps.metrics?.processEnded(reason);
-          this.forget(session);
-          const level = reason === 'exited' || reason === 'spawn_failed' ? 'warn' : 'info';
-          this.deps.logger[level]({ route: this.route, session: tag, code, signal, error, reason }, 'stdio server process ended');
-          session.end(error !== undefined ? 'Upstream process could not start' : 'Upstream process exited');
-        },
-      },
-    );
+    this.admission.open(slot, session);
     // Whoever stops the process says why, before its exit is seen.
     session.stopWith = (why) => {
       if (reason === 'exited') reason = why;
       return session.child.stop();
     };
     if (session.id !== undefined) this.sessions.set(session.id, session);
-    else this.stateless.set(owner, session);
     return session;
   }
 
-  /** Ends a session: its process is stopped and its id forgotten at once. */
+  /** Ends a session: its process is stopped and its id forgotten at once (its slot counts until the process exited). */
   stop(session: StdioSession, why: ProcessEndReason): Promise<void> {
     this.forget(session);
+    this.admission.closing(session);
     return session.stopWith(why);
   }
 
   private forget(session: StdioSession): void {
-    if (session.id !== undefined) {
-      if (this.sessions.get(session.id) === session) {
-        this.sessions.delete(session.id);
-        this.deps.session.release(session.id);
-      }
-    } else if (this.stateless.get(session.owner) === session) {
-      this.stateless.delete(session.owner);
+    if (session.id === undefined) return this.stateless.forget(session.owner, session);
+    if (this.sessions.get(session.id) === session) {
+      this.sessions.delete(session.id);
+      this.deps.session.release(session.id);
     }
   }
 
   private stopIdle(): void {
     const before = Date.now() - this.config.idleTimeoutMs;
-    for (const session of [...this.sessions.values(), ...this.stateless.values()]) {
+    for (const session of this.admission.occupants(true)) {
       if (!session.busy && session.lastActivity <= before) void this.stop(session, 'idle');
     }
   }
@@ -108,7 +128,6 @@ export class ProcessPool {
   async close(): Promise<void> {
     this.closing = true;
     clearInterval(this.sweep);
-    const all = [...this.sessions.values(), ...this.stateless.values()];
-    await Promise.all(all.map((s) => this.stop(s, 'shutdown')));
+    await Promise.all(this.admission.occupants().map((s) => this.stop(s, 'shutdown')));
   }
 }

@@ -8,8 +8,8 @@ export interface StdioLogger {
   error(obj: object, msg: string): void;
 }
 
-/** Why a process ended: it exited by itself, or the gateway stopped it (idle, session deleted, shutdown, a protocol fault). */
-export type ProcessEndReason = 'exited' | 'idle' | 'deleted' | 'shutdown' | 'fault' | 'timeout' | 'spawn_failed';
+/** Why a process ended: it exited by itself, or the gateway stopped it (idle, session deleted, stopped to make room for another session, shutdown, a protocol fault). */
+export type ProcessEndReason = 'exited' | 'idle' | 'deleted' | 'evicted' | 'shutdown' | 'fault' | 'timeout' | 'spawn_failed';
 
 export interface StdioMetrics extends ProxyMetrics {
   processStarted(): void;

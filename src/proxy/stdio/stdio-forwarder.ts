@@ -6,7 +6,7 @@
 // `Mcp-Session-Id` and binds it to the principal through the session hook),
 // later POSTs, the GET stream and DELETE name that id. A POST without a
 // session that is not `initialize` (a 2026-07-28 client) goes to the
-// principal's own stateless process (stateless-init.ts).
+// principal's own stateless process (../stateless-init.ts).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { principalKey, type AuthContext } from '../../auth/principal.js';
 import type { RouteConfig, StdioUpstreamConfig } from '../../config/types.js';
@@ -19,7 +19,7 @@ import { isObject, isRequest, type Message } from './messages.js';
 import { PostAnswer } from './post-answer.js';
 import { ProcessPool } from './process-pool.js';
 import { SseSink } from './sse-sink.js';
-import { initializeStateless } from './stateless-init.js';
+import { initializeStdio } from './stdio-handshake.js';
 import type { StdioForwarderDeps } from './stdio-deps.js';
 import type { StdioSession } from './stdio-session.js';
 
@@ -81,23 +81,22 @@ class StdioForwarder implements Forwarder {
     return session;
   }
 
-  private async statelessSession(auth: AuthContext): Promise<StdioSession> {
+  private statelessSession(auth: AuthContext): Promise<StdioSession> {
     const owner = principalKey(auth);
-    let session = this.pool.stateless.get(owner);
-    if (!session) {
-      const started = this.pool.start(owner, true);
-      started.ready = initializeStateless(started, this.timeoutMs).catch((err: unknown) => {
+    return this.pool.stateless.get(owner, async () => {
+      const started = await this.pool.start(owner, true);
+      try {
+        await initializeStdio(started, this.timeoutMs);
+      } catch (err) {
         void this.pool.stop(started, 'timeout');
         throw err;
-      });
-      session = started;
-    }
-    await session.ready;
-    return session;
+      }
+      return started;
+    });
   }
 
   private async newSession(auth: AuthContext): Promise<StdioSession> {
-    const session = this.pool.start(principalKey(auth), false);
+    const session = await this.pool.start(principalKey(auth), false);
     try {
       await this.deps.session.bind(session.id!, auth);
     } catch (err) {

@@ -32,6 +32,7 @@ interface Pending {
 export class StdioSession {
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
+  private used = false;
   /** The session's GET stream, when the client holds one open. */
   stream: SseSink | undefined;
   lastActivity = Date.now();
@@ -39,8 +40,6 @@ export class StdioSession {
   child!: StdioChild;
   /** Stops the process, recording why (set by the pool). */
   stopWith!: (why: ProcessEndReason) => Promise<void>;
-  /** Stateless processes: settles once the gateway's own initialize is answered. */
-  ready: Promise<void> | undefined;
 
   constructor(
     /** The `Mcp-Session-Id` the gateway minted; undefined for the per-principal process of stateless (2026-07-28) clients. */
@@ -49,13 +48,14 @@ export class StdioSession {
     readonly owner: string,
   ) {}
 
-  /** Whether the session has work in flight (such a process is never idle). */
+  /** Whether the session has work in flight, or is still being set up (nothing sent yet): such a process is never idle. */
   get busy(): boolean {
-    return this.pending.size > 0;
+    return !this.used || this.pending.size > 0;
   }
 
   /** Writes client messages to the process; the requests among them are answered through `answer`. */
   send(messages: Message[], answer: Answer | undefined): void {
+    this.used = true;
     this.lastActivity = Date.now();
     for (const message of messages) {
       if (answer && isRequest(message)) {
