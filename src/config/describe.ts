@@ -1,5 +1,5 @@
 // What `check` prints: one line per route, then the warnings.
-import type { GatewayConfig } from './types.js';
+import type { GatewayConfig, RouteConfig } from './types.js';
 import { redactUrl } from './urls.js';
 
 export function describeRoutes(config: GatewayConfig): string {
@@ -7,12 +7,19 @@ export function describeRoutes(config: GatewayConfig): string {
   for (const r of config.routes) {
     const scopes = r.requiredScopes.length > 0 ? r.requiredScopes.join(' ') : '(none)';
     lines.push(
-      `  ${r.path} → ${redactUrl(r.upstream)}  resource=${r.resource} token=${r.token.kind} required_scopes=${scopes} rules=${r.rules.length} upstream_auth=${r.upstreamAuth.kind}`,
+      `  ${r.path} → ${redactUrl(r.upstream)}  resource=${r.resource} token=${r.token.kind} required_scopes=${scopes} rules=${r.rules.length} upstream_auth=${r.upstreamAuth.kind}${describeIsolation(r)}`,
     );
   }
   lines.push(describeTraces(config));
   for (const w of config.warnings) lines.push(`warning: ${w}`);
   return lines.join('\n');
+}
+
+/** A stdio route's isolation, so an operator sees at a glance which servers run unconfined. */
+function describeIsolation({ stdio }: RouteConfig): string {
+  if (!stdio) return '';
+  const sandbox = stdio.sandbox ? `bubblewrap${stdio.sandbox.network ? '' : ' (no network)'}` : 'none';
+  return ` sandbox=${sandbox} user=${stdio.user ? `${stdio.user.uid}:${stdio.user.gid}` : "the gateway's"}`;
 }
 
 /** The export target and sampling; never the export headers (they may hold the collector's credential). */

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../../src/config/load.js';
 import { ConfigError } from '../../src/config/config-error.js';
+import { describeRoutes } from '../../src/config/describe.js';
 import { lookupGroup, lookupUser, missingUserSwitchCapabilities } from '../../src/config/os-users.js';
 import { resolveUser, type IsolationProblem } from '../../src/config/stdio-isolation.js';
 
@@ -38,9 +39,11 @@ async function errorsOf(stdio: string): Promise<string[]> {
 }
 
 describe('upstream.stdio.sandbox', () => {
-  it('loads with its defaults: nothing more readable or writable, the network shared', async () => {
+  it('loads with its defaults: nothing more readable or writable, the network shared; check names it', async () => {
     const config = await load('    sandbox: { kind: bubblewrap }\n');
     expect(config.routes[0]?.stdio?.sandbox).toEqual({ kind: 'bubblewrap', readable: [], writable: [], network: true });
+    expect(describeRoutes(config)).toMatch(/\/a\/mcp → stdio:node .* sandbox=bubblewrap user=the gateway's$/m);
+    expect(describeRoutes(await load(''))).toMatch(/ sandbox=none user=the gateway's$/m);
     const custom = await load(`    sandbox: { kind: bubblewrap, readable: [/usr/share], writable: ["${dir}"], network: false }\n`);
     expect(custom.routes[0]?.stdio?.sandbox).toEqual({ kind: 'bubblewrap', readable: ['/usr/share'], writable: [dir], network: false });
   });
@@ -59,7 +62,9 @@ describe('upstream.stdio.sandbox', () => {
 
 describe.runIf(root)('upstream.stdio.user (the gateway runs as root)', () => {
   it('resolves a user name to its uid and primary group, a group name to its gid, numbers as given', async () => {
-    expect((await load('    user: { uid: nobody }\n')).routes[0]?.stdio?.user).toEqual({ uid: 65534, gid: 65534 });
+    const nobody = await load('    user: { uid: nobody }\n    sandbox: { kind: bubblewrap, network: false }\n');
+    expect(nobody.routes[0]?.stdio?.user).toEqual({ uid: 65534, gid: 65534 });
+    expect(describeRoutes(nobody)).toMatch(/ sandbox=bubblewrap \(no network\) user=65534:65534$/m);
     expect((await load('    user: { uid: nobody, gid: root }\n')).routes[0]?.stdio?.user).toEqual({ uid: 65534, gid: 0 });
     expect((await load('    user: { uid: 4242, gid: 4242 }\n')).routes[0]?.stdio?.user).toEqual({ uid: 4242, gid: 4242 });
   });
