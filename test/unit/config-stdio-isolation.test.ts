@@ -49,11 +49,11 @@ describe('upstream.stdio.sandbox', () => {
   });
 
   it.each([
-    ['    sandbox: { kind: firejail }\n', /^a\.yaml:3:3: upstream: stdio\.sandbox\.kind: the sandbox kind is bubblewrap$/],
+    ['    sandbox: { kind: firejail }\n', /^a\.yaml:5:\d+: upstream\.stdio\.sandbox\.kind: the sandbox kind is bubblewrap$/],
     ['    sandbox: { kind: bubblewrap, readable: [relative/dir] }\n', /^a\.yaml:5:\d+: upstream\.stdio\.sandbox\.readable\[0\]: an absolute path/],
     ['    sandbox: { kind: bubblewrap, writable: [/srv/../etc] }\n', /^a\.yaml:5:\d+: upstream\.stdio\.sandbox\.writable\[0\]: a path here has no \.\. segments/],
     ['    sandbox: { kind: bubblewrap, readable: [/no/such/dir/anywhere] }\n', /^a\.yaml:5:\d+: upstream\.stdio\.sandbox\.readable\[0\]: \/no\/such\/dir\/anywhere does not exist/],
-    ['    sandbox: { kind: bubblewrap, network: "no" }\n', /^a\.yaml:3:3: upstream: stdio\.sandbox\.network: .*expected boolean/],
+    ['    sandbox: { kind: bubblewrap, network: "no" }\n', /^a\.yaml:5:\d+: upstream\.stdio\.sandbox\.network: .*expected boolean/],
     ['    sandbox: { kind: bubblewrap, seccomp: true }\n', /^a\.yaml:5:\d+: upstream\.stdio\.sandbox\.seccomp: unknown key/],
   ])('refuses %j at its line', async (stdio, expected) => {
     expect((await errorsOf(stdio)).some((line) => expected.test(line))).toBe(true);
@@ -75,8 +75,8 @@ describe.runIf(root)('upstream.stdio.user (the gateway runs as root)', () => {
     ['    user: { uid: 4242 }\n', /^a\.yaml:5:\d+: upstream\.stdio\.user\.gid: uid 4242 is not in \/etc\/passwd: give gid$/],
     ['    user: { uid: root }\n', /^a\.yaml:5:\d+: upstream\.stdio\.user\.uid: uid 0 is root/],
     ['    user: { uid: -1 }\n', /^a\.yaml:5:\d+: upstream\.stdio\.user\.uid: Too small/],
-    ['    user: { uid: [1] }\n', /^a\.yaml:3:3: upstream: stdio\.user\.uid: a user or group name, or a number from 0$/],
-    ['    user: { gid: 5 }\n', /^a\.yaml:3:3: upstream: stdio\.user\.uid: required, but missing$/],
+    ['    user: { uid: [1] }\n', /^a\.yaml:5:\d+: upstream\.stdio\.user\.uid: a user or group name, or a number from 0$/],
+    ['    user: { gid: 5 }\n', /^a\.yaml:5:\d+: upstream\.stdio\.user\.uid: required, but missing$/],
   ])('refuses %j at its line', async (stdio, expected) => {
     expect((await errorsOf(stdio)).some((line) => expected.test(line))).toBe(true);
   });
