@@ -12,7 +12,7 @@ import { refuseDevLogin } from './dev-login-placement.js';
 import { issuerWithTrailingSlash, upstreamWithoutPath } from './hints.js';
 import type { ConfigPath, Locate } from './yaml-file.js';
 import { isAbsolute, resolve as resolvePath } from 'node:path';
-import { DEFAULT_SESSIONS_PER_PRINCIPAL, JWT_BEARER_GRANT_TYPE, type GatewayFile, type RouteFile, type SecretRefValue, type StdioUpstreamFile } from './schema.js';
+import { DEFAULT_SESSIONS_PER_PRINCIPAL, DEFAULT_SSE_SESSIONS, JWT_BEARER_GRANT_TYPE, type GatewayFile, type RouteFile, type SecretRefValue, type SseUpstreamFile, type StdioUpstreamFile } from './schema.js';
 import type {
   AuthorizationServerConfig,
   AuthorizationServerRateLimits,
@@ -23,6 +23,7 @@ import type {
   RouteRateLimitConfig,
   RuleConfig,
   StaticClientConfig,
+  SseUpstreamConfig,
   StdioUpstreamConfig,
   StoreConfig,
   TokenConfig,
@@ -261,7 +262,7 @@ class Resolver {
     if (isReservedPath(f.path)) this.issue(at, ['path'], `${f.path} is reserved for the gateway's own endpoints`);
     if (new URL(resource).search) this.issue(at, ['resource'], 'a resource URI has no query');
     const stdio = typeof f.upstream === 'object' && 'stdio' in f.upstream ? await this.stdioUpstream(source, f.upstream.stdio) : undefined;
-    const sse = typeof f.upstream === 'object' && 'sse' in f.upstream;
+    const sse = typeof f.upstream === 'object' && 'sse' in f.upstream ? this.sseUpstream(at, f.upstream.sse) : undefined;
     const upstream = upstreamLabel(f);
     if (!stdio) {
       const upstreamAt = sse ? ['upstream', 'sse'] : ['upstream'];
@@ -279,7 +280,7 @@ class Resolver {
       path: f.path,
       upstream,
       ...(stdio && { stdio }),
-      ...(sse && { sse: true as const }),
+      ...(sse && { sse }),
       resource,
       resourceMetadataUrl: resourceMetadataUrl(resource),
       authorizationServers,
@@ -401,6 +402,13 @@ class Resolver {
     };
   }
 
+  /** The session bounds of a legacy SSE route (`{ sse: URL }` takes the defaults). */
+  private sseUpstream(at: Locate, u: SseUpstreamFile): SseUpstreamConfig {
+    const maxSessions = typeof u === 'string' ? DEFAULT_SSE_SESSIONS : u.max_sessions;
+    const given = typeof u === 'string' ? undefined : u.max_sessions_per_principal;
+    return { maxSessions, maxSessionsPerPrincipal: this.perPrincipal(at, ['upstream', 'sse', 'max_sessions_per_principal'], given, maxSessions, 'max_sessions') };
+  }
+
   /** A per-principal session cap: at most the route's (checked here), by default the smaller of the two. */
   private perPrincipal(at: Locate, path: ConfigPath, given: number | undefined, perRoute: number, perRouteKey: string): number {
     if (given === undefined) return Math.min(DEFAULT_SESSIONS_PER_PRINCIPAL, perRoute);
@@ -479,7 +487,13 @@ function rateLimits(r: AsFile['rate_limits']): AuthorizationServerRateLimits {
 
 /** What audience-defaulting credential kinds name: the URL (a legacy server's SSE URL), or the stdio label. */
 const upstreamLabel = (f: RouteFile): string =>
-  typeof f.upstream === 'string' ? f.upstream : 'sse' in f.upstream ? f.upstream.sse : `stdio:${f.upstream.stdio.command}`;
+  typeof f.upstream === 'string'
+    ? f.upstream
+    : 'sse' in f.upstream
+      ? typeof f.upstream.sse === 'string'
+        ? f.upstream.sse
+        : f.upstream.sse.url
+      : `stdio:${f.upstream.stdio.command}`;
 
 /** An https URL, or an http one to a loopback host (nothing on the network can read or change it). */
 function isHttpsOrLoopback(url: string): boolean {

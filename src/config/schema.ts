@@ -151,6 +151,8 @@ export const UpstreamAuthSchema = z.discriminatedUnion('kind', [
 
 /** How many upstream sessions (stdio processes, legacy SSE streams) one principal holds on a route unless told otherwise. */
 export const DEFAULT_SESSIONS_PER_PRINCIPAL = 4;
+/** Upstream sessions (open SSE streams) of one legacy SSE route at once unless told otherwise. */
+export const DEFAULT_SSE_SESSIONS = 1_000;
 
 const EnvName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'not an environment variable name');
 
@@ -223,8 +225,26 @@ function stdioIssue(issue: { errors?: unknown }): string {
 
 /** A legacy HTTP+SSE server (2024-11-05): the gateway opens its GET stream and POSTs to the endpoint it names. */
 const SseUpstream = z
-  .strictObject({ sse: HttpUrl })
-  .meta({ id: 'SseUpstream', description: 'A legacy HTTP+SSE MCP server (2024-11-05 transport)' });
+  .strictObject({
+    sse: z.union(
+      [
+        HttpUrl,
+        z.strictObject({
+          url: HttpUrl.describe('the SSE URL (GET)'),
+          max_sessions: z.number().int().positive().max(100_000).default(DEFAULT_SSE_SESSIONS).describe('upstream sessions (open SSE streams) of this route at once'),
+          max_sessions_per_principal: z
+            .number()
+            .int()
+            .positive()
+            .max(100_000)
+            .optional()
+            .describe(`at most max_sessions; default ${DEFAULT_SESSIONS_PER_PRINCIPAL}, or max_sessions when lower. At it, the principal's least recently used idle session is ended to make room`),
+        }),
+      ],
+      { error: (issue) => (issue.input === undefined ? undefined : 'expected an http(s) URL or { url, max_sessions, max_sessions_per_principal }') },
+    ),
+  })
+  .meta({ id: 'SseUpstream', description: 'A legacy HTTP+SSE MCP server (2024-11-05 transport): its SSE URL, or the URL with its session bounds' });
 
 export const RouteSchema = z.strictObject({
   path: RoutePath,
@@ -491,3 +511,4 @@ export type GatewayFile = z.infer<typeof GatewaySchema>;
 export type RouteFile = z.infer<typeof RouteSchema>;
 export type SecretRefValue = z.infer<typeof SecretRef>;
 export type StdioUpstreamFile = z.infer<typeof StdioUpstreamSchema>;
+export type SseUpstreamFile = z.infer<typeof SseUpstream>['sse'];

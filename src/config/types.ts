@@ -102,6 +102,13 @@ export interface StdioUserConfig {
   gid: number;
 }
 
+/** `upstream: { sse: ... }`: the bounds of a legacy HTTP+SSE route's sessions (its URL is the route's `upstream`). */
+export interface SseUpstreamConfig {
+  maxSessions: number;
+  /** At most maxSessions. */
+  maxSessionsPerPrincipal: number;
+}
+
 export interface RouteConfig {
   /** The file this route came from, for messages. */
   file: string;
@@ -111,7 +118,7 @@ export interface RouteConfig {
   /** Set when the upstream is a process the gateway starts (then `upstream` is a label). */
   stdio?: StdioUpstreamConfig;
   /** Set when `upstream` is the SSE URL of a legacy HTTP+SSE server (2024-11-05 transport; src/proxy/sse/). */
-  sse?: true;
+  sse?: SseUpstreamConfig;
   /** Canonical resource URI: the audience tokens must carry. */
   resource: string;
   /** `<public_url>/.well-known/oauth-protected-resource<path>` */

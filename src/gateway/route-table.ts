@@ -89,9 +89,10 @@ function createRouteForwarder(route: RouteConfig, sessions: SessionBinding, { lo
   };
   const { stdio } = route;
   // A legacy SSE route's sessions are live upstream streams: kept across a reload that leaves the route as it was.
-  if (route.sse) {
-    const key = JSON.stringify(['sse', route.path, route.upstream, route.maxBodyBytes, route.upstreamTimeoutMs]);
-    return sharedForwarders.acquire(key, () => createSseForwarder(route, { session, logger, metrics: proxyMetrics }));
+  const { sse } = route;
+  if (sse) {
+    const key = JSON.stringify(['sse', route.path, route.upstream, sse, route.maxBodyBytes, route.upstreamTimeoutMs]);
+    return sharedForwarders.acquire(key, () => createSseForwarder({ ...route, sse }, { session, logger, metrics: proxyMetrics }));
   }
   if (!stdio) return createHttpForwarder(route, { session, logger, metrics: proxyMetrics });
   // Same path and settings as in the table before a reload: the same processes go on serving.

@@ -169,7 +169,7 @@ function leastRecentlyUsedIdle<T extends Occupant>(candidates: Iterable<Slot<T>>
 
 export interface AdmissionContext {
   route: string;
-  logger: { warn(obj: object, msg: string): void };
+  logger?: { warn(obj: object, msg: string): void };
   /** The settings the two bounds are, as the configuration names them (for the log and the client). */
   settings: Record<Refusal, string>;
 }
@@ -180,6 +180,6 @@ export function admit<T extends Occupant>(admission: SessionAdmission<T>, owner:
   if (!('refused' in claim)) return claim;
   const setting = settings[claim.refused];
   const limit = claim.refused === 'route' ? admission.limits.perRoute : admission.limits.perPrincipal;
-  logger.warn({ route, [setting]: limit }, `${setting} reached and every session busy: refused`);
+  logger?.warn({ route, [setting]: limit }, `${setting} reached and every session busy: refused`);
   throw admissionRefused(claim.refused === 'route' ? 'Too many sessions on this route; try again later' : 'Too many sessions of this caller, all busy; try again later');
 }

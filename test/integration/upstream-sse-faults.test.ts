@@ -105,12 +105,25 @@ describe('a session', () => {
     await waitFor(() => servers.refusing.openStreams() === 0);
   });
 
-  it('starts only with initialize; without a session id anything else is 400', async () => {
+  it('without a session id: a POST that is not initialize goes to the principal\'s own session (2026-07-28), a GET is 400', async () => {
     const res = await post('good', { jsonrpc: '2.0', id: 1, method: 'tools/list' });
-    expect(res.status).toBe(400);
-    expect(await res.json()).toMatchObject({ error: 'invalid_request' });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('mcp-session-id')).toBeNull();
+    expect(await res.json()).toMatchObject({ id: 1, result: { echo: 'tools/list' } });
     const get = await fetch(`${gw.url}/good/mcp`, { headers: { authorization: `Bearer ${tokens.good}`, accept: 'text/event-stream' } });
     expect(get.status).toBe(400);
+  });
+
+  it('a session-less request to an upstream that refuses the gateway\'s initialize: 502, and its stream is closed', async () => {
+    const res = await post('refusing', { jsonrpc: '2.0', id: 1, method: 'tools/list' });
+    expect(res.status).toBe(502);
+    await waitFor(() => servers.refusing.openStreams() === 0);
+  });
+
+  it('a session-less request to an upstream that never sends its endpoint: 504 within upstream_timeout', async () => {
+    const res = await post('silent', { jsonrpc: '2.0', id: 1, method: 'tools/list' });
+    expect(res.status).toBe(504);
+    await waitFor(() => servers.silent.openStreams() === 0);
   });
 
   it('answers a request by id; a request never answered gets 504 at upstream_timeout and a cancellation upstream', async () => {

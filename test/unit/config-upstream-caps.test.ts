@@ -57,3 +57,31 @@ describe('stdio: max_processes_per_principal', () => {
     expect(errors[0]).toMatch(message);
   });
 });
+
+const sse = (more: string) => `upstream:\n  sse:\n    url: http://127.0.0.1:3001/sse\n${more}`;
+
+describe('legacy SSE: max_sessions and max_sessions_per_principal', () => {
+  it.each([
+    ['upstream: { sse: http://127.0.0.1:3001/sse }\n', { maxSessions: 1000, maxSessionsPerPrincipal: 4 }],
+    [sse(''), { maxSessions: 1000, maxSessionsPerPrincipal: 4 }],
+    [sse('    max_sessions: 3\n'), { maxSessions: 3, maxSessionsPerPrincipal: 3 }],
+    [sse('    max_sessions: 50\n    max_sessions_per_principal: 10\n'), { maxSessions: 50, maxSessionsPerPrincipal: 10 }],
+  ])('%j loads as %j (default 1000 and 4, or max_sessions when lower)', async (route, caps) => {
+    const config = await load(route);
+    expect(config.routes[0]).toMatchObject({ upstream: 'http://127.0.0.1:3001/sse', sse: caps });
+  });
+
+  it.each([
+    [sse('    max_sessions: 3\n    max_sessions_per_principal: 4\n'), /^a\.yaml:6:\d+: upstream\.sse\.max_sessions_per_principal: must be at most max_sessions \(3\)$/],
+    [sse('    max_sessions_per_principal: 1001\n'), /^a\.yaml:5:\d+: upstream\.sse\.max_sessions_per_principal: must be at most max_sessions \(1000\)$/],
+    [sse('    max_sessions: 0\n'), /^a\.yaml:5:\d+: upstream\.sse\.max_sessions: /],
+    [sse('    max_sessions: many\n'), /^a\.yaml:5:\d+: upstream\.sse\.max_sessions: Invalid input: expected number/],
+    [sse('    max_session: 3\n'), /^a\.yaml:5:\d+: upstream\.sse\.max_session: unknown key/],
+    ['upstream:\n  sse:\n    url: ftp://127.0.0.1/sse\n', /^a\.yaml:4:\d+: upstream\.sse\.url: expected an http\(s\) URL/],
+    ['upstream:\n  sse:\n    max_sessions: 3\n', /^a\.yaml:3:\d+: upstream\.sse: expected an http\(s\) URL or \{ url, max_sessions, max_sessions_per_principal \}/],
+  ])('refuses %j at its line', async (route, message) => {
+    const errors = await errorsOf(route);
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toMatch(message);
+  });
+});

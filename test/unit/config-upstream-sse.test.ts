@@ -37,7 +37,7 @@ describe('upstream: { sse: URL }', () => {
     const config = await load('upstream: { sse: http://127.0.0.1:3001/sse }\nupstream_auth: { kind: signed }\n');
     expect(config.routes[0]).toMatchObject({
       upstream: 'http://127.0.0.1:3001/sse',
-      sse: true,
+      sse: { maxSessions: 1000, maxSessionsPerPrincipal: 4 },
       upstreamAuth: { kind: 'signed', audience: 'http://127.0.0.1:3001/sse' },
     });
   });
@@ -74,6 +74,6 @@ describe("the README's legacy SSE route", () => {
     await writeFile(join(dir, 'gateway.yaml'), GATEWAY);
     await writeFile(join(dir, 'legacy.yaml'), block!);
     const config = await loadConfig(dir, { LEGACY_API_KEY: 'k' });
-    expect(config.routes[0]).toMatchObject({ path: '/legacy/mcp', upstream: 'http://127.0.0.1:3001/sse', sse: true, upstreamAuth: { kind: 'static', header: 'x-api-key', value: 'k' } });
+    expect(config.routes[0]).toMatchObject({ path: '/legacy/mcp', upstream: 'http://127.0.0.1:3001/sse', sse: { maxSessions: 1000, maxSessionsPerPrincipal: 4 }, upstreamAuth: { kind: 'static', header: 'x-api-key', value: 'k' } });
   });
 });

@@ -1,14 +1,16 @@
-// The forwarder of a legacy HTTP+SSE route (`upstream: { sse: URL }`), a
+// The forwarder of a legacy HTTP+SSE route (`upstream: { sse: ... }`), a
 // sibling of http-forwarder.ts behind the Forwarder interface. Clients speak
 // Streamable HTTP to it: a POST carrying `initialize` starts a session (its
 // own upstream GET stream), later POSTs and the GET stream go to the session
 // named by `Mcp-Session-Id` once the session hook admitted it for this
-// principal, and DELETE ends it. Authentication, policy and the credential
+// principal, and DELETE ends it. Any other POST without a session (a
+// 2026-07-28 client) goes to the principal's own session, which the gateway
+// opened and initialized itself (../stateless-init.ts), as on stdio routes. Authentication, policy and the credential
 // swap ran before, as for any route; `ctx.injected` goes on the GET and on
 // every POST.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { principalKey } from '../../auth/principal.js';
-import type { RouteConfig } from '../../config/types.js';
+import type { RouteConfig, SseUpstreamConfig } from '../../config/types.js';
 import { GatewayError } from '../../errors/gateway-error.js';
 import { writeError } from '../../errors/write-error.js';
 import type { ForwardContext, Forwarder, ProxyLogger, ProxyMetrics, SessionHook } from '../forwarder.js';
@@ -38,10 +40,10 @@ function accepts(req: IncomingMessage): ClientAccepts {
 const sessionRequired = () => new GatewayError(400, 'invalid_request', 'Mcp-Session-Id header is required (a session starts with initialize)');
 
 /** The route's `upstream` is the SSE URL. */
-export function createSseForwarder(route: RouteConfig, deps: SseForwarderDeps): Forwarder {
+export function createSseForwarder(route: RouteConfig & { sse: SseUpstreamConfig }, deps: SseForwarderDeps): Forwarder {
   const limits = { timeoutMs: route.upstreamTimeoutMs, maxBytes: route.maxBodyBytes };
   const scope = new SseScope(route.path, limits, deps.session, deps.logger, deps.metrics);
-  const sessions = new SseSessions(new URL(route.upstream), scope);
+  const sessions = new SseSessions(new URL(route.upstream), route.sse, scope);
 
   async function dispatch(req: IncomingMessage, res: ServerResponse, ctx: ForwardContext): Promise<void> {
     // Node joins repeated headers with ", ", which no session id minted here contains.
@@ -50,7 +52,7 @@ export function createSseForwarder(route: RouteConfig, deps: SseForwarderDeps): 
     if (sessionId === undefined) {
       if (req.method !== 'POST') throw sessionRequired();
       const messages = readClientMessages(ctx.body);
-      if (!messages.initialize) throw sessionRequired();
+      if (!messages.initialize) return sessions.statelessPost(res, ctx, messages, accepts(req));
       return sessions.start(res, ctx, messages, accepts(req));
     }
     await scope.session.admit(sessionId, ctx.auth);

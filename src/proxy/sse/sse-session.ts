@@ -14,7 +14,8 @@ import type { ForwardContext } from '../forwarder.js';
 import { carryTraceContext } from '../trace-meta.js';
 import { upstreamErrorResponse } from '../upstream-failure.js';
 import { ClientStream } from './client-streams.js';
-import { cancelledNotification, classifyUpstreamMessage, type ClientMessages } from './messages.js';
+import { HandshakeWait, handshakeRequest, INITIALIZED_NOTIFICATION } from '../stateless-init.js';
+import { cancelledNotification, classifyUpstreamMessage, idKey, type ClientMessages } from './messages.js';
 import { PostReply, REQUEST_TIMEOUT } from './post-reply.js';
 import type { SseScope } from './sse-scope.js';
 import { UpstreamConnection } from './upstream-connection.js';
@@ -26,12 +27,17 @@ export const MAX_BACKLOG = 100;
 /** JSON-RPC error code of a request whose session ended before its answer came. */
 const SESSION_ENDED = -32000;
 
-export type SessionEnd = 'deleted' | 'lost' | 'shutdown' | 'idle';
+/** Why a session ended: DELETE, its upstream stream lost, shutdown, idle, or ended to make room for another session (session-admission.ts). */
+export type SessionEnd = 'deleted' | 'lost' | 'shutdown' | 'idle' | 'evicted';
 
 export interface ClientAccepts {
   json: boolean;
   eventStream: boolean;
 }
+
+/** The id of the gateway's own initialize: no client request waits on a session while it does. */
+const HANDSHAKE_ID = 'mcp-auth-gateway-initialize';
+const HANDSHAKE_KEY = idKey(HANDSHAKE_ID);
 
 const UPSTREAM_SPAN = { 'mag.upstream.transport': 'sse' };
 const errorType = (err: unknown) => (err instanceof GatewayError ? err.code : err instanceof Error ? err.name : 'error');
@@ -46,7 +52,9 @@ export class SseSession {
   private stream: ClientStream | undefined;
   private readonly backlog: string[] = [];
   private lastActive = Date.now();
-  private ended = false;
+  ended = false;
+  /** The gateway's own initialize (a stateless session's), while it waits for its answer. */
+  private handshake: HandshakeWait | undefined;
 
   constructor(
     readonly id: string,
@@ -61,6 +69,33 @@ export class SseSession {
       message: (json, parsed) => this.fromUpstream(json, parsed),
       lost: (err) => this.end('lost', err),
     });
+  }
+
+  /** A request in flight, or the gateway's own initialize: never ended to make room. */
+  get busy(): boolean {
+    return this.replies.size > 0 || this.handshake !== undefined;
+  }
+
+  /** When something last happened (the least recent is ended first to make room). */
+  get lastActivity(): number {
+    return this.lastActive;
+  }
+
+  /**
+   * The handshake of a stateless (2026-07-28) session, made by the gateway
+   * (../stateless-init.ts): initialize, its answer kept from any client, then
+   * notifications/initialized. Rejects with the client's answer (504 at upstream_timeout).
+   */
+  async initialize(injected: ForwardContext['injected']): Promise<void> {
+    const wait = new HandshakeWait(this.scope.limits.timeoutMs);
+    this.handshake = wait;
+    this.upstream.post(Buffer.from(JSON.stringify(handshakeRequest(HANDSHAKE_ID))), injected).catch((err: unknown) => wait.fail(this.scope.failure(err)));
+    try {
+      await wait.done;
+    } finally {
+      this.handshake = undefined;
+    }
+    await this.upstream.post(Buffer.from(JSON.stringify(INITIALIZED_NOTIFICATION)), injected);
   }
 
   /** Milliseconds since anything happened, or 0 while a POST waits or the GET stream is open. */
@@ -151,6 +186,7 @@ export class SseSession {
 
   private fromUpstream(json: string, parsed: unknown): void {
     const message = classifyUpstreamMessage(parsed);
+    if (message.kind === 'answer' && message.key === HANDSHAKE_KEY && this.handshake !== undefined) return this.handshake.answer(parsed as object);
     if (message.kind === 'answer') {
       const reply = this.answers.get(message.key);
       if (reply === undefined) return this.scope.logger?.warn({ route: this.scope.route }, 'upstream answered no waiting request; dropped');
@@ -206,6 +242,7 @@ export class SseSession {
     const answer =
       why === 'shutdown' ? upstreamErrorResponse('shutdown') : (err ?? new GatewayError(404, 'not_found', 'The session has ended'));
     for (const reply of [...this.replies]) reply.fail(answer, SESSION_ENDED);
+    this.handshake?.fail(answer);
     this.stream?.end();
     this.backlog.length = 0;
     this.onEnded(this);
