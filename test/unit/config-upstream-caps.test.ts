@@ -78,7 +78,7 @@ describe('legacy SSE: max_sessions and max_sessions_per_principal', () => {
     [sse('    max_sessions: many\n'), /^a\.yaml:5:\d+: upstream\.sse\.max_sessions: Invalid input: expected number/],
     [sse('    max_session: 3\n'), /^a\.yaml:5:\d+: upstream\.sse\.max_session: unknown key/],
     ['upstream:\n  sse:\n    url: ftp://127.0.0.1/sse\n', /^a\.yaml:4:\d+: upstream\.sse\.url: expected an http\(s\) URL/],
-    ['upstream:\n  sse:\n    max_sessions: 3\n', /^a\.yaml:3:\d+: upstream\.sse: expected an http\(s\) URL or \{ url, max_sessions, max_sessions_per_principal \}/],
+    ['upstream:\n  sse:\n    max_sessions: 3\n', /^a\.yaml:4:\d+: upstream\.sse: expected an http\(s\) URL or \{ url, max_sessions, max_sessions_per_principal \}/],
   ])('refuses %j at its line', async (route, message) => {
     const errors = await errorsOf(route);
     expect(errors).toHaveLength(1);
