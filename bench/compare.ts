@@ -2,7 +2,7 @@
 // for a change too small to see across runs on a shared machine. Each entry
 // is a gateway entry point (bin/mcp-auth-gateway.js of a checkout whose dist/
 // is built; the first is the baseline). Same upstream, token and
-// configuration as `npm run bench`; interleaved rounds of POST tools/list with
+// configuration as `npm run bench`; interleaved rounds of POST tools/call with
 // a cached token, loaded by wrk when installed (else autocannon); prints req/s
 // and CPU µs per request per entry, and each entry's per-round ratios to the
 // first. List an entry twice to see the noise. An entry ending in `+tracing`

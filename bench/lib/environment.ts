@@ -8,7 +8,7 @@ import { readyPort, spawnReady, type ChildHandle } from './processes.js';
 import { startIssuer, type Issuer } from './tokens.js';
 import { GATEWAY_PATHS, PUBLIC_URL, REQUIRED_SCOPE, UPSTREAM_CREDENTIAL, startGatewayProcess, type GatewayProcess } from './gateway.js';
 import { findNginx, startNginx, type NginxProcess } from './nginx.js';
-import { MCP_HEADERS, TOOLS_LIST_BODY } from './load.js';
+import { MCP_HEADERS, MEASURED_BODY } from './load.js';
 
 export interface ServerProcess extends ChildHandle {
   url: string;
@@ -131,18 +131,18 @@ async function startServer(name: string, script: string, env: Record<string, str
   return Object.assign(handle, { url: `http://127.0.0.1:${handle.readyValue as number}` });
 }
 
-/** One tools/list request; a target that answers anything else is not measured. */
+/** One measured request (tools/call); a target that answers anything else is not measured. */
 function expectStatus(what: string, url: string, headers: Record<string, string>, status: number): Promise<void> {
   return new Promise((resolve, reject) => {
     const req = request(url, { method: 'POST', headers: { ...MCP_HEADERS, ...headers } }, (res) => {
       let body = '';
       res.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
       res.once('end', () => {
-        if (res.statusCode === status && (status !== 200 || body.includes('"tools"'))) resolve();
+        if (res.statusCode === status && (status !== 200 || body.includes('"content"'))) resolve();
         else reject(new Error(`${what}: expected ${status}, got ${res.statusCode}: ${body.slice(0, 200)}`));
       });
     });
     req.once('error', (err) => reject(new Error(`${what}: ${err.message}`)));
-    req.end(TOOLS_LIST_BODY);
+    req.end(MEASURED_BODY);
   });
 }

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { spawnReady, type ChildHandle } from './processes.js';
 
 export interface GatewayRoutes {
-  /** POST tools/list */
+  /** POST tools/call */
   mcp: string;
   /** GET: 200 events */
   stream: string;

@@ -41,7 +41,13 @@ export interface LoadSample {
   tokensReused?: number;
 }
 
-export const TOOLS_LIST_BODY = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} });
+/**
+ * What every measured request sends: a tools/call, the request an MCP client
+ * sends most (tools/list comes once per session). The gateway reads every
+ * tools/list answer to learn the tools' Mcp-Param headers, so a benchmark of
+ * nothing but tools/list would charge each request what a session pays once.
+ */
+export const MEASURED_BODY = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: { message: 'hello' } } });
 
 export const MCP_HEADERS: Readonly<Record<string, string>> = {
   'content-type': 'application/json',
@@ -63,13 +69,13 @@ export async function runLoad(target: LoadTarget, settings: LoadSettings): Promi
     sampleInt: 100,
     method: 'POST',
     headers: target.headers,
-    body: TOOLS_LIST_BODY,
+    body: MEASURED_BODY,
     ...(feed
       ? {
           requests: [
             {
               method: 'POST',
-              body: TOOLS_LIST_BODY,
+              body: MEASURED_BODY,
               setupRequest: (request) => ({ ...request, headers: { ...target.headers, authorization: `Bearer ${feed.take()}` } }),
             },
           ],

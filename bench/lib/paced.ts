@@ -5,7 +5,7 @@
 // "fixed rate" is a burst of full concurrency once a second.
 import { Agent, request } from 'node:http';
 import { performance } from 'node:perf_hooks';
-import { TOOLS_LIST_BODY, type LoadSample, type LoadTarget } from './load.js';
+import { MEASURED_BODY, type LoadSample, type LoadTarget } from './load.js';
 import { cpuSeconds } from './processes.js';
 import { latencySummary } from './stats.js';
 
@@ -16,7 +16,7 @@ export interface PacedSettings {
   connections: number;
 }
 
-const body = Buffer.from(TOOLS_LIST_BODY);
+const body = Buffer.from(MEASURED_BODY);
 
 export async function runPaced(target: LoadTarget, settings: PacedSettings): Promise<LoadSample> {
   const agent = new Agent({ keepAlive: true, maxSockets: settings.connections });

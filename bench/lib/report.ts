@@ -73,7 +73,7 @@ export function markdownReport(results: BenchResults): string {
   if (tp) {
     const { loader } = tp;
     push(
-      `**Throughput**: POST \`tools/list\`, ${settings.connections} connections, ${settings.rounds} interleaved round${settings.rounds === 1 ? '' : 's'} of ${tp.runSeconds} s per target and shape.` +
+      `**Throughput**: POST \`tools/call\`, ${settings.connections} connections, ${settings.rounds} interleaved round${settings.rounds === 1 ? '' : 's'} of ${tp.runSeconds} s per target and shape.` +
         ` Loaded by ${loader.name} ${loader.version}` +
         (loader.name === 'wrk' ? ` (${loader.threads} threads, a process of its own)` : ' (in the harness process)') +
         `; its CPU use, in % of one core, is in the loader column (⚠ at ${LOADER_LIMIT_PCT} % or more: the loader may have been the limit).` +

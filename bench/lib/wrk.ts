@@ -2,7 +2,7 @@
 // a process of its own, so it competes with the target only for CPU, and its
 // CPU use is its own (read by wrk-load.lua from /proc/self/stat over the run).
 // The request bytes are those of the autocannon runner: the target's headers,
-// POST tools/list, and for shapes b and c a token per request from the feed,
+// POST tools/call, and for shapes b and c a token per request from the feed,
 // handed to wrk as files. wrk runs whole seconds (its -d is an integer).
 import { execFile, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
@@ -10,7 +10,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { TOOLS_LIST_BODY, type LoadSample, type LoadSettings, type LoadTarget } from './load.js';
+import { MEASURED_BODY, type LoadSample, type LoadSettings, type LoadTarget } from './load.js';
 import { clockTicks, cpuSeconds } from './processes.js';
 import { stripe, type TokenFeed } from './token-feed.js';
 
@@ -51,7 +51,7 @@ export async function runWrk(binary: WrkBinary, target: LoadTarget, settings: Lo
   try {
     const threadCount = Math.max(1, Math.min(threads, settings.connections));
     const bodyFile = join(dir, 'body.json');
-    await writeFile(bodyFile, TOOLS_LIST_BODY);
+    await writeFile(bodyFile, MEASURED_BODY);
     const feed = target.tokens;
     let scriptArgs = [bodyFile, 'static'];
     if (feed?.kind === 'rotate') {

@@ -1,5 +1,5 @@
 // The benchmark's MCP upstream: plain node:http, so every hop in front of it
-// pays for itself. POST /mcp answers tools/list with a fixed result; GET
+// pays for itself. POST /mcp answers tools/call with a fixed result; GET
 // /stream sends BENCH_SSE_EVENTS events BENCH_SSE_INTERVAL_MS apart, each
 // stamped with its send time; GET /idle sends one event, then stays silent.
 // A request carrying an Authorization header other than the gateway's static
@@ -12,28 +12,27 @@ const credential = process.env.BENCH_UPSTREAM_CREDENTIAL;
 const eventCount = Number(process.env.BENCH_SSE_EVENTS ?? 200);
 const intervalMs = Number(process.env.BENCH_SSE_INTERVAL_MS ?? 5);
 
-const TOOLS_LIST = Buffer.from(
+// About 360 bytes (the tools/list answer measured until 2026-11-26 was about 330).
+const TOOL_RESULT = Buffer.from(
   JSON.stringify({
     jsonrpc: '2.0',
     id: 1,
     result: {
-      tools: [
-        { name: 'echo', description: 'Echoes its input', inputSchema: { type: 'object', properties: { message: { type: 'string' } } } },
-        { name: 'add', description: 'Adds two numbers', inputSchema: { type: 'object', properties: { a: { type: 'number' }, b: { type: 'number' } } } },
-      ],
+      content: [{ type: 'text', text: `Echo: hello. ${'The benchmark upstream answers every call with these same bytes. '.repeat(4)}` }],
+      isError: false,
     },
   }),
 );
-const JSON_HEADERS = { 'content-type': 'application/json', 'content-length': String(TOOLS_LIST.length) };
+const JSON_HEADERS = { 'content-type': 'application/json', 'content-length': String(TOOL_RESULT.length) };
 const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' };
 
 /** Wall-clock milliseconds with sub-millisecond precision, comparable across processes on one host. */
 const now = () => performance.timeOrigin + performance.now();
 
-function answerToolsList(req: IncomingMessage, res: ServerResponse): void {
+function answerToolCall(req: IncomingMessage, res: ServerResponse): void {
   // The body is drained but not parsed: the upstream's own cost stays minimal.
   req.resume();
-  req.once('end', () => res.writeHead(200, JSON_HEADERS).end(TOOLS_LIST));
+  req.once('end', () => res.writeHead(200, JSON_HEADERS).end(TOOL_RESULT));
 }
 
 function streamEvents(res: ServerResponse): void {
@@ -62,7 +61,7 @@ const server = createServer((req, res) => {
     res.writeHead(403, { 'content-type': 'text/plain' }).end('unexpected Authorization header');
     return;
   }
-  if (req.method === 'POST' && req.url === '/mcp') return answerToolsList(req, res);
+  if (req.method === 'POST' && req.url === '/mcp') return answerToolCall(req, res);
   if (req.method === 'GET' && req.url === '/stream') return streamEvents(res);
   if (req.method === 'GET' && req.url === '/idle') return openIdleStream(res);
   res.writeHead(404).end();

@@ -7,7 +7,7 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runLoad, TOOLS_LIST_BODY, type LoadTarget } from '../../bench/lib/load.js';
+import { runLoad, MEASURED_BODY, type LoadTarget } from '../../bench/lib/load.js';
 import { stripe, TokenFeed } from '../../bench/lib/token-feed.js';
 import { findWrk, runWrk } from '../../bench/lib/wrk.js';
 
@@ -130,7 +130,7 @@ describe.each(loaders)('the shapes as $name sends them', ({ run }) => {
     expect(seen.length).toBeGreaterThan(10);
     expect(sample.requests).toBeLessThanOrEqual(seen.length);
     expect(new Set(seen.map((s) => s.authorization))).toEqual(new Set(['Bearer static-token']));
-    expect(new Set(seen.map((s) => s.body))).toEqual(new Set([TOOLS_LIST_BODY]));
+    expect(new Set(seen.map((s) => s.body))).toEqual(new Set([MEASURED_BODY]));
   });
 
   it('shape b: all 16 users on every connection, rarely the same token twice in a row on one', async () => {
