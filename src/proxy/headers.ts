@@ -53,6 +53,8 @@ const DROP_FROM_REQUEST = new Set([
   // Google Cloud Endpoints and API Gateway: the verified JWT's claims.
   'x-endpoint-api-userinfo',
   'x-apigateway-api-userinfo',
+  // Cloud Run checks IAM against this one before Authorization: the client's would replace the gateway's.
+  'x-serverless-authorization',
   // Would let a client bypass per-method routing or rewrite the path upstream.
   'x-http-method-override',
   'x-http-method',
@@ -99,6 +101,12 @@ const DROP_FROM_REQUEST_PREFIXES = [
   // authentik and Vouch Proxy outposts.
   'x-authentik-',
   'x-vouch-',
+  // `tailscale serve`: Tailscale-User-Login, -Name, -Profile-Pic, Tailscale-App-Capabilities.
+  'tailscale-',
+  // Teleport application access: Teleport-Jwt-Assertion.
+  'teleport-',
+  // A verified JWT's payload or claims forwarded by a proxy: Envoy jwt_authn (X-Jwt-Payload), WSO2 (X-JWT-Assertion), Istio claim headers.
+  'x-jwt-',
   // Kong consumers: X-Consumer-Id, -Username, -Custom-Id, -Groups.
   'x-consumer-',
   // TLS client certificates from nginx, HAProxy, F5 and Envoy-style setups:

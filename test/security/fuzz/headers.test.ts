@@ -33,9 +33,11 @@ const NEVER_FORWARDED = [
   'x-goog-iap-jwt-assertion', 'x-pomerium-jwt-assertion', 'x-pomerium-claim-email', 'x-webauth-user', 'x-ssl-client-cert', 'x-ssl-client-s-dn',
   'ssl-client-cert', 'x-client-cert', 'x-client-cert-chain', 'x-consumer-username', 'x-consumer-id', 'x-userinfo', 'x-access-token', 'x-id-token',
   'gap-auth', 'x-auth-request-groups', 'remote-groups', 'x-remote-group', 'x-authentik-username', 'x-vouch-user', 'x-endpoint-api-userinfo',
+  // Third review: Tailscale serve, Teleport, forwarded JWT payloads, Cloud Run.
+  'tailscale-user-login', 'tailscale-app-capabilities', 'teleport-jwt-assertion', 'x-jwt-payload', 'x-jwt-assertion', 'x-serverless-authorization',
 ];
 const NEVER_FORWARDED_PREFIX =
-  /^(?:proxy-|x-forwarded-|x-auth-|x-ms-client-principal|x-ms-token-|cf-access-|x-amzn-oidc-|x-goog-(?:authenticated|iap)-|x-pomerium-|x-webauth-|x-ssl-|ssl-client-|x-client-cert|x-consumer-|remote-|x-remote-)/;
+  /^(?:proxy-|x-forwarded-|x-auth-|x-ms-client-principal|x-ms-token-|cf-access-|x-amzn-oidc-|x-goog-(?:authenticated|iap)-|x-pomerium-|x-webauth-|x-ssl-|ssl-client-|x-client-cert|x-consumer-|remote-|x-remote-|tailscale-|teleport-|x-jwt-)/;
 /** Headers an MCP client legitimately sends: they must pass unless a Connection header names them. */
 const ORDINARY = ['content-type', 'accept', 'mcp-session-id', 'mcp-protocol-version', 'last-event-id', 'user-agent', 'x-request-id', 'x-custom', 'mcp-method', 'mcp-name'];
 const INJECTABLE = ['authorization', 'x-api-key', 'x-upstream-token', 'proxy-authorization', 'x-forwarded-user'];
