@@ -27,7 +27,9 @@ const ROUNDS = Number(process.env.STDIO_BENCH_ROUNDS ?? 5);
 const CALLS = Number(process.env.STDIO_BENCH_CALLS ?? 200);
 const SESSIONS = Number(process.env.STDIO_BENCH_SESSIONS ?? 8);
 const IDLE_SESSIONS = Number(process.env.STDIO_BENCH_IDLE ?? 20);
-const IDLE_TIMEOUT_S = Number(process.env.STDIO_BENCH_IDLE_TIMEOUT ?? 20);
+/** STDIO_BENCH_PHASES: calls, idle or both (the default). */
+const PHASES = (process.env.STDIO_BENCH_PHASES ?? 'calls,idle').split(',');
+const IDLE_TIMEOUT_S = Number(process.env.STDIO_BENCH_IDLE_TIMEOUT ?? 60);
 
 /** A port free now (taken by the child soon after; a race here only fails the run). */
 async function freePort(): Promise<number> {
@@ -141,7 +143,9 @@ async function startGateway(dir: string, sandbox: boolean) {
     await writeFile(join(dir, 'memory-bwrap.yaml'), routeYaml(ROUTES.sandboxed, '10m', true));
     await writeFile(join(dir, 'idle-bwrap.yaml'), routeYaml(ROUTES.idleSandboxed, `${IDLE_TIMEOUT_S}s`, true));
   }
-  return spawnReady('gateway', process.execPath, ['--import', 'tsx', 'bench/lib/gateway-from-src.ts', 'serve', '--config', dir], {
+  // STDIO_BENCH_GATEWAY_NODE_ARGS: node options for the gateway alone (e.g. --cpu-prof --cpu-prof-dir=/tmp/prof).
+  const nodeArgs = (process.env.STDIO_BENCH_GATEWAY_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  return spawnReady('gateway', process.execPath, [...nodeArgs, '--import', 'tsx', 'bench/lib/gateway-from-src.ts', 'serve', '--config', dir], {
     probe: async () => ((await fetch(`http://127.0.0.1:${GATEWAY_PORT}/readyz`).catch(() => undefined))?.ok ? true : undefined),
     readyTimeoutMs: 120_000,
   });
@@ -243,12 +247,14 @@ function report(label: string, tallies: Record<string, Tally>): void {
 async function idle(label: string, path: string, gatewayPid: number, issue: (path: string, sub: string) => Promise<string>): Promise<void> {
   await new Promise((resolve) => setTimeout(resolve, 3000)); // the measured sessions' processes stopping
   const before = treeFootprint(gatewayPid);
-  const sessions: Session[] = [];
-  for (let i = 0; i < IDLE_SESSIONS; i++) {
-    const s = await gatewaySession(await issue(path, `idle-${i}`), path);
-    await s.client.callTool({ name: 'read_graph', arguments: {} });
-    sessions.push(s);
-  }
+  // All at once: opened one by one on a loaded machine, the first could be reaped before the last is open.
+  const sessions = await Promise.all(
+    [...Array(IDLE_SESSIONS).keys()].map(async (i) => {
+      const s = await gatewaySession(await issue(path, `idle-${i}`), path);
+      await s.client.callTool({ name: 'read_graph', arguments: {} });
+      return s;
+    }),
+  );
   await new Promise((resolve) => setTimeout(resolve, 2000));
   const open = treeFootprint(gatewayPid);
   const per = (a: number, b: number) => (a - b) / IDLE_SESSIONS;
@@ -266,6 +272,11 @@ async function idle(label: string, path: string, gatewayPid: number, issue: (pat
   await Promise.all(sessions.map((s) => s.client.close()));
 }
 
+async function calls(dir: string, gatewayPid: number, issue: (path: string, sub: string) => Promise<string>, sandbox: boolean): Promise<void> {
+  await measure('1 session', await openTargets(1, dir, issue, sandbox), gatewayPid);
+  await measure(`${SESSIONS} sessions of ${SESSIONS} principals, all at once`, await openTargets(SESSIONS, dir, issue, sandbox), gatewayPid);
+}
+
 async function main(): Promise<void> {
   const jwt = await issuer();
   const dir = await mkdtemp(join(tmpdir(), 'mag-bench-stdio-'));
@@ -273,10 +284,11 @@ async function main(): Promise<void> {
   const gateway = await startGateway(dir, sandbox);
   try {
     console.log(`load average at start: ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}; sandbox target: ${sandbox ? 'yes' : 'no (bwrap unusable or STDIO_BENCH_SANDBOX=0)'}`);
-    await measure('1 session', await openTargets(1, dir, jwt.token, sandbox), gateway.pid);
-    await measure(`${SESSIONS} sessions of ${SESSIONS} principals, all at once`, await openTargets(SESSIONS, dir, jwt.token, sandbox), gateway.pid);
-    await idle('idle, unsandboxed', ROUTES.idle, gateway.pid, jwt.token);
-    if (sandbox) await idle('idle, sandboxed', ROUTES.idleSandboxed, gateway.pid, jwt.token);
+    if (PHASES.includes('calls')) await calls(dir, gateway.pid, jwt.token, sandbox);
+    if (PHASES.includes('idle')) {
+      await idle('idle, unsandboxed', ROUTES.idle, gateway.pid, jwt.token);
+      if (sandbox) await idle('idle, sandboxed', ROUTES.idleSandboxed, gateway.pid, jwt.token);
+    }
     console.log(`\nload average at end: ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
   } finally {
     await gateway.stop();
