@@ -34,8 +34,8 @@ export function createTokenVerifier(route: RouteConfig, deps: TokenVerifierDeps)
   const { tracing } = deps;
   const spanAttributes = { 'mag.token.kind': route.token.kind };
   const verifyUncached = tracing
-    ? (token: string) => traced(tracing, 'verify token', 'internal', spanAttributes, () => inner.verify(token))
-    : (token: string) => inner.verify(token);
+    ? (token: string, tokenHash: string) => traced(tracing, 'verify token', 'internal', spanAttributes, () => inner.verify(token, undefined, tokenHash))
+    : (token: string, tokenHash: string) => inner.verify(token, undefined, tokenHash);
   const usable = inner.usable;
   const cached = (token: string, seenOn?: SeenOn) => cache.get(token, route.resource, maxTtlMs, verifyUncached, hooks, seenOn);
   if (!usable) {

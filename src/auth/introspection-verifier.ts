@@ -41,12 +41,12 @@ export function createIntrospectionVerifier(resource: string, config: Introspect
   }
 
   return {
-    async verify(token) {
+    async verify(token, _seenOn, tokenHash) {
       if (token.length > MAX_TOKEN_LENGTH) throw invalidToken('Token too large');
       const result = await introspect(token);
       const expiresAt = activeUntil(result);
       checkAudienceAndIssuer(result, resource, config.issuer, options.onClaimMismatch);
-      return toAuthContext(token, result, expiresAt, config.issuer, endpoint.href);
+      return toAuthContext({ token, tokenHash: tokenHash ?? sha256Base64Url(token) }, result, expiresAt, config.issuer, endpoint.href);
     },
   };
 }
@@ -73,7 +73,7 @@ function checkAudienceAndIssuer(result: oauth.IntrospectionResponse, resource: s
   }
 }
 
-function toAuthContext(token: string, result: oauth.IntrospectionResponse, expiresAt: number, expectedIssuer: string | undefined, endpoint: string): AuthContext {
+function toAuthContext({ token, tokenHash }: Pick<AuthContext, 'token' | 'tokenHash'>, result: oauth.IntrospectionResponse, expiresAt: number, expectedIssuer: string | undefined, endpoint: string): AuthContext {
   // The principal is (issuer, sub, client_id): without sub, users of one client would share sessions.
   if (typeof result.sub !== 'string' || result.sub === '') throw invalidToken('Token has no subject');
   return {
@@ -85,6 +85,6 @@ function toAuthContext(token: string, result: oauth.IntrospectionResponse, expir
     expiresAt,
     claims: result,
     token,
-    tokenHash: sha256Base64Url(token),
+    tokenHash,
   };
 }

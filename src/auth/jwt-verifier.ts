@@ -1,14 +1,20 @@
 // JWT access tokens (RFC 9068, RFC 8725): cheap structural checks before any
-// key lookup or crypto, then jose with a pinned algorithm list, exact issuer
-// and exact audience (the route's canonical resource URI, RFC 8707).
-import { decodeProtectedHeader, errors, jwtVerify, type CryptoKey, type JWTPayload, type JWTVerifyGetKey, type JWTVerifyOptions } from 'jose';
-import { isAsymmetricJwsAlgorithm } from '../config/jws-algorithms.js';
+// key lookup or crypto (strict base64url and JSON, refused headers, a pinned
+// list of asymmetric algorithms), the key from jose's key set, the signature
+// with node:crypto (jws-signature.ts: synchronous, half WebCrypto's CPU), then
+// exact issuer and exact audience (the route's canonical resource URI, RFC 8707)
+// and the times, with jose's errors (jwt-claims-check.ts).
+import { errors, type CompactJWSHeaderParameters, type CryptoKey, type JWTVerifyGetKey } from 'jose';
+import { isAsymmetricJwsAlgorithm, type JwtAlgorithm } from '../config/jws-algorithms.js';
 import type { JwtTokenConfig } from '../config/types.js';
 import { GatewayError, invalidToken, temporarilyUnavailable } from '../errors/gateway-error.js';
 import type { OnClaimMismatch } from './claim-mismatch.js';
 import { clientIdFrom, scopesFrom } from './claims.js';
+import { decodeBase64UrlStrict, decodeJsonSegment, splitCompactJws, type JwsSegments } from './compact-jws.js';
 import { sha256Base64Url } from './hash.js';
 import { JwksUnavailable } from './jwks.js';
+import { jwsSignatureValid, UnusableKey, verificationKey } from './jws-signature.js';
+import { checkRegisteredClaims } from './jwt-claims-check.js';
 import type { AuthContext } from './principal.js';
 import type { TokenVerifier } from './verifier.js';
 
@@ -33,7 +39,7 @@ type KeySource = CryptoKey | JWTVerifyGetKey;
 export function createJwtVerifier(resource: string, config: JwtTokenConfig, keys: JWTVerifyGetKey, onClaimMismatch?: OnClaimMismatch): TokenVerifier {
   const { issuer, algorithms, clockSkewSeconds } = config;
   const checks = validChecks({ issuer, audience: resource, algorithms, clockSkewSeconds, onClaimMismatch });
-  return { verify: (token) => verifyJwt(token, keys, checks) };
+  return { verify: (token, _seenOn, tokenHash) => verifyJwt(token, keys, checks, tokenHash) };
 }
 
 export interface LocalJwtVerifierOptions {
@@ -48,7 +54,7 @@ export interface LocalJwtVerifierOptions {
 /** Verifies tokens of the gateway's own authorization server with its local key. */
 export function createLocalJwtVerifier(options: LocalJwtVerifierOptions): TokenVerifier {
   const checks = validChecks({ ...options, clockSkewSeconds: options.clockSkewSeconds ?? 0 });
-  return { verify: async (token) => verifyJwt(token, options.getKeySet(), checks) };
+  return { verify: async (token, _seenOn, tokenHash) => verifyJwt(token, options.getKeySet(), checks, tokenHash) };
 }
 
 function validChecks(checks: JwtChecks): JwtChecks {
@@ -59,18 +65,13 @@ function validChecks(checks: JwtChecks): JwtChecks {
   return { ...checks, algorithms: [...checks.algorithms] };
 }
 
-async function verifyJwt(token: string, key: KeySource, checks: JwtChecks): Promise<AuthContext> {
-  checkStructure(token, checks.algorithms);
-  const options: JWTVerifyOptions = {
-    issuer: checks.issuer,
-    audience: checks.audience,
-    algorithms: [...checks.algorithms],
-    clockTolerance: checks.clockSkewSeconds,
-    requiredClaims: ['exp', 'iss', 'aud', 'sub'],
-  };
-  let payload: JWTPayload;
+async function verifyJwt(token: string, key: KeySource, checks: JwtChecks, tokenHash?: string): Promise<AuthContext> {
+  const jws = checkStructure(token, checks.algorithms);
+  let payload: Record<string, unknown>;
   try {
-    payload = await verifyWithAnyKey(token, key, options);
+    await verifySignature(jws, key);
+    payload = decodeJsonSegment(jws.segments.payload) ?? invalidPayload();
+    checkRegisteredClaims(payload, { ...checks, now: Math.floor(Date.now() / 1000) });
   } catch (err) {
     if (err instanceof errors.JWTClaimValidationFailed) reportMismatch(err, checks);
     throw jwtRejection(err);
@@ -84,8 +85,12 @@ async function verifyJwt(token: string, key: KeySource, checks: JwtChecks): Prom
     expiresAt: payload.exp as number,
     claims: payload,
     token,
-    tokenHash: sha256Base64Url(token),
+    tokenHash: tokenHash ?? sha256Base64Url(token),
   };
+}
+
+function invalidPayload(): never {
+  throw new errors.JWTInvalid('JWT Claims Set must be a top-level JSON object');
 }
 
 function reportMismatch(err: errors.JWTClaimValidationFailed, checks: JwtChecks): void {
@@ -94,42 +99,66 @@ function reportMismatch(err: errors.JWTClaimValidationFailed, checks: JwtChecks)
   }
 }
 
+/** A token whose structure and header passed: what the signature check needs. */
+interface CheckedJws {
+  segments: JwsSegments;
+  header: Record<string, unknown>;
+  alg: JwtAlgorithm;
+}
+
 /** Refuses, before any key lookup, what must never reach crypto. Descriptions never echo the token. */
-function checkStructure(token: string, algorithms: readonly string[]): void {
+function checkStructure(token: string, algorithms: readonly string[]): CheckedJws {
   if (token.length > MAX_TOKEN_LENGTH) throw invalidToken('Token too large');
-  const parts = token.split('.').length;
-  if (parts === 5) throw invalidToken('Encrypted tokens are not accepted');
-  if (parts !== 3) throw invalidToken('Malformed token');
-  let header: Record<string, unknown>;
-  try {
-    header = decodeProtectedHeader(token);
-  } catch {
-    throw invalidToken('Malformed token header');
-  }
+  const segments = splitCompactJws(token);
+  if (segments === undefined) throw invalidToken(token.split('.').length === 5 ? 'Encrypted tokens are not accepted' : 'Malformed token');
+  const header = decodeJsonSegment(segments.header);
+  if (header === undefined) throw invalidToken('Malformed token header');
   for (const name of REFUSED_HEADERS) {
     if (header[name] !== undefined) throw invalidToken(`Token header "${name}" is not accepted`);
   }
-  if (typeof header.alg !== 'string' || !algorithms.includes(header.alg)) throw invalidToken('Token algorithm not allowed');
+  const { alg } = header;
+  if (typeof alg !== 'string' || !algorithms.includes(alg) || !isAsymmetricJwsAlgorithm(alg)) throw invalidToken('Token algorithm not allowed');
+  return { segments, header, alg };
 }
 
-/** A JWKS may hold several keys matching a kid-less header (rotation): try each, as jose's docs advise. */
-async function verifyWithAnyKey(token: string, key: KeySource, options: JWTVerifyOptions): Promise<JWTPayload> {
+/**
+ * The signature, with the key the source names (jose selects it: `kid`, `alg`,
+ * `use`, `kty`, `crv`; a JWKS refetches on an unknown `kid`). A JWKS may hold
+ * several keys matching a kid-less header (rotation): each is tried.
+ */
+async function verifySignature(jws: CheckedJws, key: KeySource): Promise<void> {
+  const signature = decodeBase64UrlStrict(jws.segments.signature);
+  if (signature === undefined) throw invalidToken('Malformed token signature');
+  const signingInput = `${jws.segments.header}.${jws.segments.payload}`;
+  const candidates = await candidateKeys(jws, key);
+  let last: unknown;
+  for await (const candidate of candidates) {
+    try {
+      if (jwsSignatureValid(jws.alg, verificationKey(candidate, jws.alg), signingInput, signature)) return;
+      last = new errors.JWSSignatureVerificationFailed();
+    } catch (err) {
+      last = err;
+    }
+  }
+  // Several keys matched and none could be imported: as jose answered.
+  throw last ?? new errors.JWSInvalid('No usable key among the matching ones');
+}
+
+async function candidateKeys(jws: CheckedJws, key: KeySource): Promise<Iterable<CryptoKey> | AsyncIterable<CryptoKey>> {
+  if (typeof key !== 'function') return [key];
+  const { segments } = jws;
   try {
-    // Two calls only because jwtVerify's overloads do not accept the union.
-    const { payload } = typeof key === 'function' ? await jwtVerify(token, key, options) : await jwtVerify(token, key, options);
-    return payload;
+    const resolved = await key(jws.header as CompactJWSHeaderParameters, { protected: segments.header, payload: segments.payload, signature: segments.signature });
+    if (!isCryptoKey(resolved)) throw new UnusableKey('The key source returned no CryptoKey');
+    return [resolved];
   } catch (err) {
     if (!(err instanceof errors.JWKSMultipleMatchingKeys)) throw err;
-    let last: unknown = err;
-    for await (const candidate of err) {
-      try {
-        return (await jwtVerify(token, candidate, options)).payload;
-      } catch (candidateError) {
-        last = candidateError;
-      }
-    }
-    throw last;
+    return err as AsyncIterable<CryptoKey>;
   }
+}
+
+function isCryptoKey(key: unknown): key is CryptoKey {
+  return (key as { [Symbol.toStringTag]?: unknown } | null)?.[Symbol.toStringTag] === 'CryptoKey';
 }
 
 /** What a failed jose verification means for the client: 503 when the keys are out of reach, else 401. */

@@ -69,11 +69,12 @@ export class TokenCache {
     token: string,
     resource: string,
     maxTtlMs: number,
-    verify: (token: string) => Promise<AuthContext>,
+    verify: (token: string, tokenHash: string) => Promise<AuthContext>,
     hooks: CacheHooks = {},
     seenOn?: SeenOn,
   ): AuthContext | Promise<AuthContext> {
-    const key = `${sha256Base64Url(token)} ${resource}`;
+    const tokenHash = sha256Base64Url(token);
+    const key = `${tokenHash} ${resource}`;
     const entry = this.entries.get(key);
     // Checked against the wall clock too, whatever the LRU's own timer says.
     if (entry && entry.validUntil > Date.now()) {
@@ -84,7 +85,7 @@ export class TokenCache {
     hooks.onMiss?.();
     let pending = this.inFlight.get(key);
     if (!pending) {
-      pending = verify(token)
+      pending = verify(token, tokenHash)
         .then((auth) => this.store(key, auth, maxTtlMs))
         .finally(() => this.inFlight.delete(key));
       this.inFlight.set(key, pending);
@@ -100,7 +101,7 @@ export class TokenCache {
     token: string,
     resource: string,
     maxTtlMs: number,
-    verify: (token: string) => Promise<AuthContext>,
+    verify: (token: string, tokenHash: string) => Promise<AuthContext>,
     hooks: CacheHooks = {},
     seenOn?: SeenOn,
   ): Promise<AuthContext> {

@@ -12,8 +12,10 @@ export interface TokenVerifier {
    * Resolves with the verified context; rejects with a GatewayError (401
    * invalid_token, 503 temporarily_unavailable). `seenOn`: remember the
    * result for the next request on that connection (see recall).
+   * `tokenHash`: sha256Base64Url(token) when the caller has it already (the
+   * cache: its key), so a token is hashed once per request.
    */
-  verify(token: string, seenOn?: SeenOn): Promise<AuthContext>;
+  verify(token: string, seenOn?: SeenOn, tokenHash?: string): Promise<AuthContext>;
   /**
    * As verify, but synchronous when the cache already holds the token: a
    * token verified on one connection costs no promise on another. Throws or

@@ -43,8 +43,8 @@ export function createBuiltinVerifier(issuer: string, keys: SigningKeys, revoked
       clockSkewSeconds: CLOCK_SKEW_SECONDS,
     });
     return {
-      async verify(token) {
-        const context = await inner.verify(token);
+      async verify(token, seenOn, tokenHash) {
+        const context = await inner.verify(token, seenOn, tokenHash);
         // The header decoded fine inside verify; the type is checked after the signature.
         const typ = decodeProtectedHeader(token).typ?.toLowerCase();
         if (typ !== ACCESS_TOKEN_TYPE && typ !== `application/${ACCESS_TOKEN_TYPE}`) throw invalidToken('Not an access token (typ must be at+jwt)');
