@@ -2,10 +2,14 @@
 // the private key its token is bound to, the public key in its own header.
 // Checked as §4.3 lists, cheap structure first, crypto last; replay (`jti`)
 // is the caller's, through the store (dpop-replay.ts). Shared by the
-// protected routes and the built-in AS's token endpoint.
-import { calculateJwkThumbprint, decodeProtectedHeader, EmbeddedJWK, jwtVerify, type JWK, type JWTPayload } from 'jose';
-import { DPOP_ALGORITHMS } from '../config/jws-algorithms.js';
+// protected routes and the built-in AS's token endpoint. The signature is
+// checked with node:crypto and a key kept by thumbprint (dpop-proof-key.ts).
+import { decodeProtectedHeader, type JWK } from 'jose';
+import { DPOP_ALGORITHMS, isAsymmetricJwsAlgorithm, type JwtAlgorithm } from '../config/jws-algorithms.js';
 import { normalizedHttpUri } from '../config/urls.js';
+import { decodeBase64UrlStrict, decodeJsonSegment, splitCompactJws } from './compact-jws.js';
+import { proofKey } from './dpop-proof-key.js';
+import { jwsSignatureValid } from './jws-signature.js';
 
 /** A proof is one small JWT: a P-256 proof is ~500 bytes, an RSA-4096 one ~1.5 KiB. */
 export const MAX_PROOF_LENGTH = 8 * 1024;
@@ -51,20 +55,45 @@ export interface VerifiedProof {
 }
 
 export async function verifyDpopProof(proof: string, expected: ProofExpectations): Promise<VerifiedProof> {
-  const jwk = checkHeader(proof);
-  let payload: JWTPayload;
+  const { jwk, header } = checkHeader(proof);
+  let payload: Record<string, unknown>;
+  let jkt: string;
   try {
-    // EmbeddedJWK imports the header's key and refuses one that is not public (§4.3 check 7).
-    ({ payload } = await jwtVerify(proof, EmbeddedJWK, { typ: 'dpop+jwt', algorithms: [...DPOP_ALGORITHMS] }));
+    ({ payload, jkt } = await signedPayload(proof, header));
   } catch (err) {
     throw new InvalidDpopProof('DPoP proof signature or claims invalid', { cause: err });
   }
   const jti = checkClaims(payload, expected);
-  return { jkt: await calculateJwkThumbprint(jwk, 'sha256'), jti, jwk, nonce: payload.nonce };
+  return { jkt, jti, jwk, nonce: payload.nonce };
 }
 
-/** §4.3 checks 2–7 before any crypto: one compact JWS, `typ`, an asymmetric `alg`, a public `jwk`. */
-function checkHeader(proof: string): JWK {
+/**
+ * §4.3 checks 6–7 and the times jose checked: the signature with the header's
+ * key (imported as jose's EmbeddedJWK does, kept by thumbprint), then the
+ * claims, a JSON object read strictly, whose `iat`, `nbf` and `exp` are numbers
+ * and whose `nbf` and `exp`, when present, hold now.
+ */
+async function signedPayload(proof: string, header: ProofHeader): Promise<{ payload: Record<string, unknown>; jkt: string }> {
+  const segments = splitCompactJws(proof)!;
+  const signature = decodeBase64UrlStrict(segments.signature);
+  const key = await proofKey(header, header.alg);
+  if (signature === undefined || key === undefined || !jwsSignatureValid(header.alg, key.key, `${segments.header}.${segments.payload}`, signature)) {
+    throw new Error('signature invalid');
+  }
+  const payload = decodeJsonSegment(segments.payload);
+  if (payload === undefined) throw new Error('claims are not a JSON object');
+  const { iat, nbf, exp } = payload;
+  if ([iat, nbf, exp].some((time) => time !== undefined && typeof time !== 'number')) throw new Error('a time claim is not a number');
+  const now = Math.floor(Date.now() / 1000);
+  if (typeof nbf === 'number' && nbf > now) throw new Error('nbf is in the future');
+  if (typeof exp === 'number' && exp <= now) throw new Error('exp has passed');
+  return { payload, jkt: key.jkt };
+}
+
+type ProofHeader = Record<string, unknown> & { alg: JwtAlgorithm; jwk: JWK };
+
+/** §4.3 checks 2–7 before any crypto: one compact JWS, `typ`, an asymmetric `alg`, a public `jwk`, no extension. */
+function checkHeader(proof: string): { jwk: JWK; header: ProofHeader } {
   if (proof.length > MAX_PROOF_LENGTH) throw new InvalidDpopProof('DPoP proof too large');
   if (proof.split('.').length !== 3) throw new InvalidDpopProof('DPoP proof is not a signed JWT');
   let header: Record<string, unknown>;
@@ -74,18 +103,22 @@ function checkHeader(proof: string): JWK {
     throw new InvalidDpopProof('Malformed DPoP proof header');
   }
   if (header.typ !== 'dpop+jwt') throw new InvalidDpopProof('DPoP proof typ must be dpop+jwt');
-  if (typeof header.alg !== 'string' || !DPOP_ALGORITHMS.includes(header.alg)) throw new InvalidDpopProof('DPoP proof algorithm not allowed');
+  if (typeof header.alg !== 'string' || !DPOP_ALGORITHMS.includes(header.alg) || !isAsymmetricJwsAlgorithm(header.alg)) {
+    throw new InvalidDpopProof('DPoP proof algorithm not allowed');
+  }
+  // jose refused every extension but b64, which a JWT may not use: none is understood here.
+  if (header.crit !== undefined) throw new InvalidDpopProof('DPoP proof crit is not supported');
   const jwk = header.jwk;
   if (typeof jwk !== 'object' || jwk === null || Array.isArray(jwk)) throw new InvalidDpopProof('DPoP proof has no jwk');
   for (const member of PRIVATE_JWK_MEMBERS) {
     if (member in jwk) throw new InvalidDpopProof('DPoP proof jwk must be a public key');
   }
-  return jwk as JWK;
+  return { jwk: jwk as JWK, header: header as ProofHeader };
 }
 
 /** §4.3 checks 8–12: `htm`, `htu`, `iat`, `jti`, `ath`. Returns the `jti`. */
-function checkClaims(payload: JWTPayload, expected: ProofExpectations): string {
-  const { htm, htu, iat, jti, ath } = payload as Record<string, unknown>;
+function checkClaims(payload: Record<string, unknown>, expected: ProofExpectations): string {
+  const { htm, htu, iat, jti, ath } = payload;
   if (typeof jti !== 'string' || jti === '' || jti.length > MAX_JTI_LENGTH) throw new InvalidDpopProof('DPoP proof jti missing or malformed');
   if (htm !== expected.method) throw new InvalidDpopProof('DPoP proof htm does not match the request method');
   if (typeof htu !== 'string' || normalizedHttpUri(htu) !== expected.htu) throw new InvalidDpopProof('DPoP proof htu does not match the request URI');
