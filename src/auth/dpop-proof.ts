@@ -77,7 +77,7 @@ async function signedPayload(proof: string, header: ProofHeader): Promise<{ payl
   const segments = splitCompactJws(proof)!;
   const signature = decodeBase64UrlStrict(segments.signature);
   const key = await proofKey(header, header.alg);
-  if (signature === undefined || key === undefined || !jwsSignatureValid(header.alg, key.key, `${segments.header}.${segments.payload}`, signature)) {
+  if (signature === undefined || key === undefined || !(await jwsSignatureValid(header.alg, key.key, `${segments.header}.${segments.payload}`, signature))) {
     throw new Error('signature invalid');
   }
   const payload = decodeJsonSegment(segments.payload);

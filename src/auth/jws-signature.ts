@@ -1,6 +1,6 @@
-// A JWS signature checked synchronously with node:crypto, on the JavaScript
-// thread: jose verifies through WebCrypto, whose job costs about twice the
-// CPU of `crypto.verify` with a KeyObject (docs/benchmark.md, "Where the time
+// A JWS signature checked with node:crypto on libuv's thread pool: jose
+// verifies through WebCrypto, whose job costs about twice the CPU of
+// `crypto.verify` with a KeyObject (docs/benchmark.md, "Where the time
 // goes"). The keys still come from jose (JWKS selection, import, refresh);
 // each CryptoKey is turned into a KeyObject once, kept as long as the key set
 // keeps the CryptoKey. A key is used only for the algorithm it was imported
@@ -74,13 +74,19 @@ export function verificationKey(cryptoKey: CryptoKey, alg: JwtAlgorithm): KeyObj
   return keyObject;
 }
 
-/** Whether `signature` signs `signingInput` (the ASCII `header.payload`) with `key` under `alg`. */
-export function jwsSignatureValid(alg: JwtAlgorithm, key: KeyObject, signingInput: string, signature: Buffer): boolean {
+/**
+ * Whether `signature` signs `signingInput` (the ASCII `header.payload`) with `key` under `alg`.
+ * With a callback, crypto.verify runs on libuv's thread pool, as WebCrypto did: a signature
+ * check done on the JavaScript thread made shape c bound by that one thread (docs/benchmark.md).
+ */
+export function jwsSignatureValid(alg: JwtAlgorithm, key: KeyObject, signingInput: string, signature: Buffer): Promise<boolean> {
   const use = USES[alg];
-  try {
-    return crypto.verify(use.digest, Buffer.from(signingInput, 'latin1'), { key, ...use.options }, signature);
-  } catch {
-    // OpenSSL refuses some malformed signatures outright: the same answer as a wrong one.
-    return false;
-  }
+  return new Promise((resolve) => {
+    try {
+      crypto.verify(use.digest, Buffer.from(signingInput, 'latin1'), { key, ...use.options }, signature, (err, valid) => resolve(err === null && valid));
+    } catch {
+      // OpenSSL refuses some malformed signatures outright: the same answer as a wrong one.
+      resolve(false);
+    }
+  });
 }

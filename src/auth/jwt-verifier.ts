@@ -134,7 +134,7 @@ async function verifySignature(jws: CheckedJws, key: KeySource): Promise<void> {
   let last: unknown;
   for await (const candidate of candidates) {
     try {
-      if (jwsSignatureValid(jws.alg, verificationKey(candidate, jws.alg), signingInput, signature)) return;
+      if (await jwsSignatureValid(jws.alg, verificationKey(candidate, jws.alg), signingInput, signature)) return;
       last = new errors.JWSSignatureVerificationFailed();
     } catch (err) {
       last = err;
