@@ -127,30 +127,6 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
   };
 }
 
-/**
- * What reads a route's answers: the tools/list filter on a filtering route,
- * else a reader of tools/list answers only; both teach `paramHeaders` the
- * tools' Mcp-Param headers. A reload builds a new step, so it starts afresh.
- */
-function answerReading(route: RouteConfig, policy: RoutePolicy) {
-  const paramHeaders = new ToolParamRegistry();
-  const learn = (tools: readonly unknown[]) => paramHeaders.learn(tools);
-  const learner: PolicyOutcome = Object.freeze({ transform: toolsListLearner(learn, MAX_FILTERED_BYTES) });
-  const filterFor = (auth: AuthContext): PolicyOutcome => ({
-    transform: toolsListFilter({ mayCall: (tool) => evaluateOperation(policy, { method: 'tools/call', name: tool }, auth).allow, maxBytes: MAX_FILTERED_BYTES, learn }),
-  });
-  return {
-    paramHeaders,
-    /** A GET stream carries no request of the client's, but a resumed POST stream may deliver a tools/list answer on it. */
-    ofGet: (auth: AuthContext): PolicyOutcome => (route.filterToolsList ? filterFor(auth) : NOTHING_TO_DO),
-    /** A filtering route reads every answer: a server (or a bridge routing answers by id) may deliver a tool list on any. */
-    ofPost(auth: AuthContext, request: ParsedRequest): PolicyOutcome {
-      if (route.filterToolsList) return filterFor(auth);
-      return request.messages.some((m) => m.method === 'tools/list') ? learner : NOTHING_TO_DO;
-    },
-  };
-}
-
 /** Refuses (audited) a task the caller does not own; else adds the reader of the answer's tasks to the outcome. */
 async function bindTasks(tasks: TaskBinding, decisionAudit: DecisionAudit, asks: TaskRequests, auth: AuthContext, admitted: PolicyOutcome | Promise<PolicyOutcome>): Promise<PolicyOutcome> {
   const outcome = await admitted;
