@@ -61,7 +61,7 @@ function members(object: object, names: ReadNames, where: string): Record<string
 
 const isObject = (value: unknown): value is object => typeof value === 'object' && value !== null;
 
-/** Records created tasks and cuts task lists in a JSON-RPC payload: the changed payload, or undefined when nothing changed. */
+/** Records created tasks and cuts task lists in a JSON-RPC payload; true when it changed. */
 function readPayload(text: string, options: TasksAnswerOptions): unknown {
   let payload: unknown;
   try {
