@@ -12,8 +12,6 @@ import { ConfigError } from '../config/config-error.js';
 import type { GatewayConfig, RouteConfig } from '../config/types.js';
 import { createPolicyStep } from '../policy/policy-step.js';
 import type { RateLimiterDeps } from '../policy/rate-limiter.js';
-import { createTaskBinding } from '../policy/task-binding.js';
-import { createTaskOwnership } from '../policy/task-ownership.js';
 import type { Forwarder, ProxyMetrics } from '../proxy/forwarder.js';
 import { createHttpForwarder } from '../proxy/http-forwarder.js';
 import { createSessionBinding, type SessionBinding } from '../proxy/session-binding.js';
@@ -42,7 +40,6 @@ export async function buildRouteTable(config: GatewayConfig, services: Services,
     ? await createAuthorizationServer(config, { store, logger, audit, metrics, jwks: services.jwks, options: options.authorizationServer })
     : undefined;
   const sessions = createSessionBinding(store);
-  const tasks = createTaskOwnership(store);
   const selfOrigin = new URL(config.publicUrl).origin;
   const dpop = dpopChecks(config, services, as);
   const protectedRoutes = new Map<string, ProtectedRouteHandler>();
@@ -72,7 +69,7 @@ export async function buildRouteTable(config: GatewayConfig, services: Services,
       metrics,
       logger,
       selfOrigin,
-      policy: createPolicyStep(route, { audit, tasks: createTaskBinding(route.path, tasks, logger), rateLimits: rateLimitDeps(route, config, services) }),
+      policy: createPolicyStep(route, { audit, rateLimits: rateLimitDeps(route, config, services) }),
       tracing: services.tracing,
       dpop,
       benchmarkPrincipal: options.benchmarkPrincipal,

@@ -4,9 +4,7 @@
 // limits (429 over one; rate-limiter.ts), write the audit line, and hand the
 // proxy the response transform for this request: the `tools/list` filter
 // when the route filters, else a reader of `tools/list` answers that learns
-// the tools' Mcp-Param headers (tool-param-registry.ts); on routes with task
-// binding, a request naming another principal's MCP task is refused and the
-// answers that create or list tasks are read too (task-binding.ts).
+// the tools' Mcp-Param headers (tool-param-registry.ts).
 import type { IncomingHttpHeaders } from 'node:http';
 import type { AuthContext } from '../auth/principal.js';
 import type { RouteConfig } from '../config/types.js';
@@ -23,9 +21,6 @@ import { HeaderMismatchError, checkMcpHeaders, refuseMcpHeadersWithoutBody } fro
 import { checkParamHeaders } from './param-headers.js';
 import { createRateLimiter, type RateLimiter, type RateLimiterDeps } from './rate-limiter.js';
 import { compilePolicy, type RoutePolicy } from './route-policy.js';
-import { chainTransforms } from './chained-transform.js';
-import type { TaskBinding } from './task-binding.js';
-import { TaskNotFoundError, type TaskRequests } from './task-requests.js';
 import { toolsListFilter } from './tools-list-filter.js';
 import { toolsListLearner } from './tools-list-learner.js';
 import { ToolParamRegistry } from './tool-param-registry.js';
@@ -52,8 +47,7 @@ export interface PolicyStep {
   /**
    * Throws a GatewayError (400 not JSON-RPC, 403 refused, 429 over a rate
    * limit) or a HeaderMismatchError (400, -32020); nothing is forwarded then.
-   * A TaskNotFoundError (403) too. Synchronous unless the route has rate
-   * limits or the request concerns tasks (they ask the store). `span`:
+   * Synchronous unless the route has rate limits (they ask the store). `span`:
    * the request's, told the MCP operation and the decision.
    */
   check(req: PolicyRequest, body: Buffer, auth: AuthContext, span?: GatewaySpan): PolicyOutcome | Promise<PolicyOutcome>;
@@ -61,8 +55,6 @@ export interface PolicyStep {
 
 export interface PolicyStepDeps {
   audit: Audit;
-  /** The route's binding of MCP tasks to principals; without it tasks are not bound (tools that only decide, such as explain). */
-  tasks?: TaskBinding;
   /** The store and counters of the route's `rate_limits`; without it, they are not enforced (tools that only decide, such as explain). */
   rateLimits?: RateLimiterDeps;
 }
@@ -82,7 +74,6 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
   const onlyValidate = policy.rules.length === 0 && !route.filterToolsList && !audit.enabled && !limiter;
 
   const answers = answerReading(route, policy);
-  const { tasks } = deps;
 
   return {
     policy,
@@ -95,18 +86,15 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
           throw err;
         }
         const outcome = req.method === 'GET' ? answers.ofGet(auth) : NOTHING_TO_DO;
-        const admitted = limited ? limited(auth, undefined, outcome, span) : outcome;
-        return req.method === 'GET' && tasks ? tasksOnGet(tasks, auth, admitted) : admitted;
+        return limited ? limited(auth, undefined, outcome, span) : outcome;
       }
       let request: ParsedRequest;
-      let asks: TaskRequests | undefined;
       try {
         requireUtf8Body(req.headers['content-type']);
         requireIdentityEncoding(req.headers['content-encoding']);
         request = parseJsonRpcBody(body);
         checkMcpHeaders(req.headers, request, req.rawHeaders);
         checkParamHeaders(req.headers, request, answers.paramHeaders);
-        asks = tasks?.asks(request);
       } catch (err) {
         decisionAudit.rejected(auth, err instanceof HeaderMismatchError ? 'header_mismatch' : 'malformed', 400);
         throw err;
@@ -114,36 +102,40 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
       if (span) spanRequest(span, request);
       if (onlyValidate) {
         if (span) spanDecision(span, undefined, route);
-        return asks && tasks ? bindTasks(tasks, decisionAudit, asks, auth, answers.ofPost(auth, request)) : answers.ofPost(auth, request);
+        return answers.ofPost(auth, request);
       }
       const decision = evaluate(policy, request, auth);
       if (!decision.allow || !limited) decisionAudit.decided(auth, decision.messages, !decision.allow);
       if (span) spanDecision(span, decision, route);
       if (!decision.allow) throw refusal(decision);
       const outcome = answers.ofPost(auth, request);
-      const admitted = limited ? limited(auth, decision.messages, outcome, span) : outcome;
-      return asks && tasks ? bindTasks(tasks, decisionAudit, asks, auth, admitted) : admitted;
+      return limited ? limited(auth, decision.messages, outcome, span) : outcome;
     },
   };
 }
 
-/** Refuses (audited) a task the caller does not own; else adds the reader of the answer's tasks to the outcome. */
-async function bindTasks(tasks: TaskBinding, decisionAudit: DecisionAudit, asks: TaskRequests, auth: AuthContext, admitted: PolicyOutcome | Promise<PolicyOutcome>): Promise<PolicyOutcome> {
-  const outcome = await admitted;
-  let transform;
-  try {
-    transform = await tasks.check(asks, auth);
-  } catch (err) {
-    if (err instanceof TaskNotFoundError) decisionAudit.rejected(auth, 'task_not_found', err.status);
-    throw err;
-  }
-  return transform ? { transform: chainTransforms(outcome.transform, transform) } : outcome;
-}
-
-/** A GET stream's task lists are cut to the caller's own, after whatever else reads it. */
-async function tasksOnGet(tasks: TaskBinding, auth: AuthContext, admitted: PolicyOutcome | Promise<PolicyOutcome>): Promise<PolicyOutcome> {
-  const outcome = await admitted;
-  return { transform: chainTransforms(outcome.transform, await tasks.forGet(auth)) };
+/**
+ * What reads a route's answers: the tools/list filter on a filtering route,
+ * else a reader of tools/list answers only; both teach `paramHeaders` the
+ * tools' Mcp-Param headers. A reload builds a new step, so it starts afresh.
+ */
+function answerReading(route: RouteConfig, policy: RoutePolicy) {
+  const paramHeaders = new ToolParamRegistry();
+  const learn = (tools: readonly unknown[]) => paramHeaders.learn(tools);
+  const learner: PolicyOutcome = Object.freeze({ transform: toolsListLearner(learn, MAX_FILTERED_BYTES) });
+  const filterFor = (auth: AuthContext): PolicyOutcome => ({
+    transform: toolsListFilter({ mayCall: (tool) => evaluateOperation(policy, { method: 'tools/call', name: tool }, auth).allow, maxBytes: MAX_FILTERED_BYTES, learn }),
+  });
+  return {
+    paramHeaders,
+    /** A GET stream carries no request of the client's, but a resumed POST stream may deliver a tools/list answer on it. */
+    ofGet: (auth: AuthContext): PolicyOutcome => (route.filterToolsList ? filterFor(auth) : NOTHING_TO_DO),
+    /** A filtering route reads every answer: a server (or a bridge routing answers by id) may deliver a tool list on any. */
+    ofPost(auth: AuthContext, request: ParsedRequest): PolicyOutcome {
+      if (route.filterToolsList) return filterFor(auth);
+      return request.messages.some((m) => m.method === 'tools/list') ? learner : NOTHING_TO_DO;
+    },
+  };
 }
 
 /** After the policy allowed: the rate limits, then the audit lines (naming the limit when one refused). */

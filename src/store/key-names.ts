@@ -46,12 +46,6 @@ export const NEVER_EVICTED_CLASSES: readonly string[] = [REVOKED_GRANT_CLASS, US
 /** Principal that created an upstream session (`Mcp-Session-Id`) on a route. */
 export const sessionBindingKey = (routePath: string, sessionId: string) => key(SESSION_BINDING_CLASS, routePath, sessionId);
 
-/** Principal that created an MCP task (`result.task.taskId`) on a route; the value is the principal, hashed. */
-export const taskOwnerKey = (routePath: string, taskId: string) => key('task', routePath, taskId);
-
-/** The log (`Store.appendToLog`) of the task ids, hashed, one principal created on a route: what its `tasks/list` may show. */
-export const principalTasksKey = (routePath: string, principal: string) => key('principal-tasks', routePath, principal);
-
 /**
  * The sliding window (`Store.admit`) of one route rate limit and one caller:
  * `limit` is the limit's definition as written (a changed limit starts new
