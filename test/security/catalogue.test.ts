@@ -1,6 +1,6 @@
 /**
- * Every case of the attack catalogue (SECURITY-CASES, 62 cases in groups A–J) has a named test:
- * some describe/it title under test/security carries its tag (`[A1]` … `[J62]`), and SECURITY.md's
+ * Every case of the attack catalogue (SECURITY-CASES, 85 cases in groups A–K) has a named test:
+ * some describe/it title under test/security carries its tag (`[A1]` … `[K85]`), and SECURITY.md's
  * catalogue table names, for each case, every test file whose titles carry that tag. Cases the
  * table marks "covered by as-idp" are checked in the third-party login's suite (as-idp-*.test.ts),
  * whose titles name them without brackets.
@@ -12,8 +12,8 @@ import { describe, expect, it } from 'vitest';
 const ROOT = new URL('../../', import.meta.url).pathname;
 const SECURITY_DIR = join(ROOT, 'test/security');
 /** The catalogue's groups and the case numbers in each. */
-const GROUPS: Record<string, [number, number]> = { A: [1, 8], B: [9, 10], C: [11, 13], D: [14, 18], E: [19, 22], F: [23, 26], G: [27, 33], H: [34, 42], I: [43, 45], J: [46, 62] };
-const CASES = 62;
+const GROUPS: Record<string, [number, number]> = { A: [1, 8], B: [9, 10], C: [11, 13], D: [14, 18], E: [19, 22], F: [23, 26], G: [27, 33], H: [34, 42], I: [43, 45], J: [46, 62], K: [63, 85] };
+const CASES = 85;
 const groupOf = (n: number) => Object.entries(GROUPS).find(([, [lo, hi]]) => n >= lo && n <= hi)![0];
 
 function testFiles(dir: string): string[] {
@@ -70,7 +70,7 @@ const tagged = new Map<number, Set<string>>();
 const badTags: string[] = [];
 for (const file of files) {
   for (const title of testTitles(readFileSync(file, 'utf8'))) {
-    for (const [, group, num] of title.matchAll(/\[([A-J])(\d{1,2})\]/g)) {
+    for (const [, group, num] of title.matchAll(/\[([A-K])(\d{1,2})\]/g)) {
       const n = Number(num);
       if (n < 1 || n > CASES || groupOf(n) !== group) badTags.push(`${relative(ROOT, file)}: [${group}${num}] in "${title}"`);
       else (tagged.get(n) ?? tagged.set(n, new Set()).get(n)!).add(relative(ROOT, file));
@@ -83,7 +83,7 @@ function catalogueTable(): Map<number, { files: string[]; idp: boolean }> {
   const rows = new Map<number, { files: string[]; idp: boolean }>();
   const text = readFileSync(join(ROOT, 'SECURITY.md'), 'utf8');
   for (const line of text.split('\n')) {
-    const m = /^\|\s*(\d{1,2})\s*\|\s*([A-J])\s*\|(.*)\|\s*$/.exec(line);
+    const m = /^\|\s*(\d{1,2})\s*\|\s*([A-K])\s*\|(.*)\|\s*$/.exec(line);
     if (!m) continue;
     const n = Number(m[1]);
     expect(rows.has(n), `case ${n} appears twice in SECURITY.md`).toBe(false);
@@ -113,7 +113,7 @@ describe('the attack catalogue', () => {
     expect(badTags).toEqual([]);
   });
 
-  it('every case 1–62 has at least one named test', () => {
+  it('every case 1–85 has at least one named test', () => {
     const table = catalogueTable();
     const missing: number[] = [];
     for (let n = 1; n <= CASES; n++) {
