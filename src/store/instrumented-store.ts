@@ -8,7 +8,7 @@ import type { Tracing } from '../observability/tracing.js';
 import { StoreUnavailableError, type Admission, type AdmitRequest, type LogEntry, type Store } from './store.js';
 
 type StoreMetrics = Pick<Metrics, 'storeDuration' | 'storeErrors'>;
-type Operation = 'get' | 'set' | 'setIfAbsent' | 'take' | 'increment' | 'delete' | 'ping' | 'appendToLog' | 'readLog' | 'admit';
+type Operation = 'get' | 'set' | 'setIfAbsent' | 'compareAndSet' | 'take' | 'increment' | 'delete' | 'ping' | 'appendToLog' | 'readLog' | 'admit';
 
 export class InstrumentedStore implements Store {
   readonly kind: Store['kind'];
@@ -32,6 +32,10 @@ export class InstrumentedStore implements Store {
 
   setIfAbsent(key: string, value: string, ttlMs: number): Promise<boolean> {
     return this.#observe('setIfAbsent', () => this.backend.setIfAbsent(key, value, ttlMs));
+  }
+
+  compareAndSet(key: string, expected: string | undefined, next: string | undefined, ttlMs: number): Promise<boolean> {
+    return this.#observe('compareAndSet', () => this.backend.compareAndSet(key, expected, next, ttlMs));
   }
 
   take(key: string): Promise<string | undefined> {

@@ -45,6 +45,16 @@ export class MemoryStore implements Store {
     return true;
   }
 
+  async compareAndSet(key: string, expected: string | undefined, next: string | undefined, ttlMs: number): Promise<boolean> {
+    const ttl = assertTtl(ttlMs);
+    const cache = this.#cacheOf(key);
+    // One thread: the comparison and the write happen with no other call in between.
+    if (cache.get(key) !== expected) return false;
+    if (next === undefined) cache.delete(key);
+    else cache.set(key, next, ttl);
+    return true;
+  }
+
   async take(key: string): Promise<string | undefined> {
     const cache = this.#cacheOf(key);
     const value = cache.get(key);

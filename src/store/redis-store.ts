@@ -25,6 +25,14 @@ export interface RedisStoreOptions {
 // Used only where GETDEL (Redis 6.2) is missing: the same read-and-delete, atomic as a script.
 const TAKE_SCRIPT = "local v = redis.call('GET', KEYS[1]); if v then redis.call('DEL', KEYS[1]) end; return v";
 
+// compareAndSet: GET, compare, then SET PX or DEL, in one step. ARGV: has-expected, expected, has-next, next, ttl.
+const COMPARE_AND_SET_SCRIPT = [
+  "local v = redis.call('GET', KEYS[1])",
+  "if ARGV[1] == '1' then if v ~= ARGV[2] then return 0 end elseif v then return 0 end",
+  "if ARGV[3] == '1' then redis.call('SET', KEYS[1], ARGV[4], 'PX', ARGV[5]) else redis.call('DEL', KEYS[1]) end",
+  'return 1',
+].join('\n');
+
 // INCR keeps an existing key's expiry; the first increment sets it. One script, so no window is left without a TTL.
 const INCREMENT_SCRIPT = "local n = redis.call('INCR', KEYS[1]); if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end; return n";
 
@@ -103,6 +111,12 @@ export class RedisStore implements Store {
   async setIfAbsent(key: string, value: string, ttlMs: number): Promise<boolean> {
     const ttl = assertTtl(ttlMs);
     return this.#run('SET NX', async (c) => (await c.set(key, value, 'PX', ttl, 'NX')) === 'OK');
+  }
+
+  async compareAndSet(key: string, expected: string | undefined, next: string | undefined, ttlMs: number): Promise<boolean> {
+    const ttl = assertTtl(ttlMs);
+    const args = [expected === undefined ? '0' : '1', expected ?? '', next === undefined ? '0' : '1', next ?? '', ttl];
+    return this.#run('CAS', async (c) => Number(await c.eval(COMPARE_AND_SET_SCRIPT, 1, key, ...args)) === 1);
   }
 
   async take(key: string): Promise<string | undefined> {

@@ -12,6 +12,14 @@ export interface Store {
   set(key: string, value: string, ttlMs: number): Promise<void>;
   /** Write only when the key is absent; true when this call wrote it. */
   setIfAbsent(key: string, value: string, ttlMs: number): Promise<boolean>;
+  /**
+   * Atomically replaces the value at `key` when it is still `expected`
+   * (undefined: absent) with `next` (undefined: delete), as one step on every
+   * replica (a Lua script on Redis): false, and nothing written, when another
+   * writer changed it first. Read-modify-write records (an index revocation
+   * depends on) loop on it instead of overwriting a concurrent change.
+   */
+  compareAndSet(key: string, expected: string | undefined, next: string | undefined, ttlMs: number): Promise<boolean>;
   /** Atomically read and delete: of concurrent takers exactly one gets the value. */
   take(key: string): Promise<string | undefined>;
   /**

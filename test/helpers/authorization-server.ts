@@ -37,6 +37,11 @@ export class RecordingStore implements Store {
     if (wrote) this.writes.push({ key, ttlMs, value });
     return wrote;
   }
+  async compareAndSet(key: string, expected: string | undefined, next: string | undefined, ttlMs: number) {
+    const wrote = await this.inner.compareAndSet(key, expected, next, ttlMs);
+    if (wrote && next !== undefined) this.writes.push({ key, ttlMs, value: next });
+    return wrote;
+  }
   take(key: string) {
     return this.inner.take(key);
   }

@@ -63,6 +63,35 @@ export function describeStoreContract(backend: ContractBackend): void {
       expect(results.filter(Boolean)).toHaveLength(1);
     });
 
+    it('compareAndSet writes only over the expected value (absent, present), deletes with no next, and refuses a bad TTL', async () => {
+      const key = k();
+      expect(await store.compareAndSet(key, 'v0', 'v1', 10_000)).toBe(false);
+      expect(await store.get(key)).toBeUndefined();
+      expect(await store.compareAndSet(key, undefined, 'v1', 10_000)).toBe(true);
+      expect(await store.compareAndSet(key, undefined, 'v2', 10_000)).toBe(false);
+      expect(await store.compareAndSet(key, 'v0', 'v2', 10_000)).toBe(false);
+      expect(await store.get(key)).toBe('v1');
+      // The empty string is a value, not absence.
+      expect(await store.compareAndSet(key, 'v1', '', 10_000)).toBe(true);
+      expect(await store.compareAndSet(key, undefined, 'v3', 10_000)).toBe(false);
+      expect(await store.compareAndSet(key, '', undefined, 10_000)).toBe(true);
+      expect(await store.get(key)).toBeUndefined();
+      await expect(store.compareAndSet(k(), undefined, 'v', 0)).rejects.toThrow(RangeError);
+    });
+
+    it('compareAndSet: 20 concurrent writers looping on it lose none of their updates', async () => {
+      const key = k();
+      const append = async (member: string) => {
+        for (;;) {
+          const current = await store.get(key);
+          const next = JSON.stringify([...(JSON.parse(current ?? '[]') as string[]), member]);
+          if (await store.compareAndSet(key, current, next, 10_000)) return;
+        }
+      };
+      await Promise.all(Array.from({ length: 20 }, (_, i) => append(`m${i}`)));
+      expect((JSON.parse((await store.get(key)) ?? '[]') as string[]).sort()).toEqual(Array.from({ length: 20 }, (_, i) => `m${i}`).sort());
+    });
+
     it('take returns the value once and deletes it', async () => {
       const key = k();
       await store.set(key, 'code', 10_000);

@@ -35,6 +35,7 @@ class FailingOnceStore implements Store {
   get = (key: string) => this.#call(() => this.inner.get(key));
   set = (key: string, value: string, ttlMs: number) => this.#call(() => this.inner.set(key, value, ttlMs));
   setIfAbsent = (key: string, value: string, ttlMs: number) => this.#call(() => this.inner.setIfAbsent(key, value, ttlMs));
+  compareAndSet = (key: string, expected: string | undefined, next: string | undefined, ttlMs: number) => this.#call(() => this.inner.compareAndSet(key, expected, next, ttlMs));
   take = (key: string) => this.#call(() => this.inner.take(key));
   increment = (key: string, ttlMs: number) => this.#call(() => this.inner.increment(key, ttlMs));
   admit = (key: string, request: AdmitRequest) => this.#call(() => this.inner.admit(key, request));

@@ -23,6 +23,7 @@ const down: Store = {
   get: () => Promise.reject(new StoreUnavailableError('down')),
   set: () => Promise.reject(new StoreUnavailableError('down')),
   setIfAbsent: () => Promise.reject(new StoreUnavailableError('down')),
+  compareAndSet: () => Promise.reject(new StoreUnavailableError('down')),
   take: () => Promise.reject(new StoreUnavailableError('down')),
   increment: () => Promise.reject(new StoreUnavailableError('down')),
   admit: () => Promise.reject(new StoreUnavailableError('down')),

@@ -51,11 +51,12 @@ export function createCompletion(ctx: AsContext, deps: CompletionDeps) {
     // A login paused for the consent page was bound to its grant before the page.
     const grantId = state.signedIn?.grantId ?? randomToken(16);
     if (!state.signedIn) await user.bindToGrant?.(grantId);
+    const lookup = await deps.clients.find(request.clientId);
+    // Indexed before the code exists: no token of the grant can work while the page cannot revoke it.
+    if (deps.apps && lookup.found) await recordApp(deps, deps.apps, { subject: user.subject, request, client: lookup.client, grantId });
     const code = await deps.codes.issue(codeRecord(request, user.subject, grantId));
     await userConsents.remember(user.subject, request);
-    const lookup = await deps.clients.find(request.clientId);
     if (lookup.found) await deps.clients.touch(lookup.client);
-    if (deps.apps && lookup.found) await recordApp(deps, deps.apps, { subject: user.subject, request, client: lookup.client, grantId });
     ctx.audit.record({ event: 'authorization_granted', sub: user.subject, client_id: request.clientId, resource: request.resource, scope: request.scopes.join(' ') });
     return redirect(c, authorizationRedirectUrl(request.redirectUri, { code }, request.state, ctx.issuer));
   }

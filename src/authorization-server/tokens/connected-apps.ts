@@ -9,17 +9,18 @@
 // recently approved app) is handed back to the caller to revoke, so every
 // grant that still works is one the page shows and can revoke.
 //
-// The record is read, changed and written (no atomic list in the Store
-// contract); a write is read back and repeated when a concurrent sign-in of
-// the same user overwrote it, so a grant is not lost from the index.
+// Every change is one compare-and-set of the record (a Lua script on Redis):
+// a change that lost to a concurrent sign-in or revoke of the same user is
+// made again on what that one wrote, so no grant ever drops out of the index
+// unrevoked (a lost write would leave a working grant the page cannot show).
 import { appLastUsedKey, connectedAppsKey } from '../../store/key-names.js';
-import type { Store } from '../../store/store.js';
+import { StoreUnavailableError, type Store } from '../../store/store.js';
 import type { ClientKind } from '../clients/client-record.js';
 
 export const MAX_APPS = 50;
 export const MAX_GRANTS_PER_APP = 20;
-/** Read back and written again at most this often when a concurrent write raced ours. */
-const WRITE_ATTEMPTS = 3;
+/** Far beyond what one user's concurrent sign-ins need (each lost attempt means another's won); bounded so nothing spins. */
+const WRITE_ATTEMPTS = 100;
 
 /** One app a user approved: what the page shows, and the grants revoking it ends. */
 export interface ConnectedApp {
@@ -53,18 +54,15 @@ export class ConnectedApps {
   /** A completed authorization: the app (new or again) and its new grant. Returns the grant ids pushed out by the bounds. */
   async record(subject: string, approval: Approval, grantId: string): Promise<string[]> {
     let pushedOut: string[] = [];
-    for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
-      const apps = await this.read(subject);
+    await this.update(subject, (apps) => {
       const previous = apps.find((a) => a.clientId === approval.clientId);
       const grants = [grantId, ...(previous?.grants ?? []).filter((g) => g !== grantId)];
       const app: ConnectedApp = { ...approval, approvedAt: Date.now(), grants: grants.slice(0, MAX_GRANTS_PER_APP) };
-      const others = apps.filter((a) => a.clientId !== approval.clientId);
       // Newest approval first: the app dropped beyond MAX_APPS is the one approved longest ago.
-      const kept = [app, ...others].slice(0, MAX_APPS);
-      pushedOut = [...grants.slice(MAX_GRANTS_PER_APP), ...[app, ...others].slice(MAX_APPS).flatMap((a) => a.grants)];
-      await this.write(subject, kept);
-      if ((await this.read(subject)).some((a) => a.grants.includes(grantId))) break;
-    }
+      const all = [app, ...apps.filter((a) => a.clientId !== approval.clientId)];
+      pushedOut = [...grants.slice(MAX_GRANTS_PER_APP), ...all.slice(MAX_APPS).flatMap((a) => a.grants)];
+      return all.slice(0, MAX_APPS);
+    });
     return pushedOut;
   }
 
@@ -89,13 +87,13 @@ export class ConnectedApps {
    * other: a grant added by a sign-in meanwhile stays listed, so it can still be revoked.
    */
   async removeGrants(subject: string, clientId: string, grantIds: readonly string[]): Promise<void> {
-    const apps = await this.read(subject);
-    const kept = apps.flatMap((a) => {
-      if (a.clientId !== clientId) return [a];
-      const grants = a.grants.filter((g) => !grantIds.includes(g));
-      return grants.length > 0 ? [{ ...a, grants }] : [];
-    });
-    await this.write(subject, kept);
+    const kept = await this.update(subject, (apps) =>
+      apps.flatMap((a) => {
+        if (a.clientId !== clientId) return [a];
+        const grants = a.grants.filter((g) => !grantIds.includes(g));
+        return grants.length > 0 ? [{ ...a, grants }] : [];
+      }),
+    );
     if (!kept.some((a) => a.clientId === clientId)) await this.store.delete(appLastUsedKey(this.issuer, subject, clientId));
   }
 
@@ -105,20 +103,28 @@ export class ConnectedApps {
   }
 
   private async read(subject: string): Promise<ConnectedApp[]> {
-    const value = await this.store.get(connectedAppsKey(this.issuer, subject));
-    if (value === undefined) return [];
-    try {
-      const parsed: unknown = JSON.parse(value);
-      return Array.isArray(parsed) ? parsed.filter(isConnectedApp) : [];
-    } catch {
-      return [];
-    }
+    return parseApps(await this.store.get(connectedAppsKey(this.issuer, subject)));
   }
 
-  private async write(subject: string, apps: ConnectedApp[]): Promise<void> {
+  /** `change` applied to the record as one compare-and-set, again on a newer record until none raced it; returns what was written. */
+  private async update(subject: string, change: (apps: ConnectedApp[]) => ConnectedApp[]): Promise<ConnectedApp[]> {
     const key = connectedAppsKey(this.issuer, subject);
-    if (apps.length === 0) await this.store.delete(key);
-    else await this.store.set(key, JSON.stringify(apps), this.ttlMs);
+    for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
+      const current = await this.store.get(key);
+      const next = change(parseApps(current));
+      if (await this.store.compareAndSet(key, current, next.length === 0 ? undefined : JSON.stringify(next), this.ttlMs)) return next;
+    }
+    throw new StoreUnavailableError(`connected apps: ${WRITE_ATTEMPTS} concurrent changes of one user's record in a row`);
+  }
+}
+
+function parseApps(value: string | undefined): ConnectedApp[] {
+  if (value === undefined) return [];
+  try {
+    const parsed: unknown = JSON.parse(value);
+    return Array.isArray(parsed) ? parsed.filter(isConnectedApp) : [];
+  } catch {
+    return [];
   }
 }
 
