@@ -9,6 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { authenticate } from '../src/auth/authenticate.js';
+import { spendDpopProof } from '../src/auth/dpop-binding.js';
 import { createTokenVerifier } from '../src/auth/create-token-verifier.js';
 import { dpopProofClaimer } from '../src/auth/dpop-replay.js';
 import { sha256Base64Url } from '../src/auth/hash.js';
@@ -52,7 +53,7 @@ const verifier = createTokenVerifier(route, {
   builtin: () => createLocalJwtVerifier({ issuer: ISSUER, audience: HTU, getKeySet: () => issuerKeys.publicKey, algorithms: ['ES256'] }),
 });
 const store = new MemoryStore({ maxEntries: 1_000_000 });
-const claim = dpopProofClaimer(store);
+const claim = dpopProofClaimer(store, Number.MAX_SAFE_INTEGER);
 
 async function proofs(n: number): Promise<string[]> {
   const ath = sha256Base64Url(boundToken);
@@ -73,8 +74,10 @@ async function measure(kind: 'bearer' | 'dpop', n: number): Promise<number> {
   const start = process.cpuUsage();
   for (let i = 0; i < n; i++) {
     const rawHeaders = kind === 'dpop' ? ['Authorization', header, 'DPoP', signed[i]!] : ['Authorization', header];
-    const auth = authenticate(route, verifier, { rawHeaders, socket, method: 'POST' }, '', { claim });
-    if (auth instanceof Promise) await auth;
+    const authenticated = authenticate(route, verifier, { rawHeaders, socket, method: 'POST' }, '', { claim });
+    const auth = authenticated instanceof Promise ? await authenticated : authenticated;
+    // As the route does once the request is admitted.
+    await spendDpopProof({ claim }, auth);
   }
   const used = process.cpuUsage(start);
   return (used.user + used.system) / n;

@@ -7,7 +7,7 @@ import { GatewayError, invalidDpopProof, invalidToken } from '../errors/gateway-
 import { dpopHeader } from './bearer.js';
 import type { DpopNonces } from './dpop-nonce.js';
 import { InvalidDpopProof, verifyDpopProof } from './dpop-proof.js';
-import type { ClaimDpopProof } from './dpop-replay.js';
+import { principalShareOwner, type ClaimDpopProof } from './dpop-replay.js';
 import type { AuthContext } from './principal.js';
 
 /** What checking a proof needs beyond the request: the store's one-use claim, and the gateway's nonces. */
@@ -55,9 +55,10 @@ export const bearerRefused = () =>
 
 /**
  * A token presented with `DPoP`: bound to a key, and the request carries one
- * valid proof of that key for this method and URI, never used before
- * (RFC 9449 §4.3, §7.1). Resolves with the context; rejects with a 401
- * carrying the `DPoP` challenge, 400 for two proofs, 503 without a store.
+ * valid proof of that key for this method and URI (RFC 9449 §4.3, §7.1).
+ * Resolves with a copy of the context holding the proof (`dpopProof`), to be
+ * spent by `spendDpopProof` once the request is admitted; rejects with a 401
+ * carrying the `DPoP` challenge, 400 for two proofs.
  */
 export async function checkDpopUse(dpop: DpopRouteConfig, checks: DpopChecks, req: DpopRequest, auth: AuthContext): Promise<AuthContext> {
   const jkt = boundJkt(auth);
@@ -76,9 +77,20 @@ export async function checkDpopUse(dpop: DpopRouteConfig, checks: DpopChecks, re
   if (verified.jkt !== jkt) throw invalidDpopProof('DPoP proof key is not the key the token is bound to');
   // No nonce source (a wiring fault) fails closed, like a wrong nonce. The route answers with the current one.
   if (dpop.nonce && !checks.nonces?.accepts(verified.nonce)) throw useDpopNonce();
-  // Last, so only a proof that passed every other check takes a store write.
-  if (!(await checks.claim(jkt, verified.jti))) throw invalidDpopProof('DPoP proof already used');
-  return auth;
+  // A copy: the context may be a cached one, shared by every request of this token.
+  return { ...auth, dpopProof: { jkt, jti: verified.jti } };
+}
+
+/**
+ * The proof's one use (RFC 9449 §11.1), claimed once policy and rate limits
+ * admitted the request, so a refused or rate-limited request writes no marker;
+ * counted against the user's share. A replay is 401; a spent share 429; no store 503.
+ */
+export async function spendDpopProof(checks: DpopChecks, auth: AuthContext): Promise<void> {
+  const proof = auth.dpopProof;
+  if (proof === undefined) return;
+  const owner = principalShareOwner(auth.issuer, auth.subject);
+  if (!(await checks.claim({ ...proof, owner }))) throw invalidDpopProof('DPoP proof already used');
 }
 
 /** RFC 9449 §8: the proof lacks the current nonce; the `DPoP-Nonce` header of the answer carries it. */

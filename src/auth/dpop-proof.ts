@@ -17,8 +17,20 @@ export const MAX_PROOF_LENGTH = 8 * 1024;
 /** `iat` may be this far from the gateway's clock, either way (§4.3 check 11, §11.1). */
 export const PROOF_WINDOW_SECONDS = 60;
 
-/** A `jti` is remembered a little longer than any proof carrying it can be accepted. */
-export const PROOF_JTI_TTL_MS = (2 * PROOF_WINDOW_SECONDS + 5) * 1000;
+/**
+ * How far apart the clocks of two replicas may be (docs/storage.md: keep them
+ * NTP-synchronised well within it). One replica accepts an `iat` up to the
+ * window either side of its own clock, so another replica, ahead or behind
+ * by this much, may still accept the same proof this much later.
+ */
+export const REPLICA_CLOCK_SKEW_SECONDS = 30;
+
+/**
+ * A `jti` is remembered as long as any replica could still accept a proof
+ * carrying it: accepted first at the far end of the window (an `iat` a window
+ * ahead), it is still acceptable a whole window later, plus the replicas' skew.
+ */
+export const PROOF_JTI_TTL_MS = (2 * PROOF_WINDOW_SECONDS + REPLICA_CLOCK_SKEW_SECONDS) * 1000;
 
 const MAX_JTI_LENGTH = 256;
 

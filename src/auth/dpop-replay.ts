@@ -1,13 +1,53 @@
 // A DPoP proof is good for one request (RFC 9449 §11.1): its `jti` is
 // claimed in the store, so a proof replayed on this replica or another one
 // finds it taken. A store that cannot answer fails closed (503).
+//
+// The markers are never evicted (forgetting one would let its proof pass
+// again), so who may write them is bounded twice: callers claim only once a
+// request is known valid and admitted (a protected route after its policy and
+// rate limits, /token after the client and grant are checked), and each
+// principal (the user: issuer and subject, whatever client they use) has a
+// share of its own, counted over a marker's lifetime: beyond it, 429 for that
+// principal alone, so one user's flood never refuses another's proofs.
+import type { StoreConfig } from '../config/types.js';
+import { tooManyRequests } from '../errors/gateway-error.js';
+import { dpopProofKey, dpopShareKey } from '../store/key-names.js';
 import type { Store } from '../store/store.js';
-import { dpopProofKey } from '../store/key-names.js';
 import { PROOF_JTI_TTL_MS } from './dpop-proof.js';
 
-/** Resolves true for the first use of this proof (`jkt`, `jti`), false for any later one. */
-export type ClaimDpopProof = (jkt: string, jti: string) => Promise<boolean>;
+/** One accepted proof, to be spent by the principal it counts against. */
+export interface DpopProofUse {
+  jkt: string;
+  jti: string;
+  /** Whose share pays for the marker: `principalShareOwner` of the request's user. */
+  owner: string;
+}
 
-export function dpopProofClaimer(store: Store): ClaimDpopProof {
-  return (jkt, jti) => store.setIfAbsent(dpopProofKey(jkt, jti), '1', PROOF_JTI_TTL_MS);
+/**
+ * Resolves true for the first use of this proof (`jkt`, `jti`), false for any
+ * later one; rejects with 429 when the owner's share of markers is spent.
+ */
+export type ClaimDpopProof = (use: DpopProofUse) => Promise<boolean>;
+
+/** A principal's share is the user, not the client: registering more clients does not multiply it. */
+export const principalShareOwner = (issuer: string, subject: string): string => JSON.stringify([issuer, subject]);
+
+/** A tenth of the memory store's class budget (at least 100), so ten users' floods together only could fill it. */
+const MEMORY_SHARE_DIVISOR = 10;
+const MIN_SHARE = 100;
+/** Redis keeps markers in memory it shares with everything: 10,000 live markers (80 proofs a second) per user. */
+const REDIS_SHARE = 10_000;
+
+/** How many live markers one principal may hold on this store. */
+export function dpopMarkerShare(store: StoreConfig): number {
+  return store.kind === 'memory' ? Math.max(MIN_SHARE, Math.floor(store.maxEntries / MEMORY_SHARE_DIVISOR)) : REDIS_SHARE;
+}
+
+export function dpopProofClaimer(store: Store, share: number): ClaimDpopProof {
+  return async ({ jkt, jti, owner }) => {
+    // Counted over a marker's whole life: the owner never holds more than `share` live markers.
+    const admission = await store.admit(dpopShareKey(owner), { cost: 1, limit: share, windowMs: PROOF_JTI_TTL_MS });
+    if (!admission.admitted) throw tooManyRequests('Too many DPoP proofs from this user; try again later', admission.retryAfterMs);
+    return store.setIfAbsent(dpopProofKey(jkt, jti), '1', PROOF_JTI_TTL_MS);
+  };
 }

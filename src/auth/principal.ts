@@ -14,6 +14,11 @@ export interface AuthContext {
   token: string;
   /** sha256 of the token, base64url: the key of every cache that holds it. */
   tokenHash: string;
+  /**
+   * This request's DPoP proof, checked but not yet spent: the route claims its
+   * `jti` (dpop-binding.ts `spendDpopProof`) only once policy and rate limits admit the request.
+   */
+  dpopProof?: { jkt: string; jti: string };
 }
 
 /** The principal of a request is (issuer, sub, client_id): a stable string for binding sessions. */

@@ -44,7 +44,7 @@ import { RevokedGrants } from './tokens/revoked-grants.js';
 import { createSafeFetcher, type SafeFetchOptions } from './helpers/safe-fetch.js';
 import { tokenRoutes } from './endpoints/token.js';
 import { tokenRequestProof } from './tokens/token-dpop.js';
-import { dpopProofClaimer } from '../auth/dpop-replay.js';
+import { dpopMarkerShare, dpopProofClaimer } from '../auth/dpop-replay.js';
 import { JwksRegistry } from '../auth/jwks.js';
 import { enterpriseIdps, type EnterpriseIdps } from './idp/enterprise-idps.js';
 import { createDpopNonces, type DpopNonces } from '../auth/dpop-nonce.js';
@@ -116,7 +116,7 @@ export async function createAuthorizationServer(config: GatewayConfig, deps: Aut
   const services = loginServices(ctx, { codes, clients, grants, interactions, browser }, account);
   const login = loginFactory(ctx, services);
   const idps = enterpriseIdps(asConfig.enterpriseIdps, deps.jwks ?? new JwksRegistry());
-  const parts: EndpointParts = { clients, codes, grants, interactions, browser, consents: new ConsentMemory(ctx.keys.cookieSecret), login, services, account, idps };
+  const parts: EndpointParts = { clients, codes, grants, interactions, browser, consents: new ConsentMemory(ctx.keys.cookieSecret), login, services, account, idps, dpopShare: dpopMarkerShare(config.store) };
 
   return {
     routes: mountEndpoints(ctx, parts, options),
@@ -220,6 +220,8 @@ interface EndpointParts {
   services: LoginServices;
   account?: AccountParts;
   idps: EnterpriseIdps;
+  /** Each user's share of DPoP replay markers (auth/dpop-replay.ts). */
+  dpopShare: number;
 }
 
 /** Every endpoint at the host root, behind the flood limits, with one error handler. */
@@ -244,7 +246,7 @@ function mountEndpoints(ctx: AsContext, parts: EndpointParts, options: Authoriza
   routes.route('/', authorizeRoutes(ctx, { clients, interactions, browser, consents, login }));
   routes.route('/', consentRoutes(ctx, { clients, interactions, browser, consents, login, services, selfOrigin: services.selfOrigin }));
   routes.route('/', login.routes());
-  routes.route('/', tokenRoutes(ctx, { clients, codes, grants, enterpriseIdps: parts.idps }, tokenRequestProof(ctx, dpopProofClaimer(ctx.store))));
+  routes.route('/', tokenRoutes(ctx, { clients, codes, grants, enterpriseIdps: parts.idps }, tokenRequestProof(ctx, dpopProofClaimer(ctx.store, parts.dpopShare))));
   routes.route('/', revokeRoutes(ctx, { clients, grants }));
   if (parts.account) {
     const { apps, sessions } = parts.account;

@@ -6,7 +6,7 @@ import { createApp, type NodeListener } from '../app.js';
 import { createTokenVerifier } from '../auth/create-token-verifier.js';
 import type { DpopChecks } from '../auth/dpop-binding.js';
 import { createDpopNonces } from '../auth/dpop-nonce.js';
-import { dpopProofClaimer } from '../auth/dpop-replay.js';
+import { dpopMarkerShare, dpopProofClaimer } from '../auth/dpop-replay.js';
 import { createAuthorizationServer, type AuthorizationServer } from '../authorization-server/index.js';
 import { ConfigError } from '../config/config-error.js';
 import type { GatewayConfig, RouteConfig } from '../config/types.js';
@@ -119,7 +119,7 @@ function createRouteForwarder(route: RouteConfig, sessions: SessionBinding, { lo
 /** One-use proofs through the store; nonces from `dpop_nonce_key`, else the same ones the built-in AS hands out. */
 function dpopChecks(config: GatewayConfig, { store }: Services, as: AuthorizationServer | undefined): DpopChecks {
   const nonces = config.dpopNonceKey !== undefined ? createDpopNonces(config.dpopNonceKey) : as?.dpopNonces;
-  return { claim: dpopProofClaimer(store), ...(nonces && { nonces }) };
+  return { claim: dpopProofClaimer(store, dpopMarkerShare(config.store)), ...(nonces && { nonces }) };
 }
 
 /** What a route's rate limits count with: the shared store, bounded by its command timeout, and the route's counters. */

@@ -9,7 +9,7 @@ import { authenticate } from '../auth/authenticate.js';
 import { hasBodyAccessToken, isDpopScheme } from '../auth/bearer.js';
 import type { TokenVerifier } from '../auth/verifier.js';
 import { DPOP_ALGORITHMS } from '../config/jws-algorithms.js';
-import type { DpopChecks } from '../auth/dpop-binding.js';
+import { spendDpopProof, type DpopChecks } from '../auth/dpop-binding.js';
 import type { AuthContext } from '../auth/principal.js';
 import { readBody } from '../proxy/read-body.js';
 import { checkOrigin, corsPreflight, corsResponseHeaders } from '../proxy/origin.js';
@@ -95,6 +95,8 @@ function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHan
       // Synchronous unless the route has rate limits, which ask the store.
       const checked = deps.policy?.check(req, body, auth, span);
       const transform = (checked instanceof Promise ? await checked : checked)?.transform;
+      // Admitted by policy and rate limits: only now is the DPoP proof's jti spent.
+      if (auth.dpopProof && deps.dpop) await spendDpopProof(deps.dpop, auth);
       const credential = deps.credential.headersFor(auth);
       const injected = credential instanceof Promise ? await credential : credential;
       if (cors) for (const name in cors) res.setHeader(name, cors[name]!);

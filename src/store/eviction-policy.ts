@@ -1,6 +1,6 @@
 // The start-up check of Redis's `maxmemory-policy`. Under any policy but
 // `noeviction` Redis may drop a key when memory runs short: a `grant:` key
-// that revokes a family, a `refresh-used:` replay guard or a client
+// that revokes a family, a `code-used:` replay marker or a client
 // registration would vanish silently, and a revoked token could work again.
 // `store.require_noeviction: true` refuses to start unless the policy is
 // verified; otherwise anything short of `noeviction` is logged as an error.

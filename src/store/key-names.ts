@@ -26,7 +26,6 @@ export const SESSION_BINDING_CLASS = 'session';
 
 const REVOKED_GRANT_CLASS = 'grant';
 const USED_CODE_CLASS = 'code-used';
-const USED_REFRESH_TOKEN_CLASS = 'refresh-used';
 const LOGOUT_TOKEN_CLASS = 'idp-logout-jti';
 const DPOP_PROOF_CLASS = 'dpop-jti';
 const ID_JAG_CLASS = 'id-jag-jti';
@@ -39,7 +38,7 @@ const CONNECTED_APPS_CLASS = 'account-apps';
  * The connected-apps index is kept too: an app the page forgot could not be
  * revoked by its user while its grant works on.
  */
-export const NEVER_EVICTED_CLASSES: readonly string[] = [REVOKED_GRANT_CLASS, USED_CODE_CLASS, USED_REFRESH_TOKEN_CLASS, LOGOUT_TOKEN_CLASS, DPOP_PROOF_CLASS, ID_JAG_CLASS, CONNECTED_APPS_CLASS];
+export const NEVER_EVICTED_CLASSES: readonly string[] = [REVOKED_GRANT_CLASS, USED_CODE_CLASS, LOGOUT_TOKEN_CLASS, DPOP_PROOF_CLASS, ID_JAG_CLASS, CONNECTED_APPS_CLASS];
 
 // --- protected resource / proxy ---------------------------------------------
 
@@ -61,6 +60,13 @@ export const routeRateLimitKey = (routePath: string, limit: string, who: string)
  */
 export const dpopProofKey = (jkt: string, jti: string) => key(DPOP_PROOF_CLASS, jkt, jti);
 
+/**
+ * One principal's share of DPoP markers (`Store.admit`, over a marker's
+ * lifetime): `owner` is the user (issuer and subject), so a flood of one
+ * user's proofs is refused before it fills the never-evicted class.
+ */
+export const dpopShareKey = (owner: string) => key('dpop-share', owner);
+
 // --- built-in authorization server (reserved for it) ------------------------
 
 /** A registered client (DCR) or a fetched Client ID Metadata Document. */
@@ -72,7 +78,7 @@ export const authorizationCodeKey = (code: string) => key('code', code);
 /** A refresh token; the value names its family and grant. */
 export const refreshTokenKey = (refreshToken: string) => key('refresh', refreshToken);
 
-/** A refresh-token family: replay of a rotated member revokes the family. */
+/** A refresh-token family: its current member and the one it replaced (compare-and-set only); replay of a rotated member revokes the family. */
 export const refreshFamilyKey = (familyId: string) => key('refresh-family', familyId);
 
 /** A grant: what a code or refresh token was issued under, revoked as one. */
@@ -93,9 +99,6 @@ export const rateLimitKey = (bucket: string, subject: string) => key(RATE_LIMIT_
 
 /** A redeemed authorization code → its grant, so a replay can revoke what the code issued. */
 export const usedCodeKey = (code: string) => key(USED_CODE_CLASS, code);
-
-/** Claimed (SET NX) by the one request that rotates a refresh token: a second use is reuse. */
-export const usedRefreshTokenKey = (refreshToken: string) => key(USED_REFRESH_TOKEN_CLASS, refreshToken);
 
 /** Claimed (SET NX) by the one replica refreshing a grant's IdP tokens; the others wait for the result. */
 export const idpRefreshLockKey = (grantId: string) => key('idp-refresh', grantId);

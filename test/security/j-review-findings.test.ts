@@ -483,7 +483,6 @@ describe('[J54] memory store: every key class has a budget of its own (second re
     code: (i) => keyNames.authorizationCodeKey(`code-${i}`),
     'code-used': (i) => keyNames.usedCodeKey(`code-${i}`),
     refresh: (i) => keyNames.refreshTokenKey(`rt-${i}`),
-    'refresh-used': (i) => keyNames.usedRefreshTokenKey(`rt-${i}`),
     'refresh-family': (i) => keyNames.refreshFamilyKey(`grant-${i}`),
     grant: (i) => keyNames.grantKey(`grant-${i}`),
     consent: (i) => keyNames.consentKey('https://as.example', `user-${i}`, 'client'),
@@ -494,6 +493,7 @@ describe('[J54] memory store: every key class has a budget of its own (second re
     'idp-logout-jti': (i) => keyNames.logoutTokenKey('https://idp.example', `jti-${i}`),
     'route-limit': (i) => keyNames.routeRateLimitKey('/r/mcp', 'per principal 5/1m', `who-${i}`),
     'dpop-jti': (i) => keyNames.dpopProofKey('jkt', `jti-${i}`),
+    'dpop-share': (i) => keyNames.dpopShareKey(`owner-${i}`),
     'id-jag-jti': (i) => keyNames.idJagKey('https://idp.example', `jti-${i}`),
     'account-apps': (i) => keyNames.connectedAppsKey('https://as.example', `user-${i}`),
     'account-app-used': (i) => keyNames.appLastUsedKey('https://as.example', `user-${i}`, 'client'),
@@ -511,7 +511,7 @@ describe('[J54] memory store: every key class has a budget of its own (second re
       .map(([, build]) => (build as (...parts: string[]) => string)('x', 'x', 'x').split(':')[0]);
     expect(new Set(namespaces)).toEqual(new Set([...CLASS_NAMES, ...LOG_CLASSES]));
     expect(memoryClassBudget('grant', 10)).toEqual({ maxEntries: 10, whenFull: 'refuse' });
-    for (const name of ['grant', 'refresh-used', 'code-used', 'idp-logout-jti', 'dpop-jti', 'id-jag-jti', 'account-apps']) expect(memoryClassBudget(name, 10).whenFull).toBe('refuse');
+    for (const name of ['grant', 'code-used', 'idp-logout-jti', 'dpop-jti', 'id-jag-jti', 'account-apps']) expect(memoryClassBudget(name, 10).whenFull).toBe('refuse');
   });
 
   type FloodOp = { op: 'set' | 'setIfAbsent' | 'increment' | 'take' | 'delete'; index: number; owner: number };
@@ -576,7 +576,7 @@ describe('[J54] memory store: every key class has a budget of its own (second re
     await fc.assert(
       fc.asyncProperty(
         fc.integer({ min: 1, max: 30 }),
-        fc.constantFrom('grant', 'refresh-used', 'code-used', 'idp-logout-jti'),
+        fc.constantFrom('grant', 'code-used', 'idp-logout-jti', 'dpop-jti'),
         fc.array(fc.nat({ max: 100 }), { minLength: 1, maxLength: 200 }),
         async (maxEntries, name, writes) => {
           const store = new MemoryStore({ maxEntries });

@@ -59,7 +59,7 @@ describeOnEachStore('AuthorizationCodes', (store) => {
     const codes = new AuthorizationCodes(store());
     expect(await codes.peek('never-issued')).toBeUndefined();
     expect(await codes.take('never-issued')).toBeUndefined();
-    expect(await codes.redeemedGrant('never-issued')).toBeUndefined();
+    expect(await codes.redeemedBy('never-issued')).toBeUndefined();
   });
 
   it('is taken once: the second take, and a peek after it, find nothing', async () => {
@@ -83,11 +83,11 @@ describeOnEachStore('AuthorizationCodes', (store) => {
     const issued = record();
     const code = await codes.issue(issued);
     const other = await codes.issue(record());
-    expect(await codes.redeemedGrant(code)).toBeUndefined();
-    await codes.markRedeemed(code, issued.grantId);
+    expect(await codes.redeemedBy(code)).toBeUndefined();
+    await codes.markRedeemed(code, issued);
     await codes.take(code);
-    expect(await codes.redeemedGrant(code)).toBe(issued.grantId);
-    expect(await codes.redeemedGrant(other)).toBeUndefined();
+    expect(await codes.redeemedBy(code)).toEqual({ grantId: issued.grantId, clientId: issued.clientId, codeChallenge: issued.codeChallenge, ...(issued.dpopJkt !== undefined && { dpopJkt: issued.dpopJkt }) });
+    expect(await codes.redeemedBy(other)).toBeUndefined();
   });
 
   it('expires after its lifetime: peek and take find nothing', async () => {
@@ -103,9 +103,9 @@ describeOnEachStore('AuthorizationCodes', (store) => {
     const codes = new AuthorizationCodes(store(), 80);
     const issued = record();
     const code = await codes.issue(issued);
-    await codes.markRedeemed(code, issued.grantId);
+    await codes.markRedeemed(code, issued);
     await sleep(200);
     expect(await codes.peek(code)).toBeUndefined();
-    expect(await codes.redeemedGrant(code)).toBe(issued.grantId);
+    expect(await codes.redeemedBy(code)).toEqual({ grantId: issued.grantId, clientId: issued.clientId, codeChallenge: issued.codeChallenge, ...(issued.dpopJkt !== undefined && { dpopJkt: issued.dpopJkt }) });
   });
 });

@@ -46,9 +46,9 @@ export function tokenRoutes(ctx: AsContext, deps: TokenDeps, proofOf: TokenReque
       if (grantType === undefined) throw new GatewayError(400, 'invalid_request', 'grant_type is required');
       const grant = handlers.get(grantType);
       if (!grant) throw new GatewayError(400, 'unsupported_grant_type', 'This grant type is not supported');
-      // After the client and grant are known good: only then is a proof's jti spent.
-      const jkt = await proofOf(c.req.raw.headers);
-      return c.json(await grant(client, params, jkt), 200, { ...NO_STORE, ...nonce });
+      // Checked here, spent by the grant once the request is known valid.
+      const proof = await proofOf(c.req.raw.headers);
+      return c.json(await grant(client, params, proof), 200, { ...NO_STORE, ...nonce });
     } catch (err) {
       const response = tokenError(c, err, grantType);
       for (const [name, value] of Object.entries(nonce)) response.headers.set(name, value);

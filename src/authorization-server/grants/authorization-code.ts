@@ -1,13 +1,13 @@
 // grant_type=authorization_code: PKCE S256, single use; a code redeemed twice
-// revokes the grant it issued (RFC 6749 §4.1.2), whichever replica sees the
-// replay. What the code still yields is judged against the configuration
+// by its own client (its verifier and DPoP key too) revokes the grant it
+// issued (RFC 6749 §4.1.2), whichever replica sees the replay. What the code still yields is judged against the configuration
 // loaded now, not the one it was issued under.
 import { GatewayError } from '../../errors/gateway-error.js';
 import { mayUseGrant } from '../clients/client-grants.js';
-import { isConfidential } from '../clients/client-record.js';
+import { isConfidential, type ClientRecord } from '../clients/client-record.js';
 import type { GrantInfo } from '../tokens/grants.js';
 import { pkceVerifierMatches } from '../tokens/pkce.js';
-import { requiredParam } from '../helpers/request-body.js';
+import { requiredParam, type Params } from '../helpers/request-body.js';
 import { stillGrantable } from '../clients/resource-scope.js';
 import { invalidGrant, issueTokens, resolvedOrThrow, type GrantHandlerFactory } from './grant-handler.js';
 
@@ -28,14 +28,25 @@ export const authorizationCodeGrant: GrantHandlerFactory = (ctx, deps) => {
     await deps.grants.revoke(grantId, 'code_replay', { clientId });
   }
 
-  return async (client, params, jkt) => {
+  /**
+   * A code presented again after its redemption revokes what it issued (RFC 6749 §4.1.2), but only
+   * when presented as its own client would: that client, its PKCE verifier and its DPoP key. An
+   * intercepted code, useless to whoever lacks them, cannot end the user's grant either.
+   */
+  async function replayed(code: string, client: ClientRecord, params: Params, jkt: string | undefined): Promise<void> {
+    const redeemed = await deps.codes.redeemedBy(code);
+    if (!redeemed) return;
+    const ownClient = redeemed.clientId === undefined || (redeemed.clientId === client.clientId && pkceVerifierMatches(params.get('code_verifier'), redeemed.codeChallenge ?? '') && redeemed.dpopJkt === jkt);
+    if (ownClient) await revokeForReplay(redeemed.grantId, client.clientId);
+  }
+
+  return async (client, params, { jkt, spend }) => {
     const code = requiredParam(params, 'code');
     if (!mayUseGrant(client, 'authorization_code')) throw new GatewayError(400, 'unauthorized_client', 'This client is not registered for the authorization_code grant');
     const record = await deps.codes.peek(code);
     if (!record) {
-      // Unknown, expired — or redeemed already: then what it issued is revoked.
-      const grantId = await deps.codes.redeemedGrant(code);
-      if (grantId) await revokeForReplay(grantId, client.clientId);
+      // Unknown, expired — or redeemed already: then, presented by its own client, what it issued is revoked.
+      await replayed(code, client, params, jkt);
       throw invalidGrant(REDEEMED);
     }
     // Checked before the code is consumed, so a wrong guess cannot burn a legitimate client's code.
@@ -48,13 +59,15 @@ export const authorizationCodeGrant: GrantHandlerFactory = (ctx, deps) => {
     checkCodeKey(record.dpopJkt, jkt);
     const resource = params.get('resource');
     if (resource !== undefined && resource !== record.resource) throw new GatewayError(400, 'invalid_target', 'resource does not match the authorization request');
+    // The request is valid: its proof is spent before the code is.
+    await spend(record.subject);
 
     // Marked before the take: a concurrent redemption that finds the code already gone
     // (on this replica or another) still learns its grant, and revokes it.
-    await deps.codes.markRedeemed(code, record.grantId);
+    await deps.codes.markRedeemed(code, record);
     const taken = await deps.codes.take(code);
     if (!taken) {
-      // Another redemption won the race: that is a replay too.
+      // Another redemption, by this client with this verifier and key, won the race: that is a replay too.
       await revokeForReplay(record.grantId, client.clientId);
       throw invalidGrant(REDEEMED);
     }

@@ -8,10 +8,11 @@ import { resolveMachineScopes, resolveResource } from '../clients/resource-scope
 import { randomToken } from '../helpers/secrets.js';
 import { issueTokens, resolvedOrThrow, type GrantHandlerFactory } from './grant-handler.js';
 
-export const clientCredentialsGrant: GrantHandlerFactory = (ctx, deps) => async (client, params, jkt) => {
+export const clientCredentialsGrant: GrantHandlerFactory = (ctx, deps) => async (client, params, { jkt, spend }) => {
   if (!mayUseGrant(client, 'client_credentials')) throw new GatewayError(400, 'unauthorized_client', 'This client may not use the client_credentials grant');
   const route = resolvedOrThrow(resolveResource(ctx, params.get('resource')));
   const scopes = resolvedOrThrow(resolveMachineScopes(route, client, params.get('scope')));
   const grant: GrantInfo = { grantId: randomToken(16), clientId: client.clientId, subject: client.clientId, scopes, resource: route.resource };
+  await spend(grant.subject);
   return issueTokens(ctx, deps.clients, { grantType: 'client_credentials', client, grant, scopes, jkt });
 };

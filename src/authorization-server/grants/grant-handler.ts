@@ -12,6 +12,7 @@ import type { AsContext } from '../context.js';
 import type { GrantInfo, Grants } from '../tokens/grants.js';
 import type { Params } from '../helpers/request-body.js';
 import type { Resolved } from '../clients/resource-scope.js';
+import type { TokenProof } from '../tokens/token-dpop.js';
 
 export interface TokenDeps {
   clients: ClientRegistry;
@@ -31,10 +32,12 @@ export interface TokenResponse {
 }
 
 /**
- * `jkt`: the thumbprint of the key the request proved with a DPoP proof
- * (endpoints/token.ts checked it), undefined without one.
+ * `proof`: the request's DPoP proof, checked by endpoints/token.ts (its key,
+ * `jkt`, undefined without one) but not spent: each grant calls `spend` once
+ * the request is known valid and before it changes anything (a code taken, a
+ * token rotated), so only a valid request writes a replay marker.
  */
-export type GrantHandler = (client: ClientRecord, params: Params, jkt?: string) => Promise<TokenResponse>;
+export type GrantHandler = (client: ClientRecord, params: Params, proof: TokenProof) => Promise<TokenResponse>;
 
 /** Built once per /token app, with what every grant may need. */
 export type GrantHandlerFactory = (ctx: AsContext, deps: TokenDeps) => GrantHandler;

@@ -23,7 +23,7 @@ import { ASSERTION_CLOCK_SKEW_SECONDS, invalidAssertion, verifyIdJag, type IdJag
 import type { GrantInfo } from '../tokens/grants.js';
 import { issueTokens, type GrantHandlerFactory } from './grant-handler.js';
 
-export const jwtBearerGrant: GrantHandlerFactory = (ctx, deps) => async (client, params, jkt) => {
+export const jwtBearerGrant: GrantHandlerFactory = (ctx, deps) => async (client, params, { jkt, spend }) => {
   const assertion = requiredParam(params, 'assertion');
   if (!mayUseGrant(client, JWT_BEARER_GRANT_TYPE)) throw new GatewayError(400, 'unauthorized_client', 'This client may not present ID-JAG assertions (only configured confidential clients that list the jwt-bearer grant)');
   const idJag = await refusalsLogged(ctx, verifyIdJag(assertion, deps.enterpriseIdps, { audience: ctx.issuer }));
@@ -33,8 +33,9 @@ export const jwtBearerGrant: GrantHandlerFactory = (ctx, deps) => async (client,
   if (idJag.jkt !== undefined && idJag.jkt !== jkt) {
     throw invalidAssertion(jkt === undefined ? 'This assertion is bound to a DPoP key (cnf): send a DPoP proof' : 'The DPoP proof is not of the key this assertion is bound to');
   }
-  await spendOnce(ctx, idJag);
   const grant: GrantInfo = { grantId: randomToken(16), clientId: client.clientId, subject: tokenSubject(ctx, idJag), scopes, resource: route.resource };
+  await spend(grant.subject);
+  await spendOnce(ctx, idJag);
   return issueTokens(ctx, deps.clients, { grantType: JWT_BEARER_GRANT_TYPE, client, grant, scopes, jkt, enterpriseIdp: idJag.issuer });
 };
 

@@ -10,24 +10,23 @@ import { stillGrantable } from '../clients/resource-scope.js';
 import type { GrantInfo } from '../tokens/grants.js';
 import { invalidGrant, issueTokens, resolvedOrThrow, type GrantHandlerFactory } from './grant-handler.js';
 
-export const refreshTokenGrant: GrantHandlerFactory = (ctx, deps) => async (client, params, jkt) => {
+export const refreshTokenGrant: GrantHandlerFactory = (ctx, deps) => async (client, params, { jkt, spend }) => {
   const presented = requiredParam(params, 'refresh_token');
   if (!mayUseGrant(client, 'refresh_token')) throw new GatewayError(400, 'unauthorized_client', 'This client is not registered for the refresh_token grant');
   const found = await deps.grants.lookup(presented);
-  const known = found?.clientId === client.clientId ? found : undefined;
+  // Unknown, or another client's: refused before anything is written (no proof spent, nothing revoked).
+  if (found?.clientId !== client.clientId) throw invalidGrant('The refresh token is invalid, expired or revoked');
   // Refused before rotating: the legitimate holder of the key keeps its refresh token.
-  if (known) checkKeyBinding(known, jkt);
+  checkKeyBinding(found, jkt);
   const resource = params.get('resource');
-  if (known && resource !== undefined && resource !== known.resource) throw new GatewayError(400, 'invalid_target', 'resource does not match the grant');
+  if (resource !== undefined && resource !== found.resource) throw new GatewayError(400, 'invalid_target', 'resource does not match the grant');
   const requested = params.get('scope');
-  const scopes = requested === undefined ? known?.scopes : requested.split(' ').filter((s) => s !== '');
-  if (known && scopes && !scopes.every((s) => known.scopes.includes(s))) throw new GatewayError(400, 'invalid_scope', 'scope exceeds what was granted');
+  const scopes = requested === undefined ? found.scopes : requested.split(' ').filter((s) => s !== '');
+  if (!scopes.every((s) => found.scopes.includes(s))) throw new GatewayError(400, 'invalid_scope', 'scope exceeds what was granted');
   // A reload may have withdrawn a scope, the route, or a static client's scope: judged before rotating, so nothing is minted from it.
-  const allowed = known && resolvedOrThrow(stillGrantable(ctx, client, known.resource, scopes ?? known.scopes));
-  const { grant, refreshToken } = await deps.grants.rotate(presented, client.clientId);
-  // rotate succeeds only for the grant looked up above; judged again only if that lookup raced.
-  if (!known) checkKeyBinding(grant, jkt);
-  const granted = allowed ?? resolvedOrThrow(stillGrantable(ctx, client, grant.resource, scopes ?? grant.scopes));
+  const granted = resolvedOrThrow(stillGrantable(ctx, client, found.resource, scopes));
+  await spend(found.subject);
+  const { grant, refreshToken } = await deps.grants.rotate(presented, client.clientId, jkt);
   return issueTokens(ctx, deps.clients, { grantType: 'refresh_token', client, grant, scopes: granted, refreshToken, jkt });
 };
 

@@ -49,14 +49,28 @@ export class AuthorizationCodes {
     return parse(await this.store.take(authorizationCodeKey(code)));
   }
 
-  async markRedeemed(code: string, grantId: string): Promise<void> {
-    await this.store.set(usedCodeKey(code), grantId, USED_CODE_TTL_MS);
+  /** Written only once the redemption is known valid: the marker class is never evicted. */
+  async markRedeemed(code: string, record: CodeRecord): Promise<void> {
+    const redeemed: RedeemedCode = { grantId: record.grantId, clientId: record.clientId, codeChallenge: record.codeChallenge, ...(record.dpopJkt !== undefined && { dpopJkt: record.dpopJkt }) };
+    await this.store.set(usedCodeKey(code), JSON.stringify(redeemed), USED_CODE_TTL_MS);
   }
 
-  /** The grant a code was redeemed for, if it was. */
-  async redeemedGrant(code: string): Promise<string | undefined> {
-    return this.store.get(usedCodeKey(code));
+  /** The grant a code was redeemed for, and what its own client presented, if it was redeemed. */
+  async redeemedBy(code: string): Promise<RedeemedCode | undefined> {
+    const value = await this.store.get(usedCodeKey(code));
+    if (value === undefined) return undefined;
+    // A marker of the release before names its grant only (gone within USED_CODE_TTL_MS of an upgrade).
+    if (!value.startsWith('{')) return { grantId: value };
+    return JSON.parse(value) as RedeemedCode;
   }
+}
+
+/** A redeemed code's marker: its grant, and who may replay it to revoke that grant (undefined: a marker of the release before). */
+export interface RedeemedCode {
+  grantId: string;
+  clientId?: string;
+  codeChallenge?: string;
+  dpopJkt?: string;
 }
 
 function parse(value: string | undefined): CodeRecord | undefined {

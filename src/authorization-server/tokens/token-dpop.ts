@@ -1,10 +1,13 @@
 // DPoP at /token (RFC 9449 §5): a client that sends a proof gets tokens bound
 // to the proof's key. The proof is checked as at a protected route (§4.3,
-// auth/dpop-proof.ts) with `htu` = this token endpoint and no `ath`, and its
-// `jti` is claimed once across replicas; any failure is 400 invalid_dpop_proof.
-// With `dpop_nonce`, a proof without the current nonce is 400 use_dpop_nonce (§9).
+// auth/dpop-proof.ts) with `htu` = this token endpoint and no `ath`; its
+// `jti` is claimed once across replicas by the grant, only once the client
+// and the grant are known good (so a flood of invalid requests with fresh
+// proofs writes no marker), against the user's share. Any failure is 400
+// invalid_dpop_proof. With `dpop_nonce`, a proof without the current nonce
+// is 400 use_dpop_nonce (§9).
 import { InvalidDpopProof, verifyDpopProof } from '../../auth/dpop-proof.js';
-import type { ClaimDpopProof } from '../../auth/dpop-replay.js';
+import { principalShareOwner, type ClaimDpopProof } from '../../auth/dpop-replay.js';
 import { AS_ENDPOINTS } from '../../config/reserved-paths.js';
 import { normalizedHttpUri } from '../../config/urls.js';
 import { GatewayError } from '../../errors/gateway-error.js';
@@ -17,15 +20,27 @@ export function tokenNonceHeader(ctx: AsContext, headers: Headers): Record<strin
   return ctx.config.dpopNonce && headers.has('dpop') ? { 'dpop-nonce': ctx.dpopNonces.current() } : {};
 }
 
-/** The key thumbprint (`jkt`) a token request proved possession of, or undefined without a proof. */
-export type TokenRequestProof = (headers: Headers) => Promise<string | undefined>;
+/**
+ * A token request's proof, checked: `jkt`, the key it proved possession of
+ * (undefined without a proof); `spend`, its one use, claimed for the grant's
+ * user (`subject`) by the grant once the request is known valid.
+ */
+export interface TokenProof {
+  jkt?: string;
+  spend(subject: string): Promise<void>;
+}
+
+/** Checks the request's DPoP proof, if any, without spending it. */
+export type TokenRequestProof = (headers: Headers) => Promise<TokenProof>;
+
+const NO_PROOF: TokenProof = { spend: async () => undefined };
 
 export function tokenRequestProof(ctx: AsContext, claim: ClaimDpopProof): TokenRequestProof {
   const htu = normalizedHttpUri(endpointUrl(ctx.issuer, AS_ENDPOINTS.token));
   if (htu === undefined) throw new Error(`the token endpoint of ${ctx.issuer} is not an http(s) URL`);
   return async (headers) => {
     const proof = headers.get('dpop');
-    if (proof === null) return undefined;
+    if (proof === null) return NO_PROOF;
     // Fetch's Headers join repeated fields with ", "; a compact JWS never holds a comma.
     if (proof.includes(',')) throw invalidProof('More than one DPoP header');
     let verified;
@@ -38,7 +53,12 @@ export function tokenRequestProof(ctx: AsContext, claim: ClaimDpopProof): TokenR
     if (ctx.config.dpopNonce && !ctx.dpopNonces.accepts(verified.nonce)) {
       throw new GatewayError(400, 'use_dpop_nonce', 'Resend the request with a DPoP proof carrying the nonce in the DPoP-Nonce header');
     }
-    if (!(await claim(verified.jkt, verified.jti))) throw invalidProof('DPoP proof already used');
-    return verified.jkt;
+    const { jkt, jti } = verified;
+    return {
+      jkt,
+      async spend(subject) {
+        if (!(await claim({ jkt, jti, owner: principalShareOwner(ctx.issuer, subject) }))) throw invalidProof('DPoP proof already used');
+      },
+    };
   };
 }
