@@ -26,7 +26,7 @@ import { createCompletion } from './authorization/complete-authorization.js';
 import { consentRoutes } from './endpoints/consent.js';
 import { ConsentMemory } from './interactions/consent-memory.js';
 import type { AsContext } from './context.js';
-import { Grants } from './tokens/grants.js';
+import { Grants, REFRESH_RETRY_GRACE_MS } from './tokens/grants.js';
 import { Interactions } from './interactions/interactions.js';
 import { jwksRoutes } from './endpoints/jwks.js';
 import { loadSigningKeys } from './keys/signing-keys.js';
@@ -58,6 +58,8 @@ export interface AuthorizationServerOptions {
   devKeyDirectory?: string;
   /** Test only: a shorter authorization code lifetime (default and maximum 60 s). */
   codeTtlMs?: number;
+  /** Test only: a shorter grace for a refresh retried after a lost answer (default and maximum 30 s). */
+  refreshRetryGraceMs?: number;
   /** Login methods by `login.kind`; `dev` is built in. */
   loginMethods?: Partial<Record<string, LoginMethodFactory>>;
 }
@@ -109,7 +111,7 @@ export async function createAuthorizationServer(config: GatewayConfig, deps: Aut
   const revokedGrants = new RevokedGrants({ store: deps.store, issuer: ctx.issuer, accessTokenTtlMs: asConfig.accessTokenTtlMs, logger: deps.logger, metrics: ctx.metrics });
   // The first read is awaited, so a new replica knows the revocations made before it started.
   await revokedGrants.start();
-  const grants = createGrants(ctx, revokedGrants);
+  const grants = createGrants(ctx, revokedGrants, Math.min(options.refreshRetryGraceMs ?? REFRESH_RETRY_GRACE_MS, REFRESH_RETRY_GRACE_MS));
   const interactions = new Interactions(deps.store);
   const browser = new BrowserBinding(ctx.keys.cookieSecret);
   const account = asConfig.accountPage ? createAccount(ctx, grants, browser) : undefined;
@@ -162,8 +164,8 @@ async function createContext(config: GatewayConfig, asConfig: AuthorizationServe
   };
 }
 
-function createGrants(ctx: AsContext, revokedGrants: RevokedGrants): Grants {
-  const grants = new Grants(ctx.store, ctx.config.refreshTokenTtlMs, revokedGrants);
+function createGrants(ctx: AsContext, revokedGrants: RevokedGrants, retryGraceMs: number): Grants {
+  const grants = new Grants(ctx.store, ctx.config.refreshTokenTtlMs, revokedGrants, { retryGraceMs });
   // Audited and counted here, once, whoever revokes: the client, reuse detection, a code replay or the IdP.
   grants.onRevoke((_grantId, reason, revoked) => {
     ctx.audit.record({ event: 'grant_revoked', reason, sub: revoked.subject, token: revoked.token, client_id: revoked.clientId });
