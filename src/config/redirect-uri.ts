@@ -16,10 +16,40 @@ const RESPONSE_PARAMETERS = ['code', 'state', 'iss', 'error', 'error_description
 export type RedirectUriVerdict = { ok: true } | { ok: false; reason: string };
 
 /**
- * Whether `uri` may be registered. `nativeSchemes`: private-use schemes
- * (`com.example.app:/cb`) are allowed, as native apps need them.
+ * What a registration may name. `nativeSchemes`: private-use schemes
+ * (`com.example.app:/cb`) are allowed, as native apps need them. `only`: the
+ * registration's `application_type` (when it states one): `web` takes https
+ * only; `native` takes loopback http or a private-use scheme only (OpenID
+ * Connect Registration 1.0 §2, MCP 2026-07-28 client registration).
  */
-export function checkRedirectUri(uri: unknown, options: { nativeSchemes: boolean }): RedirectUriVerdict {
+export interface RedirectUriOptions {
+  nativeSchemes: boolean;
+  only?: 'web' | 'native';
+}
+
+/**
+ * A private-use scheme is a domain name its app controls, in reverse order
+ * (RFC 8252 §7.1: `com.example.app`), so no app can claim another's by chance
+ * and no browser's own scheme (`microsoft-edge:`, `googlechrome:`: no dot) passes.
+ */
+const REVERSE_DNS_SCHEME = /^[a-z][a-z0-9]*(?:-[a-z0-9]+)*(?:\.[a-z0-9]+(?:-[a-z0-9]+)*)+$/;
+
+/** A web address inside the rest of a private-use URI (`x.y:http://…`, encoded too): a scheme that would open it in a browser. */
+const EMBEDDED_WEB_ADDRESS = /(?:https?|wss?|ftp)(?::|%3a)/i;
+
+/** Whether `uri` may be registered under `options`. */
+export function checkRedirectUri(uri: unknown, options: RedirectUriOptions): RedirectUriVerdict {
+  const verdict = checkRedirectUriForm(uri, options.nativeSchemes);
+  if (!verdict.ok || options.only === undefined) return verdict;
+  const scheme = (uri as string).slice(0, (uri as string).indexOf(':')).toLowerCase();
+  if (options.only === 'web' && scheme !== 'https') return bad('a web application (application_type: web) registers https redirect URIs only');
+  if (options.only === 'native' && scheme === 'https') {
+    return bad('a native application (application_type: native) registers loopback http or private-use scheme redirect URIs only');
+  }
+  return verdict;
+}
+
+function checkRedirectUriForm(uri: unknown, nativeSchemes: boolean): RedirectUriVerdict {
   if (typeof uri !== 'string' || uri === '') return bad('a redirect URI must be a non-empty string');
   if (uri.length > MAX_REDIRECT_URI_LENGTH) return bad('a redirect URI is limited to 2000 characters');
   // Printable ASCII only: no whitespace, no control or bidi characters, no backslash (parsers disagree on it).
@@ -48,7 +78,16 @@ export function checkRedirectUri(uri: unknown, options: { nativeSchemes: boolean
     return LOOPBACK_HOSTS.has(url.hostname) ? { ok: true } : bad('http redirect URIs are allowed only on loopback hosts (127.0.0.1, [::1], localhost)');
   }
   if (scheme === 'ws' || scheme === 'wss' || scheme === 'ftp') return bad(`the ${scheme}: scheme is not allowed`);
-  if (!options.nativeSchemes) return bad('private-use URI schemes are allowed only for native applications (application_type: native)');
+  if (!nativeSchemes) return bad('private-use URI schemes are allowed only for native applications (application_type: native)');
+  return checkPrivateUseScheme(scheme, uri);
+}
+
+/** RFC 8252 §7.1: a reverse-DNS scheme, opening the app that claims it, never a web address. */
+function checkPrivateUseScheme(scheme: string, uri: string): RedirectUriVerdict {
+  if (!REVERSE_DNS_SCHEME.test(scheme)) {
+    return bad(`a private-use URI scheme is a domain name in reverse order (RFC 8252 §7.1, e.g. com.example.app:/callback); ${scheme}: is not`);
+  }
+  if (EMBEDDED_WEB_ADDRESS.test(uri.slice(scheme.length + 1))) return bad('a private-use redirect URI must not carry a web address');
   return { ok: true };
 }
 

@@ -1,7 +1,7 @@
 // RFC 7591 client metadata, as sent to /register or published in a Client ID
 // Metadata Document (so always a dynamic client's): checked field by field,
 // unknown fields ignored (RFC 7591 §2), nothing fetched (logo_uri, jwks_uri).
-import { checkRedirectUri } from '../../config/redirect-uri.js';
+import { checkRedirectUri, type RedirectUriOptions } from '../../config/redirect-uri.js';
 import { dynamicGrantRefusal } from './client-grants.js';
 import { TOKEN_ENDPOINT_AUTH_METHODS, type GrantType, type TokenEndpointAuthMethod } from './client-record.js';
 
@@ -38,8 +38,10 @@ export interface ParseOptions {
 }
 
 export function parseClientMetadata(input: Record<string, unknown>, options: ParseOptions): ClientMetadata {
-  const applicationType = input.application_type ?? 'web';
-  if (applicationType !== 'web' && applicationType !== 'native') throw invalid('application_type must be web or native');
+  const stated = input.application_type;
+  if (stated !== undefined && stated !== 'web' && stated !== 'native') throw invalid('application_type must be web or native');
+  // RFC 7591 / OpenID Connect: web unless stated; only a stated type narrows what its redirect URIs may be.
+  const applicationType = stated ?? 'web';
 
   const authMethod = input.token_endpoint_auth_method ?? options.defaultAuthMethod;
   if (!TOKEN_ENDPOINT_AUTH_METHODS.includes(authMethod as TokenEndpointAuthMethod)) {
@@ -60,7 +62,7 @@ export function parseClientMetadata(input: Record<string, unknown>, options: Par
   for (const type of responseTypes) if (type !== 'code') throw invalid(`response type ${type} is not supported (only code)`);
   if (usesCode !== responseTypes.includes('code')) throw invalid('response_types code and grant_types authorization_code go together');
 
-  const redirectUris = redirectUriList(input.redirect_uris, applicationType === 'native');
+  const redirectUris = redirectUriList(input.redirect_uris, { nativeSchemes: applicationType === 'native', ...(stated !== undefined && { only: stated }) });
   if (usesCode && redirectUris.length === 0) throw new ClientMetadataError('invalid_redirect_uri', 'redirect_uris is required for the authorization_code grant');
 
   let scope: string | undefined;
@@ -87,12 +89,12 @@ export function parseClientMetadata(input: Record<string, unknown>, options: Par
   return { redirectUris, grantTypes: grantTypes as GrantType[], responseTypes, tokenEndpointAuthMethod, applicationType, scope, text };
 }
 
-function redirectUriList(value: unknown, native: boolean): string[] {
+function redirectUriList(value: unknown, rules: RedirectUriOptions): string[] {
   if (value === undefined) return [];
   if (!Array.isArray(value)) throw new ClientMetadataError('invalid_redirect_uri', 'redirect_uris must be an array');
   if (value.length > MAX_REDIRECT_URIS) throw new ClientMetadataError('invalid_redirect_uri', `at most ${MAX_REDIRECT_URIS} redirect URIs`);
   for (const uri of value) {
-    const verdict = checkRedirectUri(uri, { nativeSchemes: native });
+    const verdict = checkRedirectUri(uri, rules);
     if (!verdict.ok) throw new ClientMetadataError('invalid_redirect_uri', verdict.reason);
   }
   return unique(value as string[]);

@@ -24,11 +24,18 @@ export function displayText(value: string, maxLength = 80): string {
   return chars.length > maxLength ? `${chars.slice(0, maxLength).join('')}…` : cleaned;
 }
 
-/** What a redirect URI tells the user: its host (and port), or for a native app its scheme. */
+/**
+ * What a redirect URI opens, in the user's words: a website's host (and
+ * port); a program on this device for loopback http; for a private-use
+ * scheme, the app that claims it, named by the whole URI (the page must not
+ * call anything "an app on this device" without showing what it is).
+ */
 export function redirectTarget(uri: string): string {
   try {
     const url = new URL(uri);
-    return url.host ? url.host : `${url.protocol} (an app on this device)`;
+    if (url.protocol === 'https:') return url.host;
+    if (url.protocol === 'http:') return `a program on this device (${url.host})`;
+    return `the app that opens ${displayText(uri)} on this device`;
   } catch {
     return displayText(uri);
   }
