@@ -28,9 +28,10 @@ export const REPLICA_CLOCK_SKEW_SECONDS = 30;
 /**
  * A `jti` is remembered as long as any replica could still accept a proof
  * carrying it: accepted first at the far end of the window (an `iat` a window
- * ahead), it is still acceptable a whole window later, plus the replicas' skew.
+ * ahead), it is still acceptable a whole window later, plus the replicas' skew,
+ * plus a second (the window is closed, and clocks are read in whole seconds).
  */
-export const PROOF_JTI_TTL_MS = (2 * PROOF_WINDOW_SECONDS + REPLICA_CLOCK_SKEW_SECONDS) * 1000;
+export const PROOF_JTI_TTL_MS = (2 * PROOF_WINDOW_SECONDS + REPLICA_CLOCK_SKEW_SECONDS + 1) * 1000;
 
 const MAX_JTI_LENGTH = 256;
 
