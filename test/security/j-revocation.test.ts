@@ -194,6 +194,8 @@ const cases: RevocationCase[] = [
       expect(rotated.status).toBe(200);
       const second = rotated.json.access_token!;
       const kept = await warmConnection(B.url, second);
+      // Rotated once more, so the first is past its retry grace (K75): presenting it is reuse.
+      expect((await tokenRequest({ grant_type: 'refresh_token', refresh_token: rotated.json.refresh_token!, client_id: g.client.id })).status).toBe(200);
       const reuse = await tokenRequest({ grant_type: 'refresh_token', refresh_token: g.refreshToken, client_id: g.client.id });
       expect(reuse.status).toBe(400);
       return [[second, kept]];
