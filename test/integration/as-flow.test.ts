@@ -100,12 +100,13 @@ describe('built-in AS with the SDK client (2025-06-18 and later)', () => {
           method: 'POST',
           body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: refreshToken, client_id: clientId }),
         });
-      // The rotated (first) token again: reuse.
+      // Rotated once more, the first token is past its retry grace (K75): presented again, it is reuse.
+      const third = (await (await refresh(second.refresh_token!)).json()) as { refresh_token: string };
       const replay = await refresh(first.refresh_token!);
       expect(replay.status).toBe(400);
       expect(await replay.json()).toMatchObject({ error: 'invalid_grant' });
       // The whole family is gone, including the current member.
-      const current = await refresh(second.refresh_token!);
+      const current = await refresh(third.refresh_token);
       expect(current.status).toBe(400);
       expect(await current.json()).toMatchObject({ error: 'invalid_grant' });
       // And its access token with it (J52: revocation is real).
