@@ -6,12 +6,14 @@
  * 15 (and 60) concurrent sign-ins of one user to one app, then the page's revoke steps, and every
  * refresh token ends; sign-ins racing the revoke stay listed (so the page can revoke them too);
  * a fast-check property drives every interleaving of the store calls of sign-ins and revokes
- * (fc.scheduler) and checks that no grant is ever working and unlisted.
+ * (fc.scheduler) and checks that no grant is ever working and unlisted; and the review's own
+ * scenario through a real gateway on redis-server: 15 concurrent sign-ins of one user to one app,
+ * then "Revoke access" on the page, and all 15 refresh tokens are invalid_grant.
  */
 import { randomUUID } from 'node:crypto';
 import { Writable } from 'node:stream';
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConnectedApps, type Approval } from '../../src/authorization-server/tokens/connected-apps.js';
 import { Grants } from '../../src/authorization-server/tokens/grants.js';
 import { RevokedGrants } from '../../src/authorization-server/tokens/revoked-grants.js';
@@ -20,6 +22,14 @@ import { Metrics } from '../../src/observability/metrics.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import type { Store } from '../../src/store/store.js';
 import { describeOnEachStore } from '../helpers/store-backends.js';
+import { headlessUser, parseForm } from '../helpers/authorization-server.js';
+import { CookieBrowser, type Seen } from '../helpers/cookie-browser.js';
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { devAuthorizationServer, originYaml } from '../helpers/gateway-config.js';
+import { followAuthorization } from '../helpers/mcp-client.js';
+import { codeRequestUrl, newVerifier, registerPublicClient, type PublicClient } from '../helpers/oauth-requests.js';
+import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/security-fixtures.js';
 
 const TTL_MS = 3_600_000;
 const quiet = () => createLogger('silent', new Writable({ write: (_c, _e, cb) => cb() }));
@@ -120,4 +130,72 @@ describe('[K71] any interleaving of sign-ins and revokes (fc.scheduler over the 
       { numRuns: 150 },
     );
   }, 60_000);
+});
+
+describe('[K71] through the gateway on a real redis-server: the review\'s scenario', () => {
+  let redis: RedisServer;
+  let up: RecordingUpstream;
+  let gateway: TestGateway;
+  beforeAll(async () => {
+    [redis, up] = await Promise.all([startRedisServer(), startRecordingUpstream()]);
+    gateway = await startTestGateway((origin) => ({
+      'gateway.yaml': originYaml(origin, {
+        log_level: 'warn',
+        store: { kind: 'redis', url: redis.url, key_prefix: 'k71:' },
+        account: { enabled: true },
+        authorization_server: devAuthorizationServer({ rate_limits: { token: { requests: 100_000, window: '1m' }, interaction: { requests: 100_000, window: '1m' }, authorize: { requests: 100_000, window: '1m' } } }),
+      }),
+      'everything.yaml': { path: '/everything/mcp', upstream: `${up.origin}/mcp`, scopes_supported: ['mcp:read'], required_scopes: ['mcp:read'] },
+    }));
+  });
+  afterAll(async () => {
+    await gateway?.stop();
+    await up?.close();
+    await redis?.stop();
+  });
+
+  /** GETs `url` and follows redirects (cookies kept) to the first page. */
+  async function open(browser: CookieBrowser, url: string): Promise<Seen> {
+    let next = new URL(url);
+    for (let step = 0; step < 20; step++) {
+      const seen = await browser.request(next);
+      if (seen.status < 300 || seen.status >= 400 || !seen.location) return seen;
+      next = new URL(seen.location, seen.url);
+    }
+    throw new Error(`too many redirects from ${url}`);
+  }
+
+  async function signIn(client: PublicClient): Promise<string> {
+    const verifier = newVerifier();
+    const url = codeRequestUrl(gateway.url, { client, verifier, state: 's', resource: `${gateway.url}/everything/mcp`, scope: 'mcp:read' });
+    const code = (await followAuthorization(url, client.redirectUri, { onPage: headlessUser('alice') })).searchParams.get('code')!;
+    const res = await fetch(`${gateway.url}/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'authorization_code', code, code_verifier: verifier, redirect_uri: client.redirectUri, client_id: client.id }) });
+    expect(res.status).toBe(200);
+    return ((await res.json()) as { refresh_token: string }).refresh_token;
+  }
+
+  it('[K71] 15 concurrent sign-ins of alice to one app, "Revoke access" on the page: all 15 refresh tokens are invalid_grant, and the page lists no app', async () => {
+    const client = await registerPublicClient(gateway.url, 'k71 app');
+    const refreshTokens = await Promise.all(Array.from({ length: 15 }, () => signIn(client)));
+
+    const browser = new CookieBrowser();
+    const login = await open(browser, `${gateway.url}/account/apps`);
+    const loginForm = parseForm(login.body)!;
+    const signedIn = await browser.request(new URL(loginForm.action, gateway.url), { method: 'POST', body: new URLSearchParams({ ...loginForm.fields, username: 'alice' }), headers: { 'sec-fetch-site': 'same-origin', origin: gateway.url } });
+    const page = await open(browser, new URL(signedIn.location!, gateway.url).href);
+    expect(page.body).toContain(client.id);
+    const form = parseForm(page.body);
+    expect(form).toMatchObject({ action: '/account/apps/revoke', fields: { client_id: client.id } });
+    const revoked = await browser.request(new URL(form!.action, gateway.url), { method: 'POST', body: new URLSearchParams(form!.fields), headers: { 'sec-fetch-site': 'same-origin', origin: gateway.url } });
+    expect(revoked.status, revoked.body.slice(0, 300)).toBe(303);
+
+    const answers = await Promise.all(
+      refreshTokens.map(async (refreshToken) => {
+        const res = await fetch(`${gateway.url}/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: refreshToken, client_id: client.id }) });
+        return ((await res.json()) as { error?: string }).error;
+      }),
+    );
+    expect(answers).toEqual(Array.from({ length: 15 }, () => 'invalid_grant'));
+    expect((await browser.request(`${gateway.url}/account/apps`)).body).not.toContain(client.id);
+  }, 120_000);
 });
