@@ -204,10 +204,8 @@ export function subscribedUris(message: JsonRpcMessage): readonly string[] {
   const { method, params } = message;
   if (method !== 'subscriptions/listen' && method !== 'resources/subscribe') return NO_URIS;
   const members = typeof params === 'object' && params !== null && !Array.isArray(params) ? (params as Record<string, unknown>) : undefined;
-  if (method === 'resources/subscribe') {
-    if (typeof members?.uri !== 'string') throw notJsonRpc('resources/subscribe without a string params.uri');
-    return [checkedUri(members.uri, 'params.uri')];
-  }
+  // Without a URI it watches nothing the policy could judge: the upstream refuses it (2026-07-28 removed the method).
+  if (method === 'resources/subscribe') return typeof members?.uri === 'string' ? [checkedUri(members.uri, 'params.uri')] : NO_URIS;
   const notifications = members?.notifications;
   if (notifications === undefined) return NO_URIS;
   if (typeof notifications !== 'object' || notifications === null || Array.isArray(notifications)) throw notJsonRpc('params.notifications is not an object');

@@ -183,6 +183,8 @@ describe('subscriptions: each watched resource judged as a read of it', () => {
     expect(refused.requiredScopes).toEqual(expect.arrayContaining(['mcp:read', 'mcp:admin']));
     expect(one(subscribe('file:///secret/k'), caller(['mcp:read']))).toMatchObject({ allow: false, reason: 'scope', operation: { method: 'resources/subscribe' } });
     expect(one(subscribe('file:///public/a.txt'), caller(['mcp:read'])).allow).toBe(true);
+    // Without a URI it watches nothing: left to the upstream, which no longer has the method (2026-07-28).
+    expect(one({ jsonrpc: '2.0', id: 7, method: 'resources/subscribe', params: {} }, caller(['mcp:read'])).allow).toBe(true);
   });
 
   it('property: a listen is allowed exactly when a read of every URI it watches is', () => {
