@@ -3,14 +3,17 @@
  * specification (basic/transports/streamable-http, versioning, subscriptions, mrtr; SEP-2575,
  * SEP-2549, SEP-2243, SEP-2322, SEP-2164). It carries the tools, prompt and resources the
  * conformance suite's 2026-07-28 server scenarios call (server-stateless, http-header-validation,
- * http-custom-header-server-validation, caching, input-required-result-*, sep-2164-…), so each can
+ * http-custom-header-server-validation, caching, input-required-result-*, sep-2164-…, tools-call-*,
+ * prompts-*, resources-*, completion-complete, json-schema-2020-12), so each can
  * judge it directly and again behind the gateway. Every POST is one JSON-RPC message; there are no
  * sessions, GET or DELETE are 405, an unknown method is 404 with -32601, an unsupported revision
  * 400 with -32022, and a request whose routing headers are missing or disagree with the body 400
- * with -32020. The parts: stateless-fixture/ (headers, resources, subscriptions, input rounds).
+ * with -32020. The parts: stateless-fixture/ (headers, resources, subscriptions, input rounds,
+ * content tools and prompts).
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { closeServer, listen } from './net.js';
+import { completion, contentPrompt, CONTENT_PROMPTS, contentTool, CONTENT_TOOLS, PROGRESS_TOOL, streamProgress } from './stateless-fixture/content.js';
 import { inputRequired, INPUT_REQUIRED_PROMPT, INPUT_REQUIRED_TOOLS } from './stateless-fixture/input-required.js';
 import { checkRequestHeaders, CUSTOM_HEADER_TOOL } from './stateless-fixture/request-headers.js';
 import { resourcesAnswer } from './stateless-fixture/resources.js';
@@ -21,7 +24,7 @@ const VERSION = '2026-07-28';
 const META_VERSION = 'io.modelcontextprotocol/protocolVersion';
 const META_CAPABILITIES = 'io.modelcontextprotocol/clientCapabilities';
 const SERVER_INFO = { name: 'mag-stateless-fixture', version: '1.0.0' };
-const CAPABILITIES = { tools: { listChanged: true }, prompts: { listChanged: true }, resources: { subscribe: true, listChanged: true } };
+const CAPABILITIES = { tools: { listChanged: true }, prompts: { listChanged: true }, resources: { subscribe: true, listChanged: true }, completions: {} };
 const DIAGNOSTIC_TOOLS = [
   'echo',
   'test_missing_capability',
@@ -41,6 +44,8 @@ export interface StatelessServerOptions {
   tools?: Json[];
   /** How often a quiet `subscriptions/listen` stream gets a `:` keep-alive comment, in ms (default 15 s; 0: never). */
   keepAliveMs?: number;
+  /** List the fixture's own x-mcp-header tool, whose headers it validates (default true; false: an upstream that checks none). */
+  customHeaderTool?: boolean;
 }
 
 export interface StatelessServer {
@@ -59,11 +64,14 @@ export async function startStatelessServer(options: StatelessServerOptions = {})
   const extraNames = new Set(extraTools.map((tool) => tool.name));
   const listens = subscriptions(options.keepAliveMs ?? 15_000);
   const rounds = inputRequired();
+  const ownHeaderTool = options.customHeaderTool === false ? [] : [CUSTOM_HEADER_TOOL];
 
   function callTool(params: Json, meta: Json): Json {
     const capabilities = (meta[META_CAPABILITIES] ?? {}) as Json;
     const name = String(params.name);
     if (INPUT_REQUIRED_TOOLS.includes(name)) return rounds.callTool(name, params, capabilities);
+    const content = contentTool(name, (params.arguments ?? {}) as Json);
+    if (content) return content;
     switch (name) {
       case 'test_missing_capability':
         if (capabilities.sampling === undefined) throw new RpcError(400, -32021, 'Missing required client capability', { requiredCapabilities: { sampling: {} } });
@@ -92,6 +100,8 @@ export async function startStatelessServer(options: StatelessServerOptions = {})
 
   function getPrompt(params: Json): Json {
     if (params.name === INPUT_REQUIRED_PROMPT) return rounds.getPrompt(params);
+    const content = contentPrompt(String(params.name), (params.arguments ?? {}) as Json);
+    if (content) return content;
     throw new RpcError(400, -32602, `Unknown prompt: ${String(params.name)}`);
   }
 
@@ -100,9 +110,11 @@ export async function startStatelessServer(options: StatelessServerOptions = {})
       case 'server/discover':
         return complete({ supportedVersions: [VERSION], capabilities: CAPABILITIES, _meta: { 'io.modelcontextprotocol/serverInfo': SERVER_INFO } }, true);
       case 'tools/list':
-        return complete({ tools: [...DIAGNOSTIC_TOOLS.map((name) => ({ name, inputSchema: { type: 'object' } })), CUSTOM_HEADER_TOOL, ...extraTools] }, true);
+        return complete({ tools: [...DIAGNOSTIC_TOOLS.map((name) => ({ name, description: `Diagnostic tool ${name}`, inputSchema: { type: 'object' } })), ...CONTENT_TOOLS, ...ownHeaderTool, ...extraTools] }, true);
       case 'prompts/list':
-        return complete({ prompts: [{ name: INPUT_REQUIRED_PROMPT, description: 'Asks for context before it answers' }] }, true);
+        return complete({ prompts: [{ name: INPUT_REQUIRED_PROMPT, description: 'Asks for context before it answers' }, ...CONTENT_PROMPTS] }, true);
+      case 'completion/complete':
+        return completion(params);
       case 'tools/call':
         return callTool(params, meta);
       case 'prompts/get':
@@ -132,6 +144,7 @@ export async function startStatelessServer(options: StatelessServerOptions = {})
       checkRequestHeaders(req, message);
       if (message.id === undefined) return void res.writeHead(202).end(); // a notification: accepted, nothing to answer
       if (method === 'subscriptions/listen') return listens.open(res, params);
+      if (method === 'tools/call' && params.name === PROGRESS_TOOL) return streamProgress(res, id, params);
       json(res, 200, { jsonrpc: '2.0', id, result: dispatch(method, params, meta) });
     } catch (err) {
       if (!(err instanceof RpcError)) throw err;

@@ -1,22 +1,24 @@
 // The fixture's resources (server/resources of 2026-07-28): a few fixed text
-// resources, one template, reads with the SEP-2549 caching hints, and an
+// resources, a binary one, one template (content.ts), reads with the SEP-2549 caching hints, and an
 // unknown URI refused with -32602 and the URI in `data` (SEP-2164). The
 // `file:///public/…` and `file:///secret/…` pair lets tests aim policy rules
 // at resource URIs.
+import { BINARY_RESOURCE, contentResource, DATA_TEMPLATE } from './content.js';
 import { complete, RpcError, type Json } from './rpc.js';
 
+const TEXT: Record<string, string> = {
+  'test://static-text': 'This is the content of the static text resource.',
+  'file:///public/readme.txt': 'public readme',
+  'file:///secret/key.txt': 'secret key',
+};
 const RESOURCES: readonly Json[] = [
-  { uri: 'test://static-text', name: 'static-text', mimeType: 'text/plain' },
-  { uri: 'file:///public/readme.txt', name: 'readme', mimeType: 'text/plain' },
-  { uri: 'file:///secret/key.txt', name: 'key', mimeType: 'text/plain' },
+  ...Object.keys(TEXT).map((uri) => ({ uri, name: uri.slice(uri.lastIndexOf('/') + 1), description: `The text at ${uri}`, mimeType: 'text/plain' })),
+  BINARY_RESOURCE,
 ];
-const TEMPLATE = { uriTemplate: 'test://template/{id}', name: 'template', mimeType: 'text/plain' };
-const TEMPLATE_URI = /^test:\/\/template\/([^/]+)$/;
 
-const contentsOf = (uri: string): string | undefined => {
-  if (RESOURCES.some((r) => r.uri === uri)) return `contents of ${uri}`;
-  const id = TEMPLATE_URI.exec(uri)?.[1];
-  return id === undefined ? undefined : `template instance ${id}`;
+const contentsOf = (uri: string): Json[] | undefined => {
+  const text = TEXT[uri];
+  return text === undefined ? contentResource(uri) : [{ uri, mimeType: 'text/plain', text }];
 };
 
 /** Answers a resources method, or undefined when `method` is not one. */
@@ -25,12 +27,12 @@ export function resourcesAnswer(method: string, params: Json): Json | undefined 
     case 'resources/list':
       return complete({ resources: RESOURCES }, true);
     case 'resources/templates/list':
-      return complete({ resourceTemplates: [TEMPLATE] }, true);
+      return complete({ resourceTemplates: [DATA_TEMPLATE] }, true);
     case 'resources/read': {
       const uri = String(params.uri);
-      const text = contentsOf(uri);
-      if (text === undefined) throw new RpcError(400, -32602, `Resource not found: ${uri}`, { uri });
-      return complete({ contents: [{ uri, mimeType: 'text/plain', text }] }, true);
+      const contents = contentsOf(uri);
+      if (contents === undefined) throw new RpcError(400, -32602, `Resource not found: ${uri}`, { uri });
+      return complete({ contents }, true);
     }
     default:
       return undefined;
