@@ -52,32 +52,22 @@ export class SseEventSplitter {
         this.lineLength++;
         continue;
       }
-      if (this.lineLength > 0) {
-        this.lineLength = 0;
-        if (buf[this.lineStart] === COLON && onlyLineEnds(buf, start, this.lineStart)) {
-          // A comment before any field: no reader waits for it, so it goes now.
-          let end = i + 1;
-          if (byte === CR && buf[end] === LF) {
-            end++;
-            i++;
-            this.afterCR = false;
-          }
-          events.push(buf.subarray(start, end));
-          start = end;
+      const blank = this.lineLength === 0;
+      this.lineLength = 0;
+      // A blank line ends the event; a comment before any field (a keep-alive)
+      // goes on at once, as a piece of its own: no reader waits for it.
+      if (blank || (buf[this.lineStart] === COLON && onlyLineEnds(buf, start, this.lineStart))) {
+        let end = i + 1;
+        // With the LF of a CRLF, when present.
+        if (byte === CR && buf[end] === LF) {
+          end++;
+          i++;
+          this.afterCR = false;
         }
-        this.lineStart = i + 1;
-        continue;
+        events.push(buf.subarray(start, end));
+        start = end;
       }
-      // A blank line: the event ends here (with the LF of a CRLF, when present).
-      let end = i + 1;
-      if (byte === CR && buf[end] === LF) {
-        end++;
-        i++;
-        this.afterCR = false;
-      }
-      events.push(buf.subarray(start, end));
-      start = end;
-      this.lineStart = end;
+      this.lineStart = i + 1;
     }
     this.pending = buf.subarray(start);
     this.scanned = this.pending.length;

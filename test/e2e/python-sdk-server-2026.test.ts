@@ -15,8 +15,9 @@ import { freePort } from '../helpers/net.js';
 import { gatewayYaml, jwtRoute, resourceOf, startTestIssuer, type TestIssuer } from '../helpers/security-fixtures.js';
 import { waitFor } from '../helpers/stdio-stage.js';
 import { ensurePythonSdk, venvPython } from '../tools/python-sdk.js';
+import { post2026, readEventsUntil, WIRE_2026, type Wire2026Options } from '../helpers/wire-2026.js';
 
-const VERSION = '2026-07-28';
+const VERSION = WIRE_2026;
 const ROUTE = '/py/mcp';
 const script = join(dirname(fileURLToPath(import.meta.url)), '..', 'tools', 'py', 'wire_2026_server.py');
 
@@ -55,19 +56,10 @@ afterAll(async () => {
 
 type Target = 'direct' | 'gateway';
 
-function send(target: Target, method: string, params: Record<string, unknown> = {}, options: { token?: string; headers?: Record<string, string>; signal?: AbortSignal } = {}): Promise<Response> {
-  const name = params.name ?? params.uri;
-  const headers: Record<string, string> = {
-    'content-type': 'application/json',
-    accept: 'application/json, text/event-stream',
-    'mcp-protocol-version': VERSION,
-    'mcp-method': method,
-    ...(typeof name === 'string' ? { 'mcp-name': name } : {}),
-    ...(target === 'gateway' ? { authorization: `Bearer ${options.token ?? writer}` } : {}),
-    ...options.headers,
-  };
-  const meta = { 'io.modelcontextprotocol/protocolVersion': VERSION, 'io.modelcontextprotocol/clientCapabilities': { elicitation: {} } };
-  return fetch(target === 'direct' ? direct : `${gw.url}${ROUTE}`, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: { ...params, _meta: meta } }), signal: options.signal });
+/** A 2026-07-28 request, directly or through the gateway (with a token: the writer's unless given). */
+function send(target: Target, method: string, params: Record<string, unknown> = {}, options: Wire2026Options = {}): Promise<Response> {
+  const url = target === 'direct' ? direct : `${gw.url}${ROUTE}`;
+  return post2026(url, method, params, { capabilities: { elicitation: {} }, ...options, token: target === 'gateway' ? (options.token ?? writer) : undefined });
 }
 
 interface RpcAnswer {
@@ -75,19 +67,6 @@ interface RpcAnswer {
   error?: { code: number; message: string };
 }
 const answer = async (res: Response) => ({ status: res.status, body: JSON.parse(await res.text()) as RpcAnswer });
-
-async function readUntil(res: Response, until: (text: string) => boolean): Promise<string> {
-  const reader = res.body!.getReader();
-  const decoder = new TextDecoder();
-  let text = '';
-  while (!until(text)) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`stream ended:\n${text}`);
-    text += decoder.decode(value, { stream: true });
-  }
-  reader.releaseLock();
-  return text;
-}
 
 describe('the Python SDK server (2026-07-28) behind the gateway', () => {
   it('server/discover answers alike', async () => {
@@ -115,9 +94,9 @@ describe('the Python SDK server (2026-07-28) behind the gateway', () => {
     const res = await send('gateway', 'subscriptions/listen', { notifications: { resourceSubscriptions: ['file:///public/readme.txt'] } }, { token: reader, signal: aborted.signal });
     expect(res.status).toBe(200);
     expect(res.headers.get('x-accel-buffering')).toBe('no');
-    await readUntil(res, (t) => t.includes('notifications/subscriptions/acknowledged'));
+    await readEventsUntil(res, (t) => t.includes('notifications/subscriptions/acknowledged'));
     expect((await answer(await send('gateway', 'tools/call', { name: 'touch', arguments: { uri: 'file:///public/readme.txt' } }, { token: reader }))).status).toBe(200);
-    const update = await readUntil(res, (t) => t.includes('notifications/resources/updated'));
+    const update = await readEventsUntil(res, (t) => t.includes('notifications/resources/updated'));
     expect(update).toContain('"uri":"file:///public/readme.txt"');
     aborted.abort();
   });

@@ -18,8 +18,9 @@ import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { gatewayYaml, jwtRoute, resourceOf, startTestIssuer, type TestIssuer } from '../helpers/security-fixtures.js';
 import { startStatelessServer, type StatelessServer } from '../helpers/stateless-mcp-server.js';
 import { waitFor } from '../helpers/stdio-stage.js';
+import { post2026, readEventsUntil, WIRE_2026, type Wire2026Options } from '../helpers/wire-2026.js';
 
-const VERSION = '2026-07-28';
+const VERSION = WIRE_2026;
 const PLAIN = '/wire/mcp';
 const FILTERING = '/wire-filtered/mcp';
 
@@ -62,25 +63,9 @@ interface Exchange {
 
 const urlOf = (target: Target, path = PLAIN) => (target === 'direct' ? upstream.url : `${gw.url}${path}`);
 
-/** A 2026-07-28 request as a client sends it: metadata in `_meta`, the routing headers mirroring the body. */
-function send(target: Target, method: string, params: Record<string, unknown> = {}, options: { token?: string; path?: string; headers?: Record<string, string | undefined>; version?: string; signal?: AbortSignal } = {}): Promise<Response> {
-  const version = options.version ?? VERSION;
-  const name = params.name ?? params.uri;
-  const headers: Record<string, string> = {
-    'content-type': 'application/json',
-    accept: 'application/json, text/event-stream',
-    'mcp-protocol-version': version,
-    'mcp-method': method,
-    ...(typeof name === 'string' ? { 'mcp-name': name } : {}),
-    ...(target === 'gateway' ? { authorization: `Bearer ${options.token ?? tokens.reader}` } : {}),
-  };
-  for (const [key, value] of Object.entries(options.headers ?? {})) {
-    if (value === undefined) delete headers[key];
-    else headers[key] = value;
-  }
-  const meta = { 'io.modelcontextprotocol/protocolVersion': version, 'io.modelcontextprotocol/clientCapabilities': { elicitation: {}, sampling: {}, roots: {} } };
-  const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: { ...params, _meta: meta } });
-  return fetch(urlOf(target, options.path), { method: 'POST', headers, body, signal: options.signal });
+/** A 2026-07-28 request, directly or through the gateway (with a token: the reader's unless given). */
+function send(target: Target, method: string, params: Record<string, unknown> = {}, options: Wire2026Options & { path?: string } = {}): Promise<Response> {
+  return post2026(urlOf(target, options.path), method, params, { ...options, token: target === 'gateway' ? (options.token ?? tokens.reader) : undefined });
 }
 
 async function exchange(res: Response): Promise<Exchange> {
@@ -91,20 +76,6 @@ async function exchange(res: Response): Promise<Exchange> {
 /** The same exchange directly and through the gateway. */
 async function both(method: string, params: Record<string, unknown> = {}, options: Parameters<typeof send>[3] = {}): Promise<Record<Target, Exchange>> {
   return { direct: await exchange(await send('direct', method, params, options)), gateway: await exchange(await send('gateway', method, params, options)) };
-}
-
-/** Reads an event stream until `until` holds for the text so far. */
-async function readUntil(res: Response, until: (text: string) => boolean): Promise<string> {
-  const reader = res.body!.getReader();
-  const decoder = new TextDecoder();
-  let text = '';
-  while (!until(text)) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`stream ended before the condition held:\n${text}`);
-    text += decoder.decode(value, { stream: true });
-  }
-  reader.releaseLock();
-  return text;
 }
 
 const dataOf = (text: string) => [...text.matchAll(/^data: (.*)$/gm)].map((m) => JSON.parse(m[1]!) as { method?: string; params?: Record<string, unknown> });
@@ -127,12 +98,12 @@ describe('subscriptions/listen', () => {
       expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
       expect(res.headers.get('x-accel-buffering')).toBe('no');
       // Two keep-alives after the acknowledgement: they come through while nothing else does.
-      const opened = await readUntil(res, (t) => (t.match(/^:\r?$/gm) ?? []).length >= 2);
+      const opened = await readEventsUntil(res, (t) => (t.match(/^:\r?$/gm) ?? []).length >= 2);
       expect(dataOf(opened)[0]).toMatchObject({ method: 'notifications/subscriptions/acknowledged', params: { notifications: { toolsListChanged: true, resourceSubscriptions: ['file:///public/readme.txt'] } } });
 
       expect((await send('gateway', 'tools/call', { name: 'test_trigger_tool_change', arguments: {} })).status).toBe(200);
       expect((await send('gateway', 'tools/call', { name: 'test_trigger_resource_update', arguments: { uri: 'file:///public/readme.txt' } })).status).toBe(200);
-      const later = await readUntil(res, (t) => t.includes('notifications/resources/updated'));
+      const later = await readEventsUntil(res, (t) => t.includes('notifications/resources/updated'));
       expect(dataOf(later).map((m) => m.method)).toEqual(['notifications/tools/list_changed', 'notifications/resources/updated']);
 
       // Closing the stream closes the upstream request, which would otherwise stay open for good.
@@ -154,7 +125,7 @@ describe('subscriptions/listen', () => {
     const aborted = new AbortController();
     const allowed = await send('gateway', 'subscriptions/listen', params, { token: tokens.admin, signal: aborted.signal });
     expect(allowed.status).toBe(200);
-    const text = await readUntil(allowed, (t) => t.includes('acknowledged'));
+    const text = await readEventsUntil(allowed, (t) => t.includes('acknowledged'));
     expect(dataOf(text)[0]!.params).toMatchObject({ notifications: { resourceSubscriptions: params.notifications.resourceSubscriptions } });
     aborted.abort();
     expect(upstream.listens[listens]!.resourceSubscriptions).toEqual(params.notifications.resourceSubscriptions);
