@@ -143,7 +143,7 @@ export async function startStatelessServer(options: StatelessServerOptions = {})
       const meta = checkMeta(req, params);
       checkRequestHeaders(req, message);
       if (message.id === undefined) return void res.writeHead(202).end(); // a notification: accepted, nothing to answer
-      if (method === 'subscriptions/listen') return listens.open(res, params);
+      if (method === 'subscriptions/listen') return listens.open(res, params, id);
       if (method === 'tools/call' && params.name === PROGRESS_TOOL) return streamProgress(res, id, params);
       json(res, 200, { jsonrpc: '2.0', id, result: dispatch(method, params, meta) });
     } catch (err) {

@@ -4,7 +4,6 @@
 // of the subscribed resource URIs), a keep-alive comment at a set interval,
 // and stays open until the client closes it — which the fixture records, so
 // tests can see how soon a close reached it.
-import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import type { Json } from './rpc.js';
 
@@ -21,7 +20,8 @@ interface Filter {
 
 interface Listener {
   res: ServerResponse;
-  id: string;
+  /** The subscription id: the JSON-RPC id of the listen request. */
+  id: unknown;
   filter: Filter;
 }
 
@@ -37,7 +37,8 @@ export interface ListenRecord {
 export interface Subscriptions {
   /** Every listen stream opened, in order. */
   readonly records: ListenRecord[];
-  open(res: ServerResponse, params: Json): void;
+  /** `id`: the listen request's JSON-RPC id, which names the subscription. */
+  open(res: ServerResponse, params: Json, id: unknown): void;
   notifyListChanged(kind: ListChange, method: string): void;
   notifyResourceUpdated(uri: string): void;
   endAll(): void;
@@ -71,8 +72,8 @@ export function subscriptions(keepAliveMs: number): Subscriptions {
   const send = (l: Listener, method: string, params: Json = {}) => l.res.write(sse({ jsonrpc: '2.0', method, params: { ...params, _meta: { [META_SUBSCRIPTION]: l.id } } }));
   return {
     records,
-    open(res, params) {
-      const listener: Listener = { res, id: randomUUID(), filter: filterOf(params) };
+    open(res, params, id) {
+      const listener: Listener = { res, id, filter: filterOf(params) };
       const record: ListenRecord = { resourceSubscriptions: listener.filter.resourceSubscriptions, openedAt: performance.now() };
       records.push(record);
       res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
