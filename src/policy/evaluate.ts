@@ -1,8 +1,9 @@
 // The policy decision, pure: which rule applies to each JSON-RPC message of a
 // request and whether the caller may do it. First matching rule wins; no
 // match means the route's required scopes only. A batch is allowed only when
-// every message in it is.
-import { operationOf, type JsonRpcMessage, type Operation } from './json-rpc.js';
+// every message in it is, and a subscription only when the caller may read
+// every resource it watches.
+import { operationOf, subscribedUris, type JsonRpcMessage, type Operation } from './json-rpc.js';
 import { matchesOperation, type CompiledRule, type RoutePolicy } from './route-policy.js';
 
 export interface PolicyCaller {
@@ -47,9 +48,25 @@ export interface Decision extends MessageDecision {
 export function evaluate(policy: RoutePolicy, request: { messages: readonly JsonRpcMessage[] }, caller: PolicyCaller): Decision {
   const messages = request.messages.map((message) => {
     const operation = operationOf(message);
-    return operation ? decide(policy, operation, caller) : responseDecision(policy);
+    if (!operation) return responseDecision(policy);
+    const decision = decide(policy, operation, caller);
+    const uris = subscribedUris(message);
+    return uris.length === 0 ? decision : withSubscriptions(policy, decision, uris, caller);
   });
   return combine(policy, messages);
+}
+
+/**
+ * A subscription (`subscriptions/listen`, `resources/subscribe`) judged with a
+ * `resources/read` of each URI it watches: refused as the first refused read
+ * is (a refusal no scope lifts first), asking for every scope they need, and
+ * still named by its own operation.
+ */
+function withSubscriptions(policy: RoutePolicy, decision: MessageDecision, uris: readonly string[], caller: PolicyCaller): MessageDecision {
+  const reads = uris.map((uri) => decide(policy, { method: 'resources/read', name: uri }, caller));
+  const combined = combine(policy, [decision, ...reads]);
+  const { messages: _parts, status: _status, ...merged } = combined;
+  return { ...merged, operation: decision.operation };
 }
 
 /** Decides one operation (`tools/list` filtering asks this for each tool; `explain` for its arguments). */

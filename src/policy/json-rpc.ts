@@ -44,6 +44,9 @@ export const NAME_KIND: Readonly<Record<string, 'tool' | 'uri' | 'prompt'>> = {
   'prompts/get': 'prompt',
 };
 
+/** Most resource URIs one `subscriptions/listen` may name: each is judged as a read, like a batch's messages. */
+export const MAX_SUBSCRIBED_URIS = 100;
+
 /** A batch longer than this is refused before any rule is evaluated (MCP clients send a handful). */
 export const MAX_BATCH_MESSAGES = 100;
 
@@ -66,7 +69,9 @@ const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /** Members the gateway reads in a message, and in its params (`_meta` and `arguments` for the upstream's sake). */
 const MESSAGE_MEMBERS = readNames('jsonrpc', 'id', 'method', 'params', 'result', 'error');
-const PARAMS_MEMBERS = readNames('name', 'uri', '_meta', 'arguments');
+const PARAMS_MEMBERS = readNames('name', 'uri', '_meta', 'arguments', 'notifications');
+/** Members read in `subscriptions/listen` params.notifications. */
+const NOTIFICATIONS_MEMBERS = readNames('resourceSubscriptions');
 
 /** Controls (a C upstream stops at NUL) and anything outside visible ASCII have no place in a method. */
 const METHOD_CHARACTERS = /^[\x21-\x7e]+$/;
@@ -78,7 +83,7 @@ const OUTER_SPACE = /^\s|\s$/;
 /** The MCP methods by folded spelling: another spelling of one of them is refused, not passed as "some other method". */
 const KNOWN_METHODS = readNames(
   'initialize', 'ping', 'tools/list', 'tools/call', 'resources/list', 'resources/templates/list', 'resources/read',
-  'resources/subscribe', 'resources/unsubscribe', 'prompts/list', 'prompts/get', 'completion/complete', 'logging/setLevel',
+  'resources/subscribe', 'resources/unsubscribe', 'subscriptions/listen', 'server/discover', 'prompts/list', 'prompts/get', 'completion/complete', 'logging/setLevel',
   'sampling/createMessage', 'elicitation/create', 'roots/list', 'tasks/get', 'tasks/result', 'tasks/list', 'tasks/cancel',
   'notifications/initialized', 'notifications/cancelled', 'notifications/progress', 'notifications/message',
   'notifications/resources/updated', 'notifications/resources/list_changed', 'notifications/tools/list_changed',
@@ -114,6 +119,7 @@ export function parseJsonRpcBody(body: Buffer): ParsedRequest {
     if (typeof message !== 'object' || message === null || Array.isArray(message)) throw notJsonRpc('a message is not an object');
     checkMessageMembers(message as JsonRpcMessage);
     operationOf(message as JsonRpcMessage);
+    subscribedUris(message as JsonRpcMessage);
   }
   if (batch) checkBatchIds(messages as JsonRpcMessage[]);
   return { batch, messages: messages as JsonRpcMessage[] };
@@ -178,13 +184,59 @@ export function operationOf(message: JsonRpcMessage): Operation | undefined {
   const params = message.params;
   const name = typeof params === 'object' && params !== null ? (params as Record<string, unknown>)[member] : undefined;
   if (typeof name !== 'string') throw notJsonRpc(`${method} without a string params.${member}`);
-  if (name.length > MAX_NAME_LENGTH) throw overLimit(`params.${member} is longer than ${MAX_NAME_LENGTH} characters`);
-  if (CONTROL.test(name)) throw ambiguous(`params.${member} holds a control character`);
-  if (member === 'uri') {
-    const why = nonCanonicalReason(name);
-    if (why !== undefined) throw ambiguous(`params.uri is not a resource URI in canonical form: ${why}`);
-  } else if (OUTER_SPACE.test(name)) throw ambiguous(`params.${member} begins or ends with white space`);
+  if (member === 'uri') return { method, name: checkedUri(name, 'params.uri') };
+  checkName(name, `params.${member}`);
+  if (OUTER_SPACE.test(name)) throw ambiguous(`params.${member} begins or ends with white space`);
   return { method, name };
+}
+
+const NO_URIS: readonly string[] = Object.freeze([]);
+
+/**
+ * The resource URIs a message subscribes to: `subscriptions/listen`
+ * (2026-07-28) names them in params.notifications.resourceSubscriptions,
+ * `resources/subscribe` (earlier revisions) one in params.uri. An update tells
+ * its subscriber when, and often what, a resource changed, so the policy
+ * judges each URI as a `resources/read` of it (evaluate.ts); each is held to
+ * the rules of a read's URI here.
+ */
+export function subscribedUris(message: JsonRpcMessage): readonly string[] {
+  const { method, params } = message;
+  if (method !== 'subscriptions/listen' && method !== 'resources/subscribe') return NO_URIS;
+  const members = typeof params === 'object' && params !== null && !Array.isArray(params) ? (params as Record<string, unknown>) : undefined;
+  // Without a URI it watches nothing the policy could judge: the upstream refuses it (2026-07-28 removed the method).
+  if (method === 'resources/subscribe') return typeof members?.uri === 'string' ? [checkedUri(members.uri, 'params.uri')] : NO_URIS;
+  const notifications = members?.notifications;
+  if (notifications === undefined) return NO_URIS;
+  if (typeof notifications !== 'object' || notifications === null || Array.isArray(notifications)) throw notJsonRpc('params.notifications is not an object');
+  try {
+    checkMemberNames(notifications, NOTIFICATIONS_MEMBERS, 'params.notifications');
+  } catch (err) {
+    if (err instanceof AmbiguousMemberError) throw ambiguous(err.message);
+    throw err;
+  }
+  const uris = (notifications as Record<string, unknown>).resourceSubscriptions;
+  if (uris === undefined) return NO_URIS;
+  if (!Array.isArray(uris)) throw notJsonRpc('params.notifications.resourceSubscriptions is not an array');
+  if (uris.length > MAX_SUBSCRIBED_URIS) throw overLimit(`more than ${MAX_SUBSCRIBED_URIS} resourceSubscriptions`);
+  return uris.map((uri) => {
+    if (typeof uri !== 'string') throw notJsonRpc('a resourceSubscriptions entry is not a string');
+    return checkedUri(uri, 'a resourceSubscriptions entry');
+  });
+}
+
+/** A tool or prompt name, or a URI, the policy reads: bounded, and no control character. */
+function checkName(name: string, where: string): void {
+  if (name.length > MAX_NAME_LENGTH) throw overLimit(`${where} is longer than ${MAX_NAME_LENGTH} characters`);
+  if (CONTROL.test(name)) throw ambiguous(`${where} holds a control character`);
+}
+
+/** A resource URI in its one canonical spelling (resource-uri.ts), else a 400. */
+function checkedUri(uri: string, where: string): string {
+  checkName(uri, where);
+  const why = nonCanonicalReason(uri);
+  if (why !== undefined) throw ambiguous(`${where} is not a resource URI in canonical form: ${why}`);
+  return uri;
 }
 
 /** The `id` of a message, when it is a valid JSON-RPC id. */

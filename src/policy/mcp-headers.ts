@@ -4,6 +4,7 @@
 // in front of or behind the gateway can act on a different operation than
 // the one that was authorised.
 import { GatewayError } from '../errors/gateway-error.js';
+import { requiresRequestHeaders } from './header-revision.js';
 import { idOf, NAME_MEMBER, operationOf, type ParsedRequest } from './json-rpc.js';
 
 /** JSON-RPC error code of a header that does not match the body (MCP 2026-07-28). */
@@ -31,16 +32,19 @@ export class HeaderMismatchError extends GatewayError {
 // byte would give the gateway and the upstream two different names.
 const PLAIN_VALUE = /^(?:[\x21-\x7E](?:[\x20-\x7E]*[\x21-\x7E])?)?$/;
 // Anything else travels as `=?base64?<base64 of UTF-8>?=`, markers lower case.
-// Every value opening with `=?` must be exactly that form: clients encode a
-// plain value that looks like it, and a lenient decoder would read
-// `=?BASE64?…?=` or `=?b?…?=` as a name the gateway took literally.
+// A value opening with `=?` and holding a `?=` after it must be exactly that
+// form: clients encode a plain value that looks like it, and a lenient decoder
+// would read `=?BASE64?…?=`, `=?b?…?=` or `=?base64?…?=x` as a name the gateway
+// took literally. Without a `?=` no decoder reads an encoded word, so the
+// value is the literal the sentinel rule makes it (`=?base64?SGVsbG8=`).
 const ENCODED_PREFIX = '=?';
+const ENCODED_END = '?=';
 const BASE64_VALUE = /^=\?base64\?([A-Za-z0-9+/]*={0,2})\?=$/;
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /** The header's value as the client meant it; undefined when it is neither plain nor validly encoded. */
 export function decodeHeaderValue(raw: string): string | undefined {
-  if (!raw.startsWith(ENCODED_PREFIX)) return PLAIN_VALUE.test(raw) ? raw : undefined;
+  if (!looksEncoded(raw)) return PLAIN_VALUE.test(raw) ? raw : undefined;
   const encoded = BASE64_VALUE.exec(raw)?.[1];
   if (encoded === undefined) return undefined;
   const bytes = Buffer.from(encoded, 'base64');
@@ -52,6 +56,9 @@ export function decodeHeaderValue(raw: string): string | undefined {
     return undefined;
   }
 }
+
+/** Opens with `=?` and holds a `?=` after it: an encoded word to some decoder. */
+const looksEncoded = (raw: string) => raw.startsWith(ENCODED_PREFIX) && raw.includes(ENCODED_END, ENCODED_PREFIX.length);
 
 const isPlainMethod = (raw: string) => PLAIN_VALUE.test(raw) && !raw.startsWith(ENCODED_PREFIX);
 
@@ -101,25 +108,31 @@ function headerFault(headers: RequestHeaders, rawHeaders: readonly string[] | un
 
 /**
  * Throws HeaderMismatchError when `Mcp-Method` or `Mcp-Name` is present and
- * malformed or differs from the body, or an `Mcp-Param-*` header is malformed
- * or repeated. Absent headers are fine (older revisions send none).
+ * malformed or differs from the body, missing from a request of a revision
+ * that requires it (2026-07-28 on), or an `Mcp-Param-*` header is malformed
+ * or repeated. Absent headers are fine for older revisions (they send none).
  */
 export function checkMcpHeaders(headers: RequestHeaders, request: ParsedRequest, rawHeaders?: readonly string[]): void {
   const methodHeader = headers['mcp-method'];
   const nameHeader = headers['mcp-name'];
   const fault = headerFault(headers, rawHeaders);
+  const present = fault !== undefined || methodHeader !== undefined || nameHeader !== undefined;
   // Most requests have neither header and no fault: done before anything is allocated.
-  if (fault === undefined && methodHeader === undefined && nameHeader === undefined) return;
+  if (!present && !requiresRequestHeaders(headers)) return;
   const first = request.messages[0]!;
   const id = request.batch ? null : (idOf(first) ?? null);
-  const fail = (message: string) => {
+  const fail = (message: string): never => {
     throw new HeaderMismatchError(message, id);
   };
   if (fault !== undefined) fail(fault);
-  // The headers describe one message; a batch cannot match them.
-  if (request.batch) fail('Mcp-Method and Mcp-Name describe a single message, not a batch');
+  if (request.batch) {
+    // The headers describe one message; a batch cannot match them (and is not of the revision that requires them).
+    if (present) fail('Mcp-Method and Mcp-Name describe a single message, not a batch');
+    return;
+  }
 
   const operation = operationOf(first);
+  if (operation !== undefined && idOf(first) !== undefined && requiresRequestHeaders(headers)) requireHeaders(operation, methodHeader, nameHeader, fail);
   if (methodHeader !== undefined) {
     if (!isPlainMethod(methodHeader as string)) fail('Mcp-Method header is not a plain visible-ASCII value');
     if (methodHeader !== operation?.method) fail('Mcp-Method header does not match the method in the body');
@@ -133,6 +146,17 @@ export function checkMcpHeaders(headers: RequestHeaders, request: ParsedRequest,
   if (operation?.method !== undefined && NAME_MEMBER[operation.method] !== undefined) {
     if (operation.name === undefined || name !== operation.name) fail('Mcp-Name header does not match the name in the body');
   }
+}
+
+/**
+ * "Standard Request Headers": every request of 2026-07-28 carries `Mcp-Method`,
+ * and `Mcp-Name` where the method names a tool, resource or prompt; "Server
+ * Validation" lists a missing one as a failure (400, -32020). Notifications
+ * have no header requirements in that revision, and a batch is not of it.
+ */
+function requireHeaders(operation: { method: string }, methodHeader: unknown, nameHeader: unknown, fail: (message: string) => never): void {
+  if (methodHeader === undefined) fail('Mcp-Method header is missing: MCP-Protocol-Version 2026-07-28 and later require it on every request');
+  if (nameHeader === undefined && NAME_MEMBER[operation.method] !== undefined) fail(`Mcp-Name header is missing: MCP-Protocol-Version 2026-07-28 and later require it on ${operation.method}`);
 }
 
 /**

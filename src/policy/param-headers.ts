@@ -11,14 +11,12 @@ import { GatewayError } from '../errors/gateway-error.js';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ParsedRequest } from './json-rpc.js';
 import { idOf } from './json-rpc.js';
+import { requiresRequestHeaders } from './header-revision.js';
 import { decodeHeaderValue, HeaderMismatchError } from './mcp-headers.js';
 import { AmbiguousMemberError, checkMemberNames } from './member-names.js';
 import type { ParamHeader } from './tool-param-headers.js';
 import type { ToolParamRegistry } from './tool-param-registry.js';
 
-/** The first revision whose clients must send the headers (earlier ones know nothing of them). */
-const FIRST_REVISION_WITH_PARAM_HEADERS = '2026-07-28';
-const REVISION = /^\d{4}-\d{2}-\d{2}$/;
 const PARAM_PREFIX = 'mcp-param-';
 
 type Fail = (message: string) => never;
@@ -42,23 +40,14 @@ export function checkParamHeaders(headers: IncomingHttpHeaders, request: ParsedR
   const params = message.params as { name: string; arguments?: unknown };
   const known = registry.of(params.name);
   if (known === undefined) return;
-  const required = requiresParamHeaders(headers);
+  // Lines 563-566, by the revision the request names: from 2026-07-28 an argument with a value must have its header.
+  const required = requiresRequestHeaders(headers);
   if ('invalid' in known) {
     // Line 402: clients of this revision drop such a tool from their list; a call to it mirrors nothing one could check.
     if (required) fail(`The tool's definition is one clients must reject: ${known.invalid}`);
     return;
   }
   for (const param of known.params) checkParam(param, valueAt(params.arguments, param), headers[param.header], required, fail);
-}
-
-/**
- * Lines 563-566, by the revision the request names: from 2026-07-28 an
- * argument with a value must have its header. Older clients send none, so for
- * them only the headers present are compared.
- */
-function requiresParamHeaders(headers: IncomingHttpHeaders): boolean {
-  const revision = headers['mcp-protocol-version'];
-  return typeof revision === 'string' && REVISION.test(revision) && revision >= FIRST_REVISION_WITH_PARAM_HEADERS;
 }
 
 function checkParam(param: ParamHeader, value: unknown, header: string | string[] | undefined, required: boolean, fail: Fail): void {

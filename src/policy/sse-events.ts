@@ -2,9 +2,18 @@
 // one event can be rewritten while every other event passes through as soon
 // as its terminating blank line is in. Only the bytes of the event not yet
 // complete are held back; boundaries are found on bytes (CR and LF never
-// occur inside a UTF-8 sequence), and events are handed on byte for byte.
+// occur inside a UTF-8 sequence), and events are handed on byte for byte. A
+// comment line before any field of an event (the `:` keep-alive of a long-lived
+// stream, which ends no event) is handed on at once, as a piece of its own.
 const CR = 0x0d;
 const LF = 0x0a;
+const COLON = 0x3a;
+
+/** Only line ends between `from` and `to`: what is pending before a line holds no field. */
+function onlyLineEnds(buf: Buffer, from: number, to: number): boolean {
+  for (let i = from; i < to; i++) if (buf[i] !== CR && buf[i] !== LF) return false;
+  return true;
+}
 
 export class EventTooLargeError extends Error {
   override readonly name = 'EventTooLargeError';
@@ -16,6 +25,8 @@ export class SseEventSplitter {
   private scanned = 0;
   /** Length of the line being scanned (0: at a line start). */
   private lineLength = 0;
+  /** Where the line being scanned starts in `pending`. */
+  private lineStart = 0;
   /** The last byte scanned was a CR: an LF right after it belongs to that line end. */
   private afterCR = false;
 
@@ -33,6 +44,7 @@ export class SseEventSplitter {
         // The LF of a CRLF that ended an event: it travels with the next one
         // (a stray line end that no parser turns into an event) unless the
         // event is still here to take it.
+        this.lineStart = i + 1;
         continue;
       }
       this.afterCR = byte === CR;
@@ -40,22 +52,26 @@ export class SseEventSplitter {
         this.lineLength++;
         continue;
       }
-      if (this.lineLength > 0) {
-        this.lineLength = 0;
-        continue;
+      const blank = this.lineLength === 0;
+      this.lineLength = 0;
+      // A blank line ends the event; a comment before any field (a keep-alive)
+      // goes on at once, as a piece of its own: no reader waits for it.
+      if (blank || (buf[this.lineStart] === COLON && onlyLineEnds(buf, start, this.lineStart))) {
+        let end = i + 1;
+        // With the LF of a CRLF, when present.
+        if (byte === CR && buf[end] === LF) {
+          end++;
+          i++;
+          this.afterCR = false;
+        }
+        events.push(buf.subarray(start, end));
+        start = end;
       }
-      // A blank line: the event ends here (with the LF of a CRLF, when present).
-      let end = i + 1;
-      if (byte === CR && buf[end] === LF) {
-        end++;
-        i++;
-        this.afterCR = false;
-      }
-      events.push(buf.subarray(start, end));
-      start = end;
+      this.lineStart = i + 1;
     }
     this.pending = buf.subarray(start);
     this.scanned = this.pending.length;
+    this.lineStart -= start;
     if (this.pending.length > this.maxEventBytes) throw new EventTooLargeError(`an event exceeds ${this.maxEventBytes} bytes`);
     return events;
   }
@@ -65,6 +81,7 @@ export class SseEventSplitter {
     const rest = this.pending;
     this.pending = Buffer.alloc(0);
     this.scanned = 0;
+    this.lineStart = 0;
     return rest;
   }
 }

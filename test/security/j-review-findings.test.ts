@@ -3,7 +3,8 @@
  * gateway and a recording upstream, over raw sockets where the header bytes matter:
  * - [J47] the 2026-07-28 routing headers have one reading: `Mcp-Method` / `Mcp-Name` values that are
  *   not visible ASCII (Node reads header bytes as latin1, an upstream may read UTF-8), that open with
- *   `=?` without being exactly the canonical `=?base64?…?=` form, or that come on a GET or DELETE
+ *   `=?` and hold a `?=` without being exactly the canonical `=?base64?…?=` form (one with no `?=` is
+ *   the literal the sentinel rule makes it), or that come on a GET or DELETE
  *   → 400 with JSON-RPC -32020, nothing upstream; `charset*=` and `Content-Encoding` give a judged
  *   body no second reading;
  * - [H35] identity and credential headers that identity-aware proxies and TLS terminators set
@@ -98,9 +99,7 @@ describe('[J47] Mcp-Method and Mcp-Name have one reading (second review, finding
     ['an RFC 2047 encoded word =?utf-8?b?…?=', `=?utf-8?b?${SHELL}?=`, `=?utf-8?b?${SHELL}?=`],
     ['an RFC 2047 encoded word =?UTF-8?B?…?=', `=?UTF-8?B?${SHELL}?=`, `=?UTF-8?B?${SHELL}?=`],
     ['an RFC 2047 Q encoded word', '=?utf-8?q?shell?=', '=?utf-8?q?shell?='],
-    ['a plain value opening with =?', '=?shell', '=?shell'],
-    ['the marker alone', '=?', '=?'],
-    ['=?base64? without its closing ?=', `=?base64?${SHELL}`, `=?base64?${SHELL}`],
+    ['=?base64? without its closing ?=, body its decoded reading (the header is the literal)', `=?base64?${SHELL}`, 'shell'],
     ['bytes after the closing ?=', `=?base64?${SHELL}?=x`, 'shell'],
     ['missing padding', '=?base64?c2hlbGw?=', 'shell'],
     ['non-canonical trailing bits (c2hlbGx=)', '=?base64?c2hlbGx=?=', 'shell'],
@@ -170,6 +169,11 @@ describe('[J47] Mcp-Method and Mcp-Name have one reading (second review, finding
     ['the base64 form of a name that looks like the sentinel', `=?base64?${b64(`=?BASE64?${SHELL}?=`)}?=`, `=?BASE64?${SHELL}?=`],
     ['the base64 form of a name holding the markers', `=?base64?${b64('a?=b=?c')}?=`, 'a?=b=?c'],
     ['the base64 form of the empty name', '=?base64??=', ''],
+    // The sentinel needs both markers (2026-07-28 "Value Encoding"); with no ?= after the opening
+    // no decoder reads an encoded word, so these are the literals the body must equal.
+    ['a plain value opening with =? and no ?= after it', '=?shell', '=?shell'],
+    ['the marker alone', '=?', '=?'],
+    ['=?base64? without its closing ?= (a literal)', `=?base64?${SHELL}`, `=?base64?${SHELL}`],
   ];
 
   it.each(ACCEPTED)('[J47] Mcp-Name as %s is accepted and reaches the upstream unchanged', async (_label, header, bodyName) => {

@@ -166,3 +166,50 @@ describe('parseJsonRpcBody', () => {
     expect(refused(Buffer.concat([Buffer.from('{"id":1,"method":"tools/call","params":{"name":"a'), Buffer.from([0xff]), Buffer.from('"}}')]))).toMatch(/UTF-8/);
   });
 });
+
+describe('subscriptions: each watched resource judged as a read of it', () => {
+  const listen = (uris: unknown, more: Record<string, unknown> = {}): JsonRpcMessage => ({ jsonrpc: '2.0', id: 5, method: 'subscriptions/listen', params: { notifications: { toolsListChanged: true, resourceSubscriptions: uris, ...more } } });
+  const subscribe = (uri: string): JsonRpcMessage => ({ jsonrpc: '2.0', id: 6, method: 'resources/subscribe', params: { uri } });
+
+  it('allows a listen whose every URI the caller may read, and one that watches no resource', () => {
+    expect(one(listen(['file:///public/a.txt', 'file:///public/b.txt']), caller(['mcp:read']))).toMatchObject({ allow: true, operation: { method: 'subscriptions/listen' } });
+    expect(one({ jsonrpc: '2.0', id: 1, method: 'subscriptions/listen', params: { notifications: { toolsListChanged: true } } }, caller(['mcp:read'])).allow).toBe(true);
+    expect(one(listen(['file:///secret/k']), caller(['mcp:read', 'mcp:admin'])).allow).toBe(true);
+  });
+
+  it('refuses a listen or resources/subscribe watching a resource the caller may not read, asking for its scope, named by its own method', () => {
+    const refused = one(listen(['file:///public/a.txt', 'file:///secret/k']), caller(['mcp:read']));
+    expect(refused).toMatchObject({ allow: false, status: 403, reason: 'scope', operation: { method: 'subscriptions/listen' }, rule: { source: 'github.yaml:12' } });
+    expect(refused.requiredScopes).toEqual(expect.arrayContaining(['mcp:read', 'mcp:admin']));
+    expect(one(subscribe('file:///secret/k'), caller(['mcp:read']))).toMatchObject({ allow: false, reason: 'scope', operation: { method: 'resources/subscribe' } });
+    expect(one(subscribe('file:///public/a.txt'), caller(['mcp:read'])).allow).toBe(true);
+    // Without a URI it watches nothing: left to the upstream, which no longer has the method (2026-07-28).
+    expect(one({ jsonrpc: '2.0', id: 7, method: 'resources/subscribe', params: {} }, caller(['mcp:read'])).allow).toBe(true);
+  });
+
+  it('property: a listen is allowed exactly when a read of every URI it watches is', () => {
+    const uri = fc.constantFrom('file:///public/a.txt', 'file:///secret/k', 'file:///secret/deep/x', 'test://static', 'https://example.com/r');
+    const scopes = fc.subarray(['mcp:read', 'mcp:admin', 'mcp:write']);
+    fc.assert(
+      fc.property(fc.array(uri, { maxLength: 6 }), scopes, (uris, granted) => {
+        const who = caller(granted);
+        const reads = uris.every((u) => evaluateOperation(policy, { method: 'resources/read', name: u }, who).allow);
+        const self = evaluateOperation(policy, { method: 'subscriptions/listen' }, who).allow;
+        return one(listen(uris), who).allow === (reads && self);
+      }),
+    );
+  });
+
+  it('refuses (400) what cannot be judged: a URI not in canonical form, not a string, too many, an ambiguous member', () => {
+    const refusedBody = (message: unknown) => bodyRefusal(JSON.stringify(message)).description;
+    expect(refusedBody(listen(['file:///public/../secret/k']))).toMatch(/resourceSubscriptions entry is not a resource URI in canonical form/);
+    expect(refusedBody(listen([7]))).toMatch(/not a string/);
+    expect(refusedBody(listen('file:///secret/k'))).toMatch(/not an array/);
+    expect(refusedBody(listen(Array.from({ length: 101 }, (_, i) => `file:///public/${i}`)))).toMatch(/more than 100 resourceSubscriptions/);
+    expect(refusedBody(listen(['file:///public/a'], { ResourceSubscriptions: ['file:///secret/k'] }))).toMatch(/differs from "resourceSubscriptions"/);
+    expect(refusedBody({ jsonrpc: '2.0', id: 1, method: 'subscriptions/listen', params: { notifications: ['file:///secret/k'] } })).toMatch(/notifications is not an object/);
+    expect(refusedBody({ jsonrpc: '2.0', id: 1, method: 'subscriptions/listen', params: { Notifications: { resourceSubscriptions: ['file:///secret/k'] } } })).toMatch(/differs from "notifications"/);
+    expect(refusedBody(subscribe('FILE:///secret/k'))).toMatch(/params.uri is not a resource URI in canonical form/);
+    expect(refusedBody({ jsonrpc: '2.0', id: 1, method: 'Subscriptions/Listen', params: {} })).toMatch(/only by case/);
+  });
+});

@@ -56,6 +56,53 @@ describe('checkMcpHeaders', () => {
   });
 });
 
+describe('checkMcpHeaders: the headers 2026-07-28 requires', () => {
+  const V26 = { 'mcp-protocol-version': '2026-07-28' };
+  const request = (method: string, params?: Record<string, unknown>) => body({ jsonrpc: '2.0', id: 3, method, ...(params ? { params } : {}) });
+
+  it('refuses a request of that revision without Mcp-Method, or without Mcp-Name where the method names something (-32020, the request id)', () => {
+    const noMethod = mismatch({ ...V26 }, request('tools/list'));
+    expect(noMethod.message).toMatch(/Mcp-Method header is missing/);
+    expect(noMethod.id).toBe(3);
+    for (const [method, params] of [['tools/call', { name: 'echo' }], ['prompts/get', { name: 'p' }], ['resources/read', { uri: 'file:///a' }]] as const) {
+      expect(mismatch({ ...V26, 'mcp-method': method }, request(method, params)).message, method).toMatch(/Mcp-Name header is missing/);
+    }
+  });
+
+  it('accepts what that revision sends, and asks nothing of notifications, batches and older revisions', () => {
+    expect(() => checkMcpHeaders({ ...V26, 'mcp-method': 'tools/list' }, request('tools/list'))).not.toThrow();
+    expect(() => checkMcpHeaders({ ...V26, 'mcp-method': 'tools/call', 'mcp-name': 'echo' }, request('tools/call', { name: 'echo' }))).not.toThrow();
+    expect(() => checkMcpHeaders({ ...V26 }, body({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1 } }))).not.toThrow();
+    expect(() => checkMcpHeaders({ ...V26 }, body([{ jsonrpc: '2.0', id: 1, method: 'tools/list' }]))).not.toThrow();
+    for (const revision of ['2025-11-25', '2025-06-18', 'draft', undefined]) {
+      expect(() => checkMcpHeaders({ 'mcp-protocol-version': revision }, request('tools/call', { name: 'echo' })), String(revision)).not.toThrow();
+    }
+  });
+
+  it('property: a single request is refused exactly when its revision is 2026-07-28 or later and a header it requires is absent', () => {
+    const methods = fc.constantFrom(['tools/list', undefined], ['tools/call', 'name'], ['prompts/get', 'name'], ['resources/read', 'uri'], ['server/discover', undefined], ['subscriptions/listen', undefined]);
+    const revisions = fc.constantFrom('2025-06-18', '2025-11-25', '2026-07-28', '2027-01-01', 'latest', undefined);
+    fc.assert(
+      fc.property(methods, revisions, fc.boolean(), fc.boolean(), ([method, member], revision, sendMethod, sendName) => {
+        const value = member === 'uri' ? 'file:///a' : 'x';
+        const headers: Record<string, string | undefined> = { 'mcp-protocol-version': revision };
+        if (sendMethod) headers['mcp-method'] = method;
+        if (sendName && member) headers['mcp-name'] = value;
+        const required = revision !== undefined && /^\d{4}-/.test(revision) && revision >= '2026-07-28';
+        const missing = !sendMethod || (member !== undefined && !sendName);
+        let refused = false;
+        try {
+          checkMcpHeaders(headers, request(method, member ? { [member]: value } : undefined));
+        } catch (err) {
+          if (!(err instanceof HeaderMismatchError)) throw err;
+          refused = true;
+        }
+        return refused === (required && missing);
+      }),
+    );
+  });
+});
+
 describe('decodeHeaderValue', () => {
   it('decodes the base64 form and passes plain values', () => {
     expect(decodeHeaderValue('echo')).toBe('echo');
@@ -73,14 +120,32 @@ describe('decodeHeaderValue', () => {
     expect(decodeHeaderValue('')).toBe('');
   });
 
-  it('takes a value opening with =? only in the exact lower-case, canonical base64 form of UTF-8', () => {
-    for (const raw of ['=?BASE64?aGk=?=', '=?Base64?aGk=?=', '=?b?aGk=?=', '=?utf-8?b?aGk=?=', '=?x', '=?', '=?base64?aGk=?=x', '=?base64?aGk=', '=?base64?aGl=?=', '=?base64?aGk==?=', '=?base64?aG k=?=', '=?base64?Pz8_?=', '=?base64?wK8=?=', '=?base64?7aCA?=']) {
+  it('takes a value opening with =? and holding a ?= only in the exact lower-case, canonical base64 form of UTF-8', () => {
+    for (const raw of ['=?BASE64?aGk=?=', '=?Base64?aGk=?=', '=?b?aGk=?=', '=?utf-8?b?aGk=?=', '=?base64?aGk=?=x', '=?base64?aGl=?=', '=?base64?aGk==?=', '=?base64?aG k=?=', '=?base64?Pz8_?=', '=?base64?wK8=?=', '=?base64?7aCA?=', '=??=']) {
       expect(decodeHeaderValue(raw), raw).toBeUndefined();
     }
     expect(decodeHeaderValue('=?base64?Pz8/?=')).toBe('???');
     expect(decodeHeaderValue('=?base64??=')).toBe('');
     // A byte-order mark is part of the name, not dropped as TextDecoder would by default.
     expect(decodeHeaderValue(b64('\ufeffhi'))).toBe('\ufeffhi');
+  });
+
+  it('takes a value opening with =? but holding no ?= after it as the literal it is (the sentinel needs both markers; no decoder reads an encoded word without ?=)', () => {
+    for (const raw of ['=?x', '=?', '=?base64?aGk=', '=?base64?SGVsbG8=', '=?base64?', '=?=']) expect(decodeHeaderValue(raw), raw).toBe(raw);
+  });
+
+  it('property: a visible-ASCII value opening with =? is literal exactly when no ?= follows the opening, else decoded only in the exact base64 form', () => {
+    const visible = fc.string({ unit: fc.integer({ min: 0x21, max: 0x7e }).map((c) => String.fromCharCode(c)), maxLength: 24 });
+    fc.assert(
+      fc.property(visible, (rest) => {
+        const raw = `=?${rest}`;
+        const decoded = decodeHeaderValue(raw);
+        if (!rest.includes('?=')) return decoded === raw;
+        const canonical = /^base64\?([A-Za-z0-9+/]*={0,2})\?=$/.exec(rest);
+        if (decoded !== undefined) expect(canonical, raw).not.toBeNull();
+        return decoded === undefined || b64(decoded) === raw;
+      }),
+    );
   });
 });
 

@@ -44,11 +44,39 @@ describe('SseEventSplitter', () => {
         }
         const rest = splitter.rest();
         expect(Buffer.concat([...events, rest]).equals(stream)).toBe(true);
-        expect(events.map((e) => parseSseEvent(e).data)).toEqual(['a', undefined, 'b', '{"k":"é"}']);
+        // The comment before any field goes on its own, then the blank line that followed it.
+        expect(events.map((e) => parseSseEvent(e).data)).toEqual(['a', undefined, undefined, 'b', '{"k":"é"}']);
         // The LF of a CRLF cut from its CR travels with the next event: same bytes, no extra event.
         expect(rest.toString().replace(/^\n/, '')).toBe('data: tail');
       }),
       { numRuns: 2000 },
+    );
+  });
+
+  it('hands on a keep-alive comment before any field at once, whatever the line ends and chunking; a comment inside an event stays with it', () => {
+    const lineEnd = fc.constantFrom('\n', '\r\n', '\r');
+    const piece = fc.oneof(
+      lineEnd.map((end) => ({ keepAlive: true, text: `:${end}` })),
+      fc.tuple(lineEnd, fc.constantFrom('', ' ping')).map(([end, note]) => ({ keepAlive: true, text: `:${note}${end}` })),
+      lineEnd.map((end) => ({ keepAlive: false, text: `data: x${end}: inside${end}data: y${end}${end}` })),
+    );
+    fc.assert(
+      fc.property(fc.array(piece, { minLength: 1, maxLength: 8 }), (pieces) => {
+        const splitter = new SseEventSplitter(1 << 20);
+        const out: Buffer[] = [];
+        let sent = '';
+        for (const { keepAlive, text } of pieces) {
+          out.push(...splitter.push(Buffer.from(text)));
+          sent += text;
+          const given = Buffer.concat(out).toString();
+          // A lone CR may still become CRLF: only that LF may wait. A whole event is out anyway.
+          if (keepAlive || text.endsWith('\n')) expect(sent.startsWith(given) && sent.length - given.length <= 1, JSON.stringify({ sent, given })).toBe(true);
+        }
+        expect(Buffer.concat([...out, splitter.rest()]).toString()).toBe(sent);
+        // The comment inside an event never leaves before the event's data.
+        for (const event of out) if (event.includes('inside')) expect(parseSseEvent(event).data).toBe('x\ny');
+      }),
+      { numRuns: 1000 },
     );
   });
 

@@ -1,0 +1,115 @@
+/**
+ * A published server that speaks the 2026-07-28 wire, the official Python SDK's MCPServer (mcp
+ * 2.3.0, test/tools/py/wire_2026_server.py), directly and behind a route of the real gateway
+ * (DESIGN §8.4, issue 24 item 4): server/discover alike, an InputRequiredResult round trip with the
+ * SDK's sealed requestState, each retry judged anew, subscriptions/listen carrying a resource
+ * update, a listen watching what the caller may not read refused, and the SDK's own refusals
+ * (404/-32601, 400/-32020, its answer to a GET) reaching the client as it sent them.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { freePort } from '../helpers/net.js';
+import { gatewayYaml, jwtRoute, resourceOf, startTestIssuer, type TestIssuer } from '../helpers/security-fixtures.js';
+import { waitFor } from '../helpers/stdio-stage.js';
+import { ensurePythonSdk, venvPython } from '../tools/python-sdk.js';
+import { post2026, readEventsUntil, WIRE_2026, type Wire2026Options } from '../helpers/wire-2026.js';
+
+const VERSION = WIRE_2026;
+const ROUTE = '/py/mcp';
+const script = join(dirname(fileURLToPath(import.meta.url)), '..', 'tools', 'py', 'wire_2026_server.py');
+
+let child: ChildProcess;
+let direct: string;
+let issuer: TestIssuer;
+let gw: TestGateway;
+let reader: string;
+let writer: string;
+
+beforeAll(async () => {
+  ensurePythonSdk();
+  const port = await freePort();
+  child = spawn(venvPython, ['-u', script, String(port)], { stdio: ['ignore', 'ignore', 'pipe'] });
+  direct = `http://127.0.0.1:${port}/mcp`;
+  await waitFor(async () => (await fetch(direct, { method: 'POST' }).catch(() => undefined)) !== undefined, 30_000, 'the Python SDK server listening');
+  issuer = await startTestIssuer('RS256');
+  gw = await startTestGateway({
+    'gateway.yaml': gatewayYaml({ log_level: 'warn' }),
+    'py.yaml': jwtRoute(ROUTE, direct, issuer, {
+      rules: [
+        { match: { method: 'resources/read', uri: 'file:///secret/**' }, require_scopes: ['mcp:write'] },
+        { match: { method: 'tools/call', tool: 'greet' }, require_scopes: ['mcp:write'] },
+      ],
+    }),
+  });
+  reader = await issuer.mint({ aud: resourceOf(ROUTE), sub: 'reader', client_id: 'app', scope: 'mcp:read' });
+  writer = await issuer.mint({ aud: resourceOf(ROUTE), sub: 'writer', client_id: 'app', scope: 'mcp:read mcp:write' });
+}, 120_000);
+
+afterAll(async () => {
+  await gw?.stop();
+  await issuer?.close();
+  child?.kill();
+});
+
+type Target = 'direct' | 'gateway';
+
+/** A 2026-07-28 request, directly or through the gateway (with a token: the writer's unless given). */
+function send(target: Target, method: string, params: Record<string, unknown> = {}, options: Wire2026Options = {}): Promise<Response> {
+  const url = target === 'direct' ? direct : `${gw.url}${ROUTE}`;
+  return post2026(url, method, params, { capabilities: { elicitation: {} }, ...options, token: target === 'gateway' ? (options.token ?? writer) : undefined });
+}
+
+interface RpcAnswer {
+  result?: { resultType?: string; requestState?: string; [member: string]: unknown };
+  error?: { code: number; message: string };
+}
+const answer = async (res: Response) => ({ status: res.status, body: JSON.parse(await res.text()) as RpcAnswer });
+
+describe('the Python SDK server (2026-07-28) behind the gateway', () => {
+  it('server/discover answers alike', async () => {
+    const [d, g] = [await answer(await send('direct', 'server/discover')), await answer(await send('gateway', 'server/discover'))];
+    expect(d).toMatchObject({ status: 200, body: { result: { supportedVersions: [VERSION] } } });
+    expect(g).toEqual(d);
+  });
+
+  it('an InputRequiredResult round trip completes through the gateway, and the retry is judged as a new request', async () => {
+    const first = await answer(await send('gateway', 'tools/call', { name: 'greet', arguments: {} }));
+    expect(first.body.result).toMatchObject({ resultType: 'input_required', inputRequests: { name: { method: 'elicitation/create' } } });
+    const retry = { name: 'greet', arguments: {}, inputResponses: { name: { action: 'accept', content: { name: 'Ada' } } }, requestState: first.body.result?.requestState };
+    const refused = await send('gateway', 'tools/call', retry, { token: reader });
+    expect(refused.status).toBe(403);
+    await refused.body?.cancel();
+    expect(await answer(await send('gateway', 'tools/call', retry))).toMatchObject({ status: 200, body: { result: { content: [{ text: 'Hello, Ada' }] } } });
+  });
+
+  it('subscriptions/listen carries a resource update through the gateway; watching what the caller may not read is refused', async () => {
+    const refused = await send('gateway', 'subscriptions/listen', { notifications: { resourceSubscriptions: ['file:///secret/key.txt'] } }, { token: reader });
+    expect(refused.status).toBe(403);
+    await refused.body?.cancel();
+
+    const aborted = new AbortController();
+    const res = await send('gateway', 'subscriptions/listen', { notifications: { resourceSubscriptions: ['file:///public/readme.txt'] } }, { token: reader, signal: aborted.signal });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-accel-buffering')).toBe('no');
+    await readEventsUntil(res, (t) => t.includes('notifications/subscriptions/acknowledged'));
+    expect((await answer(await send('gateway', 'tools/call', { name: 'touch', arguments: { uri: 'file:///public/readme.txt' } }, { token: reader }))).status).toBe(200);
+    const update = await readEventsUntil(res, (t) => t.includes('notifications/resources/updated'));
+    expect(update).toContain('"uri":"file:///public/readme.txt"');
+    aborted.abort();
+  });
+
+  it("the SDK's own refusals reach the client as it sent them", async () => {
+    const unknown = [await answer(await send('direct', 'ping')), await answer(await send('gateway', 'ping'))];
+    expect(unknown[0]).toMatchObject({ status: 404, body: { error: { code: -32601 } } });
+    expect(unknown[1]).toEqual(unknown[0]);
+    const get = [await fetch(direct), await fetch(`${gw.url}${ROUTE}`, { headers: { authorization: `Bearer ${writer}`, accept: 'text/event-stream' } })];
+    const [d, g] = await Promise.all(get.map(async (r) => ({ status: r.status, error: ((JSON.parse(await r.text()) as { error?: { code: number } }).error ?? {}).code })));
+    expect(g).toEqual(d);
+    // A mismatch the gateway sees first: refused with the SDK's status and code, never forwarded.
+    const mismatch = [await answer(await send('direct', 'tools/list', {}, { headers: { 'mcp-method': 'prompts/list' } })), await answer(await send('gateway', 'tools/list', {}, { headers: { 'mcp-method': 'prompts/list' } }))];
+    expect(mismatch.map((m) => [m.status, m.body.error?.code])).toEqual([[400, -32020], [400, -32020]]);
+  });
+});
