@@ -9,6 +9,7 @@ import { GatewayError } from './errors/gateway-error.js';
 import { errorResponse } from './errors/respond.js';
 import { toGatewayError } from './errors/translate.js';
 import { checkRequestFraming } from './proxy/request-framing.js';
+import { onRefusedConnection, refuseConnection } from './proxy/refused-connection.js';
 import { parseRequestTarget } from './proxy/request-target.js';
 import type { RouteConfig } from './config/types.js';
 import type { Logger } from './observability/logger.js';
@@ -51,12 +52,15 @@ export function createApp(deps: AppDeps): GatewayApp {
   });
 
   const listener: NodeListener = (req, res) => {
+    // Pipelined behind a refused request: never read, never answered (the connection is closing).
+    if (onRefusedConnection(req)) return;
     let target: { path: string; search: string };
     try {
       checkRequestFraming(req);
       requireSingletonHeaders(req.rawHeaders);
       target = parseRequestTarget(req.url ?? '');
     } catch (err) {
+      refuseConnection(req, res);
       writeError(res, toGatewayError(err), undefined, { connection: 'close' });
       return;
     }
