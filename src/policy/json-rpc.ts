@@ -75,8 +75,16 @@ const NOTIFICATIONS_MEMBERS = readNames('resourceSubscriptions');
 
 /** Controls (a C upstream stops at NUL) and anything outside visible ASCII have no place in a method. */
 const METHOD_CHARACTERS = /^[\x21-\x7e]+$/;
-// eslint-disable-next-line no-control-regex -- controls are what it looks for
-const CONTROL = /[\u0000-\u001f\u007f]/;
+/**
+ * What no name may hold: C0, DEL and C1 controls (a C upstream stops at NUL, CR
+ * and LF end a header line, C1 NEL ends a line to some readers), format
+ * characters (bidi overrides and isolates, zero-width joiners, BOM, soft
+ * hyphen), other default-ignorables (variation selectors, tags), line and
+ * paragraph separators, surrogates and noncharacters: each is a name that
+ * reads as another (or as nothing) to a reader that strips, splits or shows it.
+ */
+const UNFIT_IN_NAME = /[\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\p{Zl}\p{Zp}\p{Cs}\p{Noncharacter_Code_Point}]/u;
+const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
 /** White space around a tool or prompt name: an upstream that trims would call another tool than the one judged. */
 const OUTER_SPACE = /^\s|\s$/;
 
@@ -186,7 +194,8 @@ export function operationOf(message: JsonRpcMessage): Operation | undefined {
   if (typeof name !== 'string') throw notJsonRpc(`${method} without a string params.${member}`);
   if (member === 'uri') return { method, name: checkedUri(name, 'params.uri') };
   checkName(name, `params.${member}`);
-  if (OUTER_SPACE.test(name)) throw ambiguous(`params.${member} begins or ends with white space`);
+  const why = nameFault(name);
+  if (why !== undefined) throw ambiguous(`params.${member} ${why}`);
   return { method, name };
 }
 
@@ -228,7 +237,22 @@ export function subscribedUris(message: JsonRpcMessage): readonly string[] {
 /** A tool or prompt name, or a URI, the policy reads: bounded, and no control character. */
 function checkName(name: string, where: string): void {
   if (name.length > MAX_NAME_LENGTH) throw overLimit(`${where} is longer than ${MAX_NAME_LENGTH} characters`);
-  if (CONTROL.test(name)) throw ambiguous(`${where} holds a control character`);
+  // Most names are printable ASCII: none of those is unfit.
+  if (!PRINTABLE_ASCII.test(name) && UNFIT_IN_NAME.test(name)) throw ambiguous(`${where} holds a control, format, invisible or non-character code point`);
+}
+
+/**
+ * Why a tool or prompt name could read as another name (or as nothing) to
+ * some reader, or undefined when it cannot. The tools/list filter hides the
+ * tools whose names a call would be refused for.
+ */
+export function nameFault(name: string): string | undefined {
+  if (!PRINTABLE_ASCII.test(name)) {
+    if (UNFIT_IN_NAME.test(name)) return 'holds a control, format, invisible or non-character code point';
+    // `é` and `e` + U+0301 are one name to a server that normalises and two to the rules.
+    if (name !== name.normalize('NFC')) return 'is not in Unicode NFC';
+  }
+  return OUTER_SPACE.test(name) ? 'begins or ends with white space' : undefined;
 }
 
 /** A resource URI in its one canonical spelling (resource-uri.ts), else a 400. */
