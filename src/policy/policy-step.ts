@@ -3,8 +3,8 @@
 // and parameter headers to it, decide, count it against the route's rate
 // limits (429 over one; rate-limiter.ts), write the audit line, and hand the
 // proxy the response transform for this request: the `tools/list` filter
-// when the route filters, else a reader of `tools/list` answers that learns
-// the tools' Mcp-Param headers (tool-param-registry.ts).
+// when the route filters, else a reader of the answers to its `tools/list`
+// requests that learns the tools' Mcp-Param headers (tool-param-registry.ts).
 import type { IncomingHttpHeaders } from 'node:http';
 import type { AuthContext } from '../auth/principal.js';
 import type { RouteConfig } from '../config/types.js';
@@ -19,8 +19,10 @@ import { requireIdentityEncoding, requireUtf8Body } from './body-charset.js';
 import { parseJsonRpcBody, type ParsedRequest } from './json-rpc.js';
 import { HeaderMismatchError, checkMcpHeaders, refuseMcpHeadersWithoutBody } from './mcp-headers.js';
 import { checkParamHeaders } from './param-headers.js';
+import { checkProtocolVersion } from './protocol-version.js';
 import { createRateLimiter, type RateLimiter, type RateLimiterDeps } from './rate-limiter.js';
 import { compilePolicy, type RoutePolicy } from './route-policy.js';
+import { ToolsListAnswers } from './tools-list-answers.js';
 import { toolsListFilter } from './tools-list-filter.js';
 import { toolsListLearner } from './tools-list-learner.js';
 import { ToolParamRegistry } from './tool-param-registry.js';
@@ -94,6 +96,7 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
         requireIdentityEncoding(req.headers['content-encoding']);
         request = parseJsonRpcBody(body);
         checkMcpHeaders(req.headers, request, req.rawHeaders);
+        checkProtocolVersion(req.headers, request, req.rawHeaders);
         checkParamHeaders(req.headers, request, answers.paramHeaders);
       } catch (err) {
         decisionAudit.rejected(auth, err instanceof HeaderMismatchError ? 'header_mismatch' : 'malformed', 400);
@@ -122,18 +125,18 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
 function answerReading(route: RouteConfig, policy: RoutePolicy) {
   const paramHeaders = new ToolParamRegistry();
   const learn = (tools: readonly unknown[]) => paramHeaders.learn(tools);
-  const learner: PolicyOutcome = Object.freeze({ transform: toolsListLearner(learn, MAX_FILTERED_BYTES) });
-  const filterFor = (auth: AuthContext): PolicyOutcome => ({
-    transform: toolsListFilter({ mayCall: (tool) => evaluateOperation(policy, { method: 'tools/call', name: tool }, auth).allow, maxBytes: MAX_FILTERED_BYTES, learn }),
+  const filterFor = (auth: AuthContext, asked?: ToolsListAnswers): PolicyOutcome => ({
+    transform: toolsListFilter({ mayCall: (tool) => evaluateOperation(policy, { method: 'tools/call', name: tool }, auth).allow, maxBytes: MAX_FILTERED_BYTES, learn, asked }),
   });
   return {
     paramHeaders,
-    /** A GET stream carries no request of the client's, but a resumed POST stream may deliver a tools/list answer on it. */
+    /** A GET stream carries no request of the client's, but a resumed POST stream may deliver a tool list on it: filtered, never learnt from. */
     ofGet: (auth: AuthContext): PolicyOutcome => (route.filterToolsList ? filterFor(auth) : NOTHING_TO_DO),
     /** A filtering route reads every answer: a server (or a bridge routing answers by id) may deliver a tool list on any. */
     ofPost(auth: AuthContext, request: ParsedRequest): PolicyOutcome {
-      if (route.filterToolsList) return filterFor(auth);
-      return request.messages.some((m) => m.method === 'tools/list') ? learner : NOTHING_TO_DO;
+      const asked = ToolsListAnswers.of(request);
+      if (route.filterToolsList) return filterFor(auth, asked);
+      return asked ? { transform: toolsListLearner(learn, MAX_FILTERED_BYTES, asked) } : NOTHING_TO_DO;
     },
   };
 }

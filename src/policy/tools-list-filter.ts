@@ -12,11 +12,13 @@
 // What a filtering route answers depends on who asks, so every tool list it
 // passes is marked `cacheScope: "private"` (MCP 2026-07-28, SEP-2549: shared
 // intermediaries must not cache it) and the HTTP answer `Cache-Control: private`.
-// Each tool list, whole, also teaches the route its tools' Mcp-Param headers.
+// The answer to the tools/list request this exchange forwarded, whole, also
+// teaches the route its tools' Mcp-Param headers (tools-list-answers.ts).
 import type { BodyTransform, ResponseTransform } from '../proxy/response-transform.js';
 import { AmbiguousMemberError, checkMemberNames, readNames } from './member-names.js';
 import { SseEventSplitter, formatSseEvent, parseSseEvent } from './sse-events.js';
 import { parseStrictJson } from './strict-json.js';
+import type { ToolsListAnswers } from './tools-list-answers.js';
 import type { LearnTools } from './tools-list-learner.js';
 
 export interface ToolsListFilterOptions {
@@ -24,8 +26,10 @@ export interface ToolsListFilterOptions {
   mayCall(toolName: string): boolean;
   /** Upper bound of a JSON body or one event held in memory. */
   maxBytes: number;
-  /** Told every tool list as the upstream sent it, before filtering. */
+  /** Told the tool list answering one of `asked` as the upstream sent it, before filtering. */
   learn?: LearnTools;
+  /** The tools/list requests of this exchange (none on a GET stream): only their answers teach. */
+  asked?: ToolsListAnswers;
 }
 
 const EMPTY = Buffer.alloc(0);
@@ -91,7 +95,7 @@ function filterPayload(payload: unknown, options: ToolsListFilterOptions): boole
     if (typeof result !== 'object' || result === null) continue;
     const tools = checked(result, RESULT_MEMBERS, 'a result').tools;
     if (!Array.isArray(tools)) continue;
-    options.learn?.(tools);
+    if (options.learn && options.asked?.take(message)) options.learn(tools);
     // A tool without a string name cannot be judged: it is not shown.
     const kept = tools.filter((tool: unknown) => {
       const name = typeof tool === 'object' && tool !== null ? checked(tool, TOOL_MEMBERS, 'a tool').name : undefined;

@@ -1,12 +1,14 @@
 // On routes that do not filter `tools/list`, the answers to it are still read
 // (not changed) so the route learns its tools' `Mcp-Param-*` headers
-// (tool-param-registry.ts). Every byte passes on at once, as it came; an
+// (tool-param-registry.ts), from the answer to the request it forwarded only
+// (tools-list-answers.ts). Every byte passes on at once, as it came; an
 // answer this reader cannot read, or one over the bound, only teaches
 // nothing. Filtering routes learn in the filter (tools-list-filter.ts).
 import type { BodyTransform, ResponseTransform } from '../proxy/response-transform.js';
 import { AmbiguousMemberError, checkMemberNames, readNames } from './member-names.js';
 import { EventTooLargeError, SseEventSplitter, parseSseEvent } from './sse-events.js';
 import { JsonReadingError, parseStrictJson } from './strict-json.js';
+import type { ToolsListAnswers } from './tools-list-answers.js';
 
 /** Called with the `tools` of every tool list an answer holds. */
 export type LearnTools = (tools: readonly unknown[]) => void;
@@ -14,25 +16,33 @@ export type LearnTools = (tools: readonly unknown[]) => void;
 const EMPTY = Buffer.alloc(0);
 /** As the filter's: as deep as a tool's input schema may reasonably go. */
 const MAX_ANSWER_DEPTH = 256;
-const MESSAGE_MEMBERS = readNames('result');
+const MESSAGE_MEMBERS = readNames('id', 'method', 'result');
 const RESULT_MEMBERS = readNames('tools');
 
-export function toolsListLearner(learn: LearnTools, maxBytes: number): ResponseTransform {
+/** `asked`: the tools/list requests of this exchange, whose answers alone teach. */
+export function toolsListLearner(learn: LearnTools, maxBytes: number, asked: ToolsListAnswers): ResponseTransform {
   return (headers) => {
     const encoding = headers['content-encoding'];
     if (encoding !== undefined && String(encoding).toLowerCase() !== 'identity') return undefined;
     const type = String(headers['content-type'] ?? '').toLowerCase();
-    if (type.includes('text/event-stream')) return new SseLearner(learn, maxBytes);
-    return type.includes('json') ? new JsonLearner(learn, maxBytes) : undefined;
+    const taught = { learn, asked };
+    if (type.includes('text/event-stream')) return new SseLearner(taught, maxBytes);
+    return type.includes('json') ? new JsonLearner(taught, maxBytes) : undefined;
   };
 }
 
-/** Hands the tool lists of a JSON-RPC payload (one response or a batch) to `learn`; an ambiguous result teaches nothing. */
-export function learnFromPayload(payload: unknown, learn: LearnTools): void {
+interface Taught {
+  learn: LearnTools;
+  asked: ToolsListAnswers;
+}
+
+/** Hands `learn` the tool list of each answer to an asked tools/list in a JSON-RPC payload (one response or a batch); an ambiguous result teaches nothing. */
+function learnFromPayload(payload: unknown, { learn, asked }: Taught): void {
   for (const message of Array.isArray(payload) ? payload : [payload]) {
-    if (typeof message !== 'object' || message === null) continue;
+    if (typeof message !== 'object' || message === null || Array.isArray(message)) continue;
     try {
       checkMemberNames(message, MESSAGE_MEMBERS, 'a message');
+      if (!asked.take(message)) continue;
       const { result } = message as { result?: unknown };
       if (typeof result !== 'object' || result === null) continue;
       checkMemberNames(result, RESULT_MEMBERS, 'a result');
@@ -44,7 +54,7 @@ export function learnFromPayload(payload: unknown, learn: LearnTools): void {
   }
 }
 
-function learnFromText(text: string, learn: LearnTools): void {
+function learnFromText(text: string, taught: Taught): void {
   let payload: unknown;
   try {
     payload = parseStrictJson(text, { maxDepth: MAX_ANSWER_DEPTH });
@@ -52,7 +62,7 @@ function learnFromText(text: string, learn: LearnTools): void {
     if (err instanceof JsonReadingError) return;
     throw err;
   }
-  learnFromPayload(payload, learn);
+  learnFromPayload(payload, taught);
 }
 
 /** application/json: a copy of the body, up to the bound, read once it is complete. */
@@ -61,7 +71,7 @@ class JsonLearner implements BodyTransform {
   private size = 0;
 
   constructor(
-    private readonly learn: LearnTools,
+    private readonly taught: Taught,
     private readonly maxBytes: number,
   ) {}
 
@@ -73,7 +83,7 @@ class JsonLearner implements BodyTransform {
   }
 
   end(): Buffer {
-    if (this.chunks && this.size > 0) learnFromText(Buffer.concat(this.chunks, this.size).toString('utf8'), this.learn);
+    if (this.chunks && this.size > 0) learnFromText(Buffer.concat(this.chunks, this.size).toString('utf8'), this.taught);
     return EMPTY;
   }
 }
@@ -84,7 +94,7 @@ class SseLearner implements BodyTransform {
   private first = true;
 
   constructor(
-    private readonly learn: LearnTools,
+    private readonly taught: Taught,
     maxBytes: number,
   ) {
     this.splitter = new SseEventSplitter(maxBytes);
@@ -111,6 +121,6 @@ class SseLearner implements BodyTransform {
     const bom = this.first && raw[0] === 0xef && raw[1] === 0xbb && raw[2] === 0xbf;
     this.first = false;
     const event = parseSseEvent(bom ? raw.subarray(3) : raw);
-    if ((event.type === '' || event.type === 'message') && event.data !== undefined) learnFromText(event.data, this.learn);
+    if ((event.type === '' || event.type === 'message') && event.data !== undefined) learnFromText(event.data, this.taught);
   }
 }

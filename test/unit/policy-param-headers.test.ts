@@ -17,6 +17,7 @@ import { MAX_PARAM_CHARS_PER_TOOL, MAX_PARAM_HEADERS_PER_TOOL, readToolParamHead
 import { ToolParamRegistry } from '../../src/policy/tool-param-registry.js';
 import { toolsListFilter } from '../../src/policy/tools-list-filter.js';
 import { toolsListLearner } from '../../src/policy/tools-list-learner.js';
+import { ToolsListAnswers } from '../../src/policy/tools-list-answers.js';
 import { thrownBy } from '../helpers/rejection.js';
 
 type Headers = Record<string, string>;
@@ -418,6 +419,9 @@ describe('property: the gateway passes a call exactly when every mirrored argume
   });
 });
 
+/** The tools/list requests (by id) one POST forwarded: their answers alone teach. */
+const askedFor = (...ids: Array<string | number>) => ToolsListAnswers.of({ batch: ids.length > 1, messages: ids.map((id) => ({ jsonrpc: '2.0', id, method: 'tools/list' })) })!;
+
 describe('learning from tools/list answers', () => {
   const answer = JSON.stringify({ jsonrpc: '2.0', id: 3, result: { tools: [EXECUTE_SQL, { name: 'echo', inputSchema: { type: 'object' } }] } });
   const feed = (transform: ReturnType<ReturnType<typeof toolsListLearner>>, input: Buffer, cut: number) => {
@@ -431,7 +435,7 @@ describe('learning from tools/list answers', () => {
       fc.property(fc.constantFrom('application/json', 'text/event-stream'), fc.nat(), (type, at) => {
         const registry = new ToolParamRegistry();
         const input = type === 'application/json' ? Buffer.from(answer) : sseBody;
-        const out = feed(toolsListLearner((tools) => registry.learn(tools), 1 << 20)({ 'content-type': type }), input, at % input.length);
+        const out = feed(toolsListLearner((tools) => registry.learn(tools), 1 << 20, askedFor(3))({ 'content-type': type }), input, at % input.length);
         expect(out.equals(input)).toBe(true);
         expect(registry.of('execute_sql')).toMatchObject({ params: { length: 4 } });
       }),
@@ -449,20 +453,20 @@ describe('learning from tools/list answers', () => {
     for (const [headers, body] of cases) {
       const registry = new ToolParamRegistry();
       const input = Buffer.from(body);
-      expect(feed(toolsListLearner((tools) => registry.learn(tools), 1 << 20)(headers), input, 10).equals(input)).toBe(true);
+      expect(feed(toolsListLearner((tools) => registry.learn(tools), 1 << 20, askedFor(3))(headers), input, 10).equals(input)).toBe(true);
       expect(registry.size, body.slice(0, 60)).toBe(0);
     }
     const registry = new ToolParamRegistry();
     const input = Buffer.from(answer);
-    expect(feed(toolsListLearner((tools) => registry.learn(tools), 100)({ 'content-type': 'application/json' }), input, 60).equals(input)).toBe(true);
+    expect(feed(toolsListLearner((tools) => registry.learn(tools), 100, askedFor(3))({ 'content-type': 'application/json' }), input, 60).equals(input)).toBe(true);
     expect(registry.size).toBe(0);
-    expect(toolsListLearner(() => undefined, 100)({ 'content-type': 'application/json', 'content-encoding': 'gzip' })).toBeUndefined();
-    expect(toolsListLearner(() => undefined, 100)({ 'content-type': 'text/plain' })).toBeUndefined();
+    expect(toolsListLearner(() => undefined, 100, askedFor(3))({ 'content-type': 'application/json', 'content-encoding': 'gzip' })).toBeUndefined();
+    expect(toolsListLearner(() => undefined, 100, askedFor(3))({ 'content-type': 'text/plain' })).toBeUndefined();
   });
 
   it('the filter teaches the route the whole list, tools the caller may not see included', () => {
     const registry = new ToolParamRegistry();
-    const filter = toolsListFilter({ mayCall: (name) => name === 'echo', maxBytes: 1 << 20, learn: (tools) => registry.learn(tools) })({ 'content-type': 'application/json' })!;
+    const filter = toolsListFilter({ mayCall: (name) => name === 'echo', maxBytes: 1 << 20, learn: (tools) => registry.learn(tools), asked: askedFor(3) })({ 'content-type': 'application/json' })!;
     const out = JSON.parse(Buffer.concat([filter.push(Buffer.from(answer)), filter.end()]).toString()) as { result: { tools: Array<{ name: string }> } };
     expect(out.result.tools.map((t) => t.name)).toEqual(['echo']);
     expect(registry.of('execute_sql')).toMatchObject({ params: { length: 4 } });
