@@ -59,7 +59,7 @@ export function createSseForwarder(route: RouteConfig & { sse: SseUpstreamConfig
     const session = sessions.get(sessionId);
     // Bound to this principal in the store, and (belt and braces) held here for it: else ended, or another replica's.
     if (session === undefined || session.owner !== principalKey(ctx.auth)) throw sessionGone();
-    if (req.method === 'GET') return session.openStream(res);
+    if (req.method === 'GET') return session.openStream(res, ctx.transform);
     if (req.method === 'DELETE') {
       session.end('deleted');
       res.writeHead(200).end();

@@ -11,6 +11,7 @@ import type { Pool } from 'undici';
 import { GatewayError, temporarilyUnavailable } from '../../errors/gateway-error.js';
 import type { GatewaySpan } from '../../observability/tracing.js';
 import type { ForwardContext } from '../forwarder.js';
+import type { ResponseTransform } from '../response-transform.js';
 import { carryTraceContext } from '../trace-meta.js';
 import { upstreamErrorResponse } from '../upstream-failure.js';
 import { ClientStream } from './client-streams.js';
@@ -173,12 +174,12 @@ export class SseSession {
   }
 
   /** The client's GET stream; one at a time (409 for a second, as Streamable HTTP servers answer). */
-  openStream(res: ServerResponse): Promise<void> {
+  openStream(res: ServerResponse, transform?: ResponseTransform): Promise<void> {
     if (this.stream) throw new GatewayError(409, 'invalid_request', 'This session already has an open GET stream');
     const stream = new ClientStream(res, this.scope, () => {
       if (this.stream === stream) this.stream = undefined;
       this.lastActive = Date.now();
-    });
+    }, transform);
     this.stream = stream;
     for (const json of this.backlog.splice(0)) stream.send(json);
     return stream.closed;
