@@ -1,16 +1,19 @@
-// The audit lines of a route's policy decisions: one per message decided (a
-// batch's first MAX_AUDITED_MESSAGES, then one summary line for the rest), and
-// one for a body refused before any decision.
+// The audit lines of a route's policy decisions: one per message decided, and
+// one for a body refused before any decision. A batch gets a line for each of
+// its first MAX_AUDITED_MESSAGES messages and for every later one that names
+// what it acts on (`tools/call`, `resources/read`, `prompts/get`) or was
+// refused, up to MAX_AUDITED_LINES; one summary line counts the rest, and how
+// many named calls are among them. So ten pings in front cannot hide a call,
+// and a body's size never sets how much is logged.
 import type { AuthContext } from '../auth/principal.js';
 import type { RouteConfig } from '../config/types.js';
 import type { Audit } from '../observability/audit.js';
 import type { MessageDecision } from './evaluate.js';
 
-/**
- * Audit lines written for one request: a batch beyond this many messages gets
- * one summary line for the rest, so a body's size never sets how much is logged.
- */
+/** Every message of a batch up to this many gets its own line, whatever it asks. */
 export const MAX_AUDITED_MESSAGES = 10;
+/** Lines per request, named calls and refusals beyond the first messages included; the summary line comes on top. */
+export const MAX_AUDITED_LINES = 50;
 
 /** A request the policy allowed and a rate limit refused: its messages are recorded as refused by that limit. */
 export interface LimitRefusal {
@@ -28,6 +31,9 @@ export interface DecisionAudit {
   rejected(auth: AuthContext, reason: string, status: number, limit?: string): void;
 }
 
+/** A message that names the tool, resource or prompt it acts on. */
+const namesWhat = (m: MessageDecision) => m.operation?.name !== undefined;
+
 export function createDecisionAudit(audit: Audit, route: Pick<RouteConfig, 'path' | 'file'>): DecisionAudit {
   const ruleOf = (m: MessageDecision) => (m.rule ? (m.rule.source ?? `${route.file}: rules[${m.rule.index}]`) : 'route');
 
@@ -40,7 +46,8 @@ export function createDecisionAudit(audit: Audit, route: Pick<RouteConfig, 'path
     const recorded = messages.filter((m) => m.reason !== 'response');
     // Responses only, yet refused by a limit: the refusal still gets its line.
     if (limited && recorded.length === 0) rejected(auth, limited.reason, limited.status, limited.limit);
-    for (const m of recorded.slice(0, MAX_AUDITED_MESSAGES)) {
+    const { own, rest } = ownLines(recorded);
+    for (const m of own) {
       // In a refused batch nothing is forwarded: a message allowed on its own is refused with it.
       const allow = m.allow && !batchDenied;
       audit.record({
@@ -57,9 +64,9 @@ export function createDecisionAudit(audit: Audit, route: Pick<RouteConfig, 'path
         ...limited,
       });
     }
-    const rest = recorded.slice(MAX_AUDITED_MESSAGES);
     if (rest.length === 0) return;
     const refused = rest.filter((m) => !m.allow);
+    const calls = rest.filter(namesWhat).length;
     audit.record({
       event: 'decision',
       route: route.path,
@@ -69,11 +76,25 @@ export function createDecisionAudit(audit: Audit, route: Pick<RouteConfig, 'path
       reason: 'batch_rest',
       messages: rest.length,
       refused: refused.length,
+      // Named calls past MAX_AUDITED_LINES: counted, never dropped without a word.
+      ...(calls > 0 && { calls }),
       ...(refused[0] && { rule: ruleOf(refused[0]) }),
       ...(batchDenied && { status: 403 }),
       // The summary keeps its reason; the limit and status say why the rest was refused.
       ...(limited && { limit: limited.limit, status: 429 }),
     });
+  }
+
+  /** The messages that get a line of their own, in order, and the rest for the summary. */
+  function ownLines(recorded: readonly MessageDecision[]): { own: MessageDecision[]; rest: MessageDecision[] } {
+    if (recorded.length <= MAX_AUDITED_MESSAGES) return { own: recorded as MessageDecision[], rest: [] };
+    const own = recorded.slice(0, MAX_AUDITED_MESSAGES);
+    const rest: MessageDecision[] = [];
+    for (const m of recorded.slice(MAX_AUDITED_MESSAGES)) {
+      if (own.length < MAX_AUDITED_LINES && (namesWhat(m) || !m.allow)) own.push(m);
+      else rest.push(m);
+    }
+    return { own, rest };
   }
 
   function rejected(auth: AuthContext, reason: string, status: number, limit?: string): void {

@@ -3,7 +3,7 @@
 // bounds on names and batches, one summary line for the rest of a big batch.
 import { describe, expect, it } from 'vitest';
 import { MAX_BATCH_MESSAGES, MAX_NAME_LENGTH, parseJsonRpcBody } from '../../src/policy/json-rpc.js';
-import { MAX_AUDITED_MESSAGES } from '../../src/policy/decision-audit.js';
+import { MAX_AUDITED_LINES, MAX_AUDITED_MESSAGES } from '../../src/policy/decision-audit.js';
 import { createPolicyStep } from '../../src/policy/policy-step.js';
 import { GatewayError } from '../../src/errors/gateway-error.js';
 import type { AuditEvent } from '../../src/observability/audit.js';
@@ -108,8 +108,8 @@ describe('policy step: bounded audit', () => {
   const body = (n: number, denyAt?: number) =>
     Buffer.from(`[${Array.from({ length: n }, (_, i) => `{"jsonrpc":"2.0","id":${i},"method":"tools/call","params":{"name":"${i === denyAt ? 'shell' : 'echo'}"}}`).join(',')}]`);
 
-  it('[J57] writes at most MAX_AUDITED_MESSAGES lines and one summary line per batch', () => {
-    for (const [n, denyAt] of [[1, undefined], [MAX_AUDITED_MESSAGES, undefined], [MAX_AUDITED_MESSAGES + 1, undefined], [100, undefined], [100, 73]] as const) {
+  it('[J57] writes at most MAX_AUDITED_LINES lines and one summary line per batch, counting the calls it could not name', () => {
+    for (const [n, denyAt] of [[1, undefined], [MAX_AUDITED_MESSAGES, undefined], [MAX_AUDITED_MESSAGES + 1, undefined], [MAX_AUDITED_LINES + 1, undefined], [100, undefined], [100, 73]] as const) {
       const lines: AuditEvent[] = [];
       const step = createPolicyStep(route, { audit: { enabled: true, record: (e) => lines.push(e) } });
       let status = 200;
@@ -118,9 +118,10 @@ describe('policy step: bounded audit', () => {
       } catch (err) {
         status = (err as GatewayError).status;
       }
-      expect(lines.length).toBe(Math.min(n, MAX_AUDITED_MESSAGES) + (n > MAX_AUDITED_MESSAGES ? 1 : 0));
-      if (n > MAX_AUDITED_MESSAGES) {
-        expect(lines.at(-1)).toMatchObject({ reason: 'batch_rest', messages: n - MAX_AUDITED_MESSAGES, refused: denyAt === undefined ? 0 : 1 });
+      // Every message is a tools/call: each gets its line up to the bound.
+      expect(lines.length).toBe(Math.min(n, MAX_AUDITED_LINES) + (n > MAX_AUDITED_LINES ? 1 : 0));
+      if (n > MAX_AUDITED_LINES) {
+        expect(lines.at(-1)).toMatchObject({ reason: 'batch_rest', messages: n - MAX_AUDITED_LINES, calls: n - MAX_AUDITED_LINES, refused: denyAt === undefined ? 0 : 1 });
         if (denyAt !== undefined) expect(lines.at(-1)).toMatchObject({ decision: 'deny', rule: 'r.yaml:3', status: 403 });
       }
       expect(status).toBe(denyAt === undefined ? 200 : 403);
