@@ -15,8 +15,11 @@ import {
   BasicTracerProvider,
   BatchSpanProcessor,
   ParentBasedSampler,
+  SamplingDecision,
   TraceIdRatioBasedSampler,
   type ReadableSpan,
+  type Sampler,
+  type SamplingResult,
   type SpanExporter,
   type SpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
@@ -47,11 +50,9 @@ type SpanCounts = Pick<Metrics, 'traceSpans'>;
 
 export function createSdkTracing(config: TracesConfig, metrics: SpanCounts): Tracing {
   const queue = new CountedQueue(exporterFor(config), metrics);
-  const ratio = new TraceIdRatioBasedSampler(config.sampleRatio);
   const provider = new BasicTracerProvider({
     resource: resourceFromAttributes({ [ATTR_SERVICE_NAME]: config.serviceName }),
-    // The client's sampled flag is followed only when asked (parentbased_*): clients are on the internet.
-    sampler: config.parentBased ? new ParentBasedSampler({ root: ratio }) : ratio,
+    sampler: samplerFor(config),
     spanProcessors: [queue.processor(config.exportTimeoutMs)],
   });
   const tracer = provider.getTracer('mcp-auth-gateway');
@@ -73,6 +74,33 @@ export function createSdkTracing(config: TracesConfig, metrics: SpanCounts): Tra
       clearTimeout(timer);
     },
   };
+}
+
+/**
+ * The client's trace context is followed only when the operator asked
+ * (parentbased_*): clients are on the internet. Otherwise neither its sampled
+ * flag nor its trace id decides: a ratio by trace id would let a client pick
+ * an id under the threshold to have every request traced, or over it to be
+ * traced never. The gateway's own draw decides each request (its trace id
+ * still continues the client's), and the spans of a request follow its server span.
+ */
+function samplerFor(config: Pick<TracesConfig, 'sampleRatio' | 'parentBased'>): Sampler {
+  if (config.parentBased) return new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(config.sampleRatio) });
+  const own = new OwnDrawSampler(config.sampleRatio);
+  return new ParentBasedSampler({ root: own, remoteParentSampled: own, remoteParentNotSampled: own });
+}
+
+/** Samples a share of the spans it is asked about by a random draw of its own, whatever their trace id. */
+class OwnDrawSampler implements Sampler {
+  constructor(private readonly ratio: number) {}
+
+  shouldSample(): SamplingResult {
+    return { decision: Math.random() < this.ratio ? SamplingDecision.RECORD_AND_SAMPLED : SamplingDecision.NOT_RECORD };
+  }
+
+  toString(): string {
+    return `OwnDrawSampler{${this.ratio}}`;
+  }
 }
 
 class SdkSpan implements GatewaySpan {

@@ -60,6 +60,10 @@ const DROP_FROM_REQUEST = new Set([
   'x-http-method',
   'x-method-override',
   'x-rewrite-url',
+  // W3C Baggage: name=value pairs an instrumented upstream copies into its own
+  // spans, logs and onward calls, and some read as the caller's attributes
+  // (`user.id=admin`). The client's word about itself; the gateway adds none.
+  'baggage',
 ]);
 
 /**

@@ -3,7 +3,8 @@
 // context also travels in the message: `params._meta.traceparent` and
 // `tracestate`, where OpenTelemetry's MCP semantic conventions put it. With
 // tracing on, the gateway's span is the parent the server learns of; a
-// `traceparent` the client wrote there is replaced, as its header is on HTTP.
+// `traceparent` the client wrote there is replaced, as its header is on HTTP,
+// and its `baggage` removed (the header never passes either: headers.ts).
 // The one place both forwarders write it.
 import type { TraceHeaders } from '../observability/tracing.js';
 
@@ -18,7 +19,7 @@ export function carryTraceContext(messages: readonly JsonObject[], trace: TraceH
     const params = message.params ?? {};
     // Positional params (an array) have no place for _meta: left as sent.
     if (!isObject(params)) continue;
-    const { traceparent: _clientParent, tracestate: _clientState, ...meta } = isObject(params._meta) ? params._meta : {};
+    const { traceparent: _clientParent, tracestate: _clientState, baggage: _clientBaggage, ...meta } = isObject(params._meta) ? params._meta : {};
     message.params = { ...params, _meta: { ...meta, ...trace } };
   }
 }
