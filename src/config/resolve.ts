@@ -32,6 +32,7 @@ import type {
 import { checkRedirectUri } from './redirect-uri.js';
 import { isReservedPath } from './reserved-paths.js';
 import { resolveTraces } from './telemetry.js';
+import { signedCredentialTrust } from './signed-credential-trust.js';
 import { resolveSandbox, resolveUser, type IsolationProblem } from './stdio-isolation.js';
 
 export interface Located<T> {
@@ -92,6 +93,9 @@ class Resolver {
       if (!sameResource) byResource.set(route.resource, source.file);
       routes.push(route);
     }
+
+    const own = authorizationServer && { publicUrl, asIssuer: authorizationServer.issuer };
+    for (const t of own ? signedCredentialTrust(routes, own) : []) this.issue(this.input.routes[t.index]!.at, t.path, t.message);
 
     const defaultResource = g.authorization_server?.default_resource;
     if (authorizationServer && defaultResource) {
