@@ -15,6 +15,7 @@
 // The answer to the tools/list request this exchange forwarded, whole, also
 // teaches the route its tools' Mcp-Param headers (tools-list-answers.ts).
 import type { BodyTransform, ResponseTransform } from '../proxy/response-transform.js';
+import { MAX_NAME_LENGTH, nameFault } from './json-rpc.js';
 import { AmbiguousMemberError, checkMemberNames, readNames } from './member-names.js';
 import { SseEventSplitter, formatSseEvent, parseSseEvent } from './sse-events.js';
 import { parseStrictJson } from './strict-json.js';
@@ -96,10 +97,11 @@ function filterPayload(payload: unknown, options: ToolsListFilterOptions): boole
     const tools = checked(result, RESULT_MEMBERS, 'a result').tools;
     if (!Array.isArray(tools)) continue;
     if (options.learn && options.asked?.take(message)) options.learn(tools);
-    // A tool without a string name cannot be judged: it is not shown.
+    // A tool without a string name cannot be judged, and one whose name a call would be refused
+    // for (`shell` + U+200B beside a rule on `shell`) cannot be called: neither is shown.
     const kept = tools.filter((tool: unknown) => {
       const name = typeof tool === 'object' && tool !== null ? checked(tool, TOOL_MEMBERS, 'a tool').name : undefined;
-      return typeof name === 'string' && options.mayCall(name);
+      return typeof name === 'string' && name.length <= MAX_NAME_LENGTH && nameFault(name) === undefined && options.mayCall(name);
     });
     if (kept.length !== tools.length) {
       (result as { tools: unknown[] }).tools = kept;

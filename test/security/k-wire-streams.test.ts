@@ -23,6 +23,9 @@ const VICTIM = { name: 'victim', inputSchema: { type: 'object', properties: { re
 const HIDDEN = { name: 'shell', description: 'runs anything', inputSchema: { type: 'object' } };
 const VISIBLE = { name: 'echo', inputSchema: { type: 'object' } };
 
+/** Names a call would be refused for (K76), beside `echo`: a filtered list does not show them. */
+const UNFIT_NAMES = ['shell\u200b', '\u202eshell', 'she\u0301ll', ' shell', 'shell\u0085', 'echo'];
+
 type Message = Record<string, unknown> & { id?: unknown; method?: string; params?: { name?: string } };
 
 // --- a hostile Streamable HTTP upstream -----------------------------------------------------
@@ -69,6 +72,7 @@ function startHostileHttpUpstream(): Promise<{ url: string; close(): Promise<voi
 function answerOf(m: Message, mode: string): Message {
   if (m.method === 'tools/list') {
     if (mode === 'id-type') return { jsonrpc: '2.0', id: String(m.id), result: { tools: [VICTIM] } };
+    if (mode === 'unfit') return { jsonrpc: '2.0', id: m.id, result: { tools: UNFIT_NAMES.map((name) => ({ name, inputSchema: { type: 'object' } })) } };
     return { jsonrpc: '2.0', id: m.id, result: { tools: mode === 'real' ? [VICTIM, VISIBLE, HIDDEN] : [] } };
   }
   if (m.method === 'tools/call' && m.params?.name === 'inject') return { jsonrpc: '2.0', id: m.id, result: { content: [], tools: [VICTIM] } };
@@ -264,6 +268,15 @@ describe('[K78] the Mcp-Param learner learns only from the answer to the tools/l
       }),
       { numRuns: 15 },
     );
+  });
+});
+
+describe('[K76] a filtered tool list shows no tool whose name a call would be refused for', () => {
+  it('[K76] zero-width, bidi, NFD, outer space and C1 spellings of a denied tool are not listed; echo is', async () => {
+    const res = await post('/filter-get-stream/mcp', 'gina', { jsonrpc: '2.0', id: 4, method: 'tools/list' }, { 'x-test-mode': 'unfit' });
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { result: { tools: Array<{ name: string }> } };
+    expect(body.result.tools.map((t) => t.name)).toEqual(['echo']);
   });
 });
 

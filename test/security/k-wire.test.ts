@@ -157,6 +157,9 @@ describe('[K70] HTTP/1.0 with Transfer-Encoding: nothing pipelined behind the re
       ['1.1 chunked + Content-Length', `${head('HTTP/1.1', ['Transfer-Encoding: chunked', `Content-Length: ${BODY.length}`])}\r\n\r\n${chunked(BODY)}`],
       ['1.1 gzip (not chunked last)', `${head('HTTP/1.1', ['Transfer-Encoding: gzip'])}\r\n\r\n${BODY}`],
       ['1.1 chunked twice', `${head('HTTP/1.1', ['Transfer-Encoding: chunked', 'Transfer-Encoding: chunked'])}\r\n\r\n${chunked(BODY)}`],
+      // Every refusal before routing closes the connection the same way, not only framing's.
+      ['1.1 keep-alive, Host twice', `${head('HTTP/1.1', ['Host: y', 'Connection: keep-alive', `Content-Length: ${BODY.length}`])}\r\n\r\n${BODY}`],
+      ['1.1 keep-alive, a dot segment in the target', `POST /k/../k/mcp HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\nAuthorization: Bearer ${token}\r\nContent-Length: ${BODY.length}\r\n\r\n${BODY}`],
     ];
   };
 
