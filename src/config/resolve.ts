@@ -94,14 +94,7 @@ class Resolver {
       routes.push(route);
     }
 
-    const own = authorizationServer && { publicUrl, asIssuer: authorizationServer.issuer };
-    for (const t of own ? signedCredentialTrust(routes, own) : []) this.issue(this.input.routes[t.index]!.at, t.path, t.message);
-
-    const defaultResource = g.authorization_server?.default_resource;
-    if (authorizationServer && defaultResource) {
-      authorizationServer.defaultResource = canonicalUrl(defaultResource);
-      if (!byResource.has(authorizationServer.defaultResource)) this.issue(at, ['authorization_server', 'default_resource'], `${redactUrl(defaultResource)} is not the resource of any route`);
-    }
+    if (authorizationServer) this.acrossRoutes(g, at, routes, byResource, authorizationServer);
 
     // `check` reads the URL as `serve` will, so a malformed one fails here too (the message names no part of it).
     if (g.store.kind === 'redis') this.checkRedisUrl(at, g.store.url);
@@ -131,6 +124,16 @@ class Resolver {
       warnings: this.warnings,
     };
     return { config, issues: this.issues };
+  }
+
+  /** What only the routes together tell: the AS's default resource is one of them; none trusts the signed upstream credentials (K77). */
+  private acrossRoutes(g: GatewayFile, at: Locate, routes: readonly RouteConfig[], byResource: ReadonlyMap<string, string>, authorizationServer: AuthorizationServerConfig): void {
+    const own = { publicUrl: canonicalUrl(g.public_url), asIssuer: authorizationServer.issuer };
+    for (const t of signedCredentialTrust(routes, own)) this.issue(this.input.routes[t.index]!.at, t.path, t.message);
+    const defaultResource = g.authorization_server?.default_resource;
+    if (!defaultResource) return;
+    authorizationServer.defaultResource = canonicalUrl(defaultResource);
+    if (!byResource.has(authorizationServer.defaultResource)) this.issue(at, ['authorization_server', 'default_resource'], `${redactUrl(defaultResource)} is not the resource of any route`);
   }
 
   /**

@@ -448,7 +448,7 @@ export const TelemetrySchema = z
         otlp_endpoint: HttpUrl.optional().describe(
           "the collector's OTLP/HTTP base URL (as OTEL_EXPORTER_OTLP_ENDPOINT): spans go to <otlp_endpoint>/v1/traces. Without it and without the OTEL_* variables, tracing is off",
         ),
-        sample_ratio: z.number().min(0).max(1).default(1).describe('the share of requests traced, by trace id (the client\'s sampled flag is not followed)'),
+        sample_ratio: z.number().min(0).max(1).default(1).describe('the share of requests traced, drawn by the gateway (neither the client\'s trace id nor its sampled flag decides)'),
       })
       .optional(),
   })

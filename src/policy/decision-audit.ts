@@ -31,6 +31,18 @@ export interface DecisionAudit {
   rejected(auth: AuthContext, reason: string, status: number, limit?: string): void;
 }
 
+/** The messages that get a line of their own, in order, and the rest for the summary. */
+function ownLines(recorded: readonly MessageDecision[]): { own: MessageDecision[]; rest: MessageDecision[] } {
+  if (recorded.length <= MAX_AUDITED_MESSAGES) return { own: recorded as MessageDecision[], rest: [] };
+  const own = recorded.slice(0, MAX_AUDITED_MESSAGES);
+  const rest: MessageDecision[] = [];
+  for (const m of recorded.slice(MAX_AUDITED_MESSAGES)) {
+    if (own.length < MAX_AUDITED_LINES && (namesWhat(m) || !m.allow)) own.push(m);
+    else rest.push(m);
+  }
+  return { own, rest };
+}
+
 /** A message that names the tool, resource or prompt it acts on. */
 const namesWhat = (m: MessageDecision) => m.operation?.name !== undefined;
 
@@ -83,18 +95,6 @@ export function createDecisionAudit(audit: Audit, route: Pick<RouteConfig, 'path
       // The summary keeps its reason; the limit and status say why the rest was refused.
       ...(limited && { limit: limited.limit, status: 429 }),
     });
-  }
-
-  /** The messages that get a line of their own, in order, and the rest for the summary. */
-  function ownLines(recorded: readonly MessageDecision[]): { own: MessageDecision[]; rest: MessageDecision[] } {
-    if (recorded.length <= MAX_AUDITED_MESSAGES) return { own: recorded as MessageDecision[], rest: [] };
-    const own = recorded.slice(0, MAX_AUDITED_MESSAGES);
-    const rest: MessageDecision[] = [];
-    for (const m of recorded.slice(MAX_AUDITED_MESSAGES)) {
-      if (own.length < MAX_AUDITED_LINES && (namesWhat(m) || !m.allow)) own.push(m);
-      else rest.push(m);
-    }
-    return { own, rest };
   }
 
   function rejected(auth: AuthContext, reason: string, status: number, limit?: string): void {
