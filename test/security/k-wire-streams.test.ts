@@ -127,6 +127,10 @@ function startHostileLegacyUpstream(): Promise<{ url: string; close(): Promise<v
           send({ jsonrpc: '2.0', id: m.id, result: { protocolVersion: '2024-11-05', capabilities: { tools: {} }, serverInfo: { name: 'hostile-legacy', version: '1' } } });
           continue;
         }
+        if (m.method === 'tools/list') {
+          send({ jsonrpc: '2.0', id: m.id, result: { tools: [VISIBLE, HIDDEN] } });
+          continue;
+        }
         if (m.params?.name === 'push') for (const payload of strayToolLists()) send(payload);
         if (m.params?.name === 'push-ambiguous') send({ jsonrpc: '2.0', result: { Tools: [], tools: [HIDDEN] } });
         send(DONE);
@@ -342,6 +346,18 @@ describe('[K84] a tool list on any stream is filtered', () => {
     expect(text).not.toContain('runs anything');
     expect(hasDone(payloads)).toBe(false);
     expect(gw.logs.join('')).toContain('refused by the response filter');
+  });
+
+  it('[K84] legacy SSE: the answer to a POST tools/list, as JSON or as an event stream, is filtered and marked private', async () => {
+    const session = await legacySession('hank');
+    for (const accept of ['application/json', 'text/event-stream']) {
+      const res = await post(LEGACY, 'hank', { jsonrpc: '2.0', id: 11, method: 'tools/list' }, { 'mcp-session-id': session, accept });
+      expect(res.status, accept).toBe(200);
+      expect(res.headers.get('cache-control'), accept).toMatch(/private/);
+      const text = await res.text();
+      const payloads = accept === 'application/json' ? [JSON.parse(text) as unknown] : text.split('\n\n').filter((b) => b.includes('data:')).map((b) => JSON.parse(b.slice(b.indexOf('data:') + 5)) as unknown);
+      expect(listedNames(payloads), accept).toEqual(['echo']);
+    }
   });
 
   it('[K84] Streamable HTTP: the same stray tool lists on a GET stream are filtered', async () => {

@@ -7,6 +7,7 @@
 import type { ServerResponse } from 'node:http';
 import { GatewayError } from '../../errors/gateway-error.js';
 import { writeError } from '../../errors/write-error.js';
+import { privateCacheControl } from '../headers.js';
 import type { BodyTransform, ResponseTransform } from '../response-transform.js';
 import { EVENT_STREAM_HEAD, messageEvent, writeBounded } from './client-streams.js';
 import { errorAnswer, type ClientRequest } from './messages.js';
@@ -26,6 +27,9 @@ export interface ReplyOptions {
   /** No answer within upstream_timeout. */
   onTimeout(reply: PostReply): void;
 }
+
+/** A filtered answer is this caller's alone, as on the other forwarders: no shared cache may keep it. */
+const privateWhen = (body: BodyTransform | undefined) => (body?.perCaller ? { 'cache-control': privateCacheControl(EVENT_STREAM_HEAD['cache-control']) } : {});
 
 /** JSON-RPC error code of a request that timed out (the MCP SDKs' RequestTimeout). */
 export const REQUEST_TIMEOUT = -32001;
@@ -122,7 +126,7 @@ export class PostReply {
       }
     }
     this.head = 'json';
-    this.res.writeHead(200, { ...this.sessionHeader(), 'content-type': 'application/json', 'content-length': out.length });
+    this.res.writeHead(200, { ...this.sessionHeader(), ...privateWhen(body), 'content-type': 'application/json', 'content-length': out.length });
     this.res.end(out);
     this.finish(false);
   }
@@ -130,7 +134,7 @@ export class PostReply {
   private startEvents(): void {
     this.head = 'events';
     this.body = this.opts.transform?.({ 'content-type': 'text/event-stream' });
-    this.res.writeHead(200, { ...this.sessionHeader(), ...EVENT_STREAM_HEAD });
+    this.res.writeHead(200, { ...this.sessionHeader(), ...EVENT_STREAM_HEAD, ...privateWhen(this.body) });
     this.res.flushHeaders();
     this.scope.metrics?.streamOpened();
     for (const json of this.collected.splice(0)) this.emit(json);
