@@ -8,7 +8,7 @@
 // every message of a batch, and the header may appear once.
 import type { IncomingHttpHeaders } from 'node:http';
 import { HeaderMismatchError } from './mcp-headers.js';
-import { idOf, type JsonRpcMessage, type ParsedRequest } from './json-rpc.js';
+import { idOf, type ParsedRequest } from './json-rpc.js';
 import { AmbiguousMemberError, checkMemberNames, readNames } from './member-names.js';
 
 /** The `_meta` key of a request's revision (MCP 2026-07-28). */
@@ -26,41 +26,39 @@ const isObject = (value: unknown): value is Record<string, unknown> => typeof va
  */
 export function checkProtocolVersion(headers: IncomingHttpHeaders, request: ParsedRequest, rawHeaders?: readonly string[]): void {
   const header = headers[HEADER];
-  const id = request.batch ? null : (idOf(request.messages[0]!) ?? null);
-  const fail = (message: string): never => {
-    throw new HeaderMismatchError(message, id);
-  };
-  if (Array.isArray(header) || (rawHeaders !== undefined && countHeader(rawHeaders) > 1)) fail('MCP-Protocol-Version may appear once');
+  if (header !== undefined && (Array.isArray(header) || (rawHeaders !== undefined && isRepeated(rawHeaders)))) fail(request, 'MCP-Protocol-Version may appear once');
   for (const message of request.messages) {
-    const version = metaVersion(message, fail);
-    if (version === undefined) continue;
-    if (header === undefined) fail(`params._meta names protocol version ${JSON.stringify(version)} but there is no MCP-Protocol-Version header`);
-    if (version !== header) fail('The MCP-Protocol-Version header and params._meta name different protocol versions');
+    const { params } = message;
+    if (!isObject(params) || !isObject(params._meta)) continue;
+    const why = metaFault(params._meta, header as string | undefined);
+    if (why !== undefined) fail(request, why);
   }
 }
 
-/** The revision a message's `_meta` names, or undefined when it names none. */
-function metaVersion(message: JsonRpcMessage, fail: (message: string) => never): string | undefined {
-  const { params } = message;
-  if (!isObject(params) || !isObject(params._meta)) return undefined;
-  const meta = params._meta;
+function fail(request: ParsedRequest, message: string): never {
+  throw new HeaderMismatchError(message, request.batch ? null : (idOf(request.messages[0]!) ?? null));
+}
+
+/** What is wrong with the revision a message's `_meta` names, given the header's; undefined when nothing is. */
+function metaFault(meta: Record<string, unknown>, header: string | undefined): string | undefined {
   try {
     checkMemberNames(meta, META_NAMES, 'params._meta');
   } catch (err) {
-    if (err instanceof AmbiguousMemberError) fail(err.message);
+    if (err instanceof AmbiguousMemberError) return err.message;
     throw err;
   }
   if (!Object.hasOwn(meta, META_PROTOCOL_VERSION)) return undefined;
   const version = meta[META_PROTOCOL_VERSION];
-  if (typeof version !== 'string') fail(`params._meta["${META_PROTOCOL_VERSION}"] is not a string`);
-  return version as string;
+  if (typeof version !== 'string') return `params._meta["${META_PROTOCOL_VERSION}"] is not a string`;
+  if (header === undefined) return 'params._meta names a protocol version but there is no MCP-Protocol-Version header';
+  return version === header ? undefined : 'The MCP-Protocol-Version header and params._meta name different protocol versions';
 }
 
-function countHeader(rawHeaders: readonly string[]): number {
+function isRepeated(rawHeaders: readonly string[]): boolean {
   let count = 0;
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i]!;
-    if (name.length === HEADER.length && name.toLowerCase() === HEADER) count++;
+    if (name.length === HEADER.length && name.toLowerCase() === HEADER && ++count > 1) return true;
   }
-  return count;
+  return false;
 }
