@@ -61,6 +61,7 @@ const message = (id: number, method: string, params: Record<string, unknown> = {
 // --- [K69] ----------------------------------------------------------------------------------
 
 describe('[K69] one protocol version per request', () => {
+  const ROUTING = { 'mcp-method': 'tools/call', 'mcp-name': 'echo' };
   const VERSIONS = ['2025-03-26', '2025-06-18', '2025-11-25', '2026-07-28'];
   /** What a message's `_meta` says of the revision: nothing, a version, or a value that is not one. */
   const metaArb = fc.oneof(fc.constant<undefined>(undefined), fc.constantFrom(...VERSIONS), fc.constantFrom<unknown>(20260728, null, ['2026-07-28'], { v: 1 }));
@@ -80,7 +81,9 @@ describe('[K69] one protocol version per request', () => {
           const meta = (m.params as { _meta?: Record<string, unknown> })._meta;
           return meta === undefined || meta[META_KEY] === header;
         });
-        const res = await post(JSON.stringify(batch ? messages : messages[0]), header === undefined ? {} : { 'mcp-protocol-version': header });
+        // A single message carries its 2026-07-28 routing headers (required from that revision on), so only the version can be wrong.
+        const routing = batch ? {} : ROUTING;
+        const res = await post(JSON.stringify(batch ? messages : messages[0]), header === undefined ? routing : { ...routing, 'mcp-protocol-version': header });
         if (agrees) {
           expect(res.status).toBe(200);
           expect(res.forwarded).toBe(1);
@@ -96,12 +99,13 @@ describe('[K69] one protocol version per request', () => {
 
   it('[K69] examples: 2026-07-28 in both places passes; the header saying 2025-11-25 (no Mcp-Param headers required) under a 2026-07-28 _meta does not', async () => {
     const call = (meta: string) => JSON.stringify(message(5, 'tools/call', { name: 'echo', arguments: {}, _meta: { [META_KEY]: meta } }));
-    expect(await post(call('2026-07-28'), { 'mcp-protocol-version': '2026-07-28' })).toMatchObject({ status: 200, forwarded: 1 });
-    expect(await post(call('2026-07-28'), { 'mcp-protocol-version': '2025-11-25' })).toMatchObject({ status: 400, forwarded: 0 });
-    expect(await post(call('2026-07-28'))).toMatchObject({ status: 400, forwarded: 0 });
-    // Case and white space are two versions too: nothing is folded into agreement.
-    expect(await post(call('2026-07-28 '), { 'mcp-protocol-version': '2026-07-28' })).toMatchObject({ status: 400, forwarded: 0 });
-    expect(await post(call('2026-07-28'.toUpperCase().replace('-', '–')), { 'mcp-protocol-version': '2026-07-28' })).toMatchObject({ status: 400, forwarded: 0 });
+    const version = (v?: string) => ({ ...ROUTING, ...(v !== undefined && { 'mcp-protocol-version': v }) });
+    expect(await post(call('2026-07-28'), version('2026-07-28'))).toMatchObject({ status: 200, forwarded: 1 });
+    expect(await post(call('2026-07-28'), version('2025-11-25'))).toMatchObject({ status: 400, forwarded: 0 });
+    expect(await post(call('2026-07-28'), version())).toMatchObject({ status: 400, forwarded: 0 });
+    // White space and look-alike dashes are other versions too: nothing is folded into agreement.
+    expect(await post(call('2026-07-28 '), version('2026-07-28'))).toMatchObject({ status: 400, forwarded: 0 });
+    expect(await post(call('2026–07–28'), version('2026-07-28'))).toMatchObject({ status: 400, forwarded: 0 });
   });
 
   it('[K69] a folded spelling of the _meta key beside the real one (or alone) is refused: another reader could take it for the version', async () => {
@@ -109,7 +113,8 @@ describe('[K69] one protocol version per request', () => {
     for (const spelling of spellings) {
       for (const withReal of [false, true]) {
         const meta = { ...(withReal && { [META_KEY]: '2026-07-28' }), [spelling]: '2025-06-18' };
-        const res = await post(JSON.stringify(message(6, 'tools/call', { name: 'echo', _meta: meta })), { 'mcp-protocol-version': '2026-07-28' });
+        const res = await post(JSON.stringify(message(6, 'tools/call', { name: 'echo', _meta: meta })), { ...ROUTING, 'mcp-protocol-version': '2026-07-28' });
+        expect((res.json as { error?: { message?: string } }).error?.message, spelling).toMatch(/_meta/);
         expect(res, `${spelling} ${withReal}`).toMatchObject({ status: 400, forwarded: 0 });
       }
     }
@@ -122,10 +127,10 @@ describe('[K69] one protocol version per request', () => {
         const before = upstream.requests.length;
         const res = await rawRequest(
           gw.port,
-          `POST ${PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nAccept: application/json\r\n${first}: ${values[0]}\r\n${second}: ${values[1]}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+          `POST ${PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nAccept: application/json\r\nMcp-Method: tools/call\r\nMcp-Name: echo\r\n${first}: ${values[0]}\r\n${second}: ${values[1]}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
         );
         expect(res.status, `${first}/${second} ${values.join(',')}`).toBe(400);
-        expect(JSON.parse(res.body)).toMatchObject({ error: { code: -32020 } });
+        expect(JSON.parse(res.body)).toMatchObject({ error: { code: -32020, message: 'MCP-Protocol-Version may appear once' } });
         expect(upstream.requests.length).toBe(before);
       }
     }
