@@ -34,6 +34,8 @@ import { isReservedPath } from './reserved-paths.js';
 import { resolveTraces } from './telemetry.js';
 import { signedCredentialTrust } from './signed-credential-trust.js';
 import { resolveSandbox, resolveUser, type IsolationProblem } from './stdio-isolation.js';
+import { resolveUserOAuth, userOAuthPlacementProblem } from './user-oauth.js';
+import { resolveAccountTokens } from './account-tokens.js';
 
 export interface Located<T> {
   file: string;
@@ -85,6 +87,9 @@ class Resolver {
       if (route.upstreamAuth.kind === 'idp_token' && (authorizationServer?.login.kind !== 'oidc' || route.token.kind !== 'builtin')) {
         this.issue(here, ['upstream_auth', 'kind'], 'idp_token needs the built-in authorization server with login.kind oidc, and this route\'s tokens from it (no token: section)');
       }
+      const facts = { accountPage: authorizationServer?.accountPage === true, builtinTokens: route.token.kind === 'builtin', accountTokens: g.account_tokens !== undefined, stdio: route.stdio !== undefined };
+      const userOAuthProblem = route.upstreamAuth.kind === 'user_oauth' ? userOAuthPlacementProblem(facts) : undefined;
+      if (userOAuthProblem) this.issue(here, ['upstream_auth', 'kind'], userOAuthProblem);
       const samePath = byPath.get(route.path);
       const sameResource = byResource.get(route.resource);
       if (samePath) this.issue(here, ['path'], `${route.path} is already the path of the route in ${samePath}`);
@@ -120,6 +125,7 @@ class Resolver {
       authorizationServer,
       dpopNonceKey: await this.dpopNonceKey(g, at, routes, authorizationServer),
       traces: telemetry.traces,
+      accountTokens: g.account_tokens && (await resolveAccountTokens(g.account_tokens, { secret: (path, ref) => this.secret(at, path, ref), issue: (path, message) => this.issue(at, path, message) })),
       routes,
       warnings: this.warnings,
     };
@@ -377,6 +383,8 @@ class Resolver {
       }
       case 'signed':
         return { kind: 'signed', audience: u.audience ?? upstreamLabel(f), ttlMs: parseDuration(u.ttl) };
+      case 'user_oauth':
+        return resolveUserOAuth(u, upstreamLabel(f), { secret: (path, ref) => this.secret(at, path, ref), warnHttp: (path, url) => this.warnHttp(at, path, url) });
     }
   }
 

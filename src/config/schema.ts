@@ -4,6 +4,8 @@ import { z } from 'zod';
 import { parseDuration } from './duration.js';
 import { ASYMMETRIC_JWS_ALGORITHMS } from './jws-algorithms.js';
 import { GATEWAY_AUTHORIZE_PARAMS, isGatewayAuthorizeParam } from './idp-authorize-params.js';
+import { userOAuthSchema } from './user-oauth.js';
+import { accountTokensSchema } from './account-tokens.js';
 
 /** A duration such as `500ms`, `60s`, `10m`, `12h`, `30d`. */
 export const Duration = z
@@ -147,6 +149,7 @@ export const UpstreamAuthSchema = z.discriminatedUnion('kind', [
     audience: z.string().min(1).optional().describe('default: the upstream URL'),
     ttl: Duration.default('60s'),
   }),
+  userOAuthSchema({ HttpUrl, SecretRef, Scope }),
 ]).meta({ id: 'UpstreamAuth', description: 'What the upstream receives instead of the client token' });
 
 /** How many upstream sessions (stdio processes, legacy SSE streams) one principal holds on a route unless told otherwise. */
@@ -497,6 +500,7 @@ export const GatewaySchema = z.strictObject({
     .strictObject({ enabled: z.boolean().default(false) })
     .optional()
     .describe('the connected-apps page at /account/apps (needs the built-in authorization server): users sign in with its login, see the clients they approved, and revoke them'),
+  account_tokens: accountTokensSchema(SecretRef).optional(),
 });
 
 /**

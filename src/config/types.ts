@@ -2,6 +2,10 @@
 // milliseconds, secrets resolved, canonical URIs computed. Built once per load.
 import type { JwtAlgorithm } from './jws-algorithms.js';
 import type { JWT_BEARER_GRANT_TYPE } from './schema.js';
+import type { UserOAuthConfig } from './user-oauth.js';
+import type { AccountTokensConfig } from './account-tokens.js';
+
+export type { UserOAuthConfig } from './user-oauth.js';
 
 export interface JwtTokenConfig {
   kind: 'jwt';
@@ -66,7 +70,8 @@ export type UpstreamAuthConfig =
   | { kind: 'client_credentials'; tokenEndpoint: string; clientId: string; clientSecret: string; scopes: string[]; resource?: string }
   | { kind: 'token_exchange'; tokenEndpoint: string; clientId: string; clientSecret: string; audience: string; scopes: string[] }
   | { kind: 'idp_token' }
-  | { kind: 'signed'; audience: string; ttlMs: number };
+  | { kind: 'signed'; audience: string; ttlMs: number }
+  | UserOAuthConfig;
 
 /** `upstream: { stdio: ... }`: the gateway starts the server itself (src/proxy/stdio/). */
 export interface StdioUpstreamConfig {
@@ -268,6 +273,8 @@ export interface GatewayConfig {
   dpopNonceKey?: string;
   /** Undefined: tracing off (no endpoint configured). */
   traces?: TracesConfig;
+  /** `account_tokens`: the keys of users' upstream grants (user_oauth). */
+  accountTokens?: AccountTokensConfig;
   routes: RouteConfig[];
   /** Non-fatal findings (e.g. plain-http outbound URLs), logged at start-up. */
   warnings: string[];

@@ -8,6 +8,7 @@ import { clientCredentialsCredential } from './client-credentials.js';
 import { tokenExchangeCredential } from './token-exchange.js';
 import { signedCredential } from './signed.js';
 import { idpTokenCredential } from './idp-token.js';
+import { userOAuthCredential } from './user-oauth.js';
 
 const DEFAULT_TOKEN_ENDPOINT_TIMEOUT_MS = 10_000;
 
@@ -27,5 +28,7 @@ export function createUpstreamCredential(config: UpstreamAuthConfig, deps: Upstr
       return signedCredential({ issuer: deps.publicUrl, audience: config.audience || deps.upstream, ttlMs: config.ttlMs, signer: deps.signer });
     case 'idp_token':
       return idpTokenCredential(deps.idpTokens);
+    case 'user_oauth':
+      return userOAuthCredential(deps.upstreamAccounts);
   }
 }

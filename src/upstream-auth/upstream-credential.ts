@@ -19,6 +19,17 @@ export interface IdpTokenSource {
   accessTokenFor(auth: AuthContext): Promise<string>;
 }
 
+/**
+ * Users' own grants at a route's upstream AS (`user_oauth`), kept by the
+ * built-in AS: the access token of this principal's grant for this route,
+ * refreshed when due; throws UpstreamAccountRequired when there is none.
+ */
+export interface UpstreamAccountSource {
+  accessTokenFor(auth: AuthContext, signal?: AbortSignal): Promise<string>;
+  /** The upstream refused the token just sent (401): refresh once, or forget the grant. */
+  refused(auth: AuthContext, token: string): Promise<void>;
+}
+
 export interface UpstreamCredentialDeps {
   /** The route's upstream URL: the default audience. */
   upstream: string;
@@ -28,6 +39,8 @@ export interface UpstreamCredentialDeps {
   publicUrl?: string;
   signer?: JwtSigner;
   idpTokens?: IdpTokenSource;
+  /** This route's users' upstream grants (`user_oauth`). */
+  upstreamAccounts?: UpstreamAccountSource;
   /** Time limit for one token endpoint request; default 10 s. */
   tokenEndpointTimeoutMs?: number;
 }

@@ -1,0 +1,33 @@
+// `user_oauth`: the principal's own access token at the upstream's AS, from the
+// grant they connected (DESIGN §8.1). No grant, or one that cannot be
+// refreshed: UpstreamAccountRequired, which the route answers with the
+// connect link (a URL elicitation). The token never appears in an error.
+import { translateKnown } from '../errors/translate.js';
+import { GatewayError } from '../errors/gateway-error.js';
+import { upstreamCredentialFailed } from './credential-error.js';
+import type { UpstreamAccountSource, UpstreamCredential } from './upstream-credential.js';
+
+/** The principal has no working grant at this route's upstream: the user must connect at `url`. */
+export class UpstreamAccountRequired extends Error {
+  constructor(
+    readonly url: string,
+    readonly elicitationId: string,
+  ) {
+    super('the upstream account must be connected');
+    this.name = 'UpstreamAccountRequired';
+  }
+}
+
+export function userOAuthCredential(accounts: UpstreamAccountSource | undefined): UpstreamCredential {
+  if (!accounts) throw new Error('user_oauth needs the built-in authorization server with account: { enabled: true } and account_tokens');
+  return {
+    async headersFor(auth, signal) {
+      try {
+        return { authorization: `Bearer ${await accounts.accessTokenFor(auth, signal)}` };
+      } catch (err) {
+        if (err instanceof UpstreamAccountRequired || err instanceof GatewayError) throw err;
+        throw translateKnown(err, { storeUnavailable: 'The token store is temporarily unavailable' }) ?? upstreamCredentialFailed(err);
+      }
+    },
+  };
+}
