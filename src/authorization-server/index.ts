@@ -48,6 +48,9 @@ import { dpopMarkerShare, dpopProofClaimer } from '../auth/dpop-replay.js';
 import { JwksRegistry } from '../auth/jwks.js';
 import { enterpriseIdps, type EnterpriseIdps } from './idp/enterprise-idps.js';
 import { createDpopNonces, type DpopNonces } from '../auth/dpop-nonce.js';
+import { UpstreamAccounts } from './upstream-accounts/upstream-accounts.js';
+import { upstreamConnectRoutes } from './endpoints/upstream-connect.js';
+import type { UpstreamAccountSource } from '../upstream-auth/upstream-credential.js';
 
 export interface AuthorizationServerOptions {
   /** Test only, never from configuration: SSRF guard settings for Client ID Metadata Document fetches. */
@@ -60,6 +63,8 @@ export interface AuthorizationServerOptions {
   codeTtlMs?: number;
   /** Test only: a shorter grace for a refresh retried after a lost answer (default and maximum 30 s). */
   refreshRetryGraceMs?: number;
+  /** Deadline of one request to a user_oauth route's upstream or its AS; default 10 s. */
+  upstreamTimeoutMs?: number;
   /** Login methods by `login.kind`; `dev` is built in. */
   loginMethods?: Partial<Record<string, LoginMethodFactory>>;
 }
@@ -84,6 +89,8 @@ export interface AuthorizationServer {
   signer: JwtSigner;
   /** Users' IdP access tokens (for `upstream_auth: idp_token`); only with a third-party login. */
   idpTokens?: IdpTokenSource;
+  /** Users' own upstream grants of a `user_oauth` route (with the account page and account_tokens). */
+  upstreamAccounts?: (routePath: string) => UpstreamAccountSource | undefined;
   issuer: string;
   /** The DPoP nonces /token hands out; the protected routes hand out the same ones (one nonce per gateway). */
   dpopNonces: DpopNonces;
@@ -118,13 +125,15 @@ export async function createAuthorizationServer(config: GatewayConfig, deps: Aut
   const services = loginServices(ctx, { codes, clients, grants, interactions, browser }, account);
   const login = loginFactory(ctx, services);
   const idps = enterpriseIdps(asConfig.enterpriseIdps, deps.jwks ?? new JwksRegistry());
-  const parts: EndpointParts = { clients, codes, grants, interactions, browser, consents: new ConsentMemory(ctx.keys.cookieSecret), login, services, account, idps, dpopShare: dpopMarkerShare(config.store) };
+  const upstreamAccounts = account && config.accountTokens ? new UpstreamAccounts(ctx, config.routes, config.accountTokens, { timeoutMs: options.upstreamTimeoutMs }) : undefined;
+  const parts: EndpointParts = { clients, codes, grants, interactions, browser, consents: new ConsentMemory(ctx.keys.cookieSecret), login, services, account, idps, dpopShare: dpopMarkerShare(config.store), upstreamAccounts };
 
   return {
     routes: mountEndpoints(ctx, parts, options),
     builtinVerifier: createBuiltinVerifier(ctx.issuer, ctx.keys, revokedGrants),
     signer: ctx.keys.signer,
     idpTokens: login.idpTokens,
+    upstreamAccounts: upstreamAccounts && ((routePath) => upstreamAccounts.routes.get(routePath)?.tokens),
     issuer: ctx.issuer,
     dpopNonces: ctx.dpopNonces,
     close: async () => {
@@ -224,6 +233,7 @@ interface EndpointParts {
   idps: EnterpriseIdps;
   /** Each user's share of DPoP replay markers (auth/dpop-replay.ts). */
   dpopShare: number;
+  upstreamAccounts?: UpstreamAccounts;
 }
 
 /** Every endpoint at the host root, behind the flood limits, with one error handler. */
@@ -253,7 +263,9 @@ function mountEndpoints(ctx: AsContext, parts: EndpointParts, options: Authoriza
   if (parts.account) {
     const { apps, sessions } = parts.account;
     const userConsents = new UserConsents(ctx.store, ctx.issuer);
-    routes.route('/', accountRoutes(ctx, { apps, sessions, browser, interactions, userConsents, grants, login, selfOrigin: services.selfOrigin }));
+    const { upstreamAccounts } = parts;
+    routes.route('/', accountRoutes(ctx, { apps, sessions, browser, interactions, userConsents, grants, login, selfOrigin: services.selfOrigin, upstreamAccounts }));
+    if (upstreamAccounts) routes.route('/', upstreamConnectRoutes(ctx, { sessions, browser, interactions, login, selfOrigin: services.selfOrigin, accounts: upstreamAccounts }));
   }
   return routes;
 }

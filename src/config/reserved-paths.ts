@@ -11,7 +11,17 @@ export const AS_PAGES_PREFIX = `${AS_ENDPOINTS.authorize}/`;
 
 /** The connected-apps page and its forms (`account.enabled`); the prefix is reserved whether or not it is on. */
 export const ACCOUNT_PAGES_PREFIX = '/account/';
-export const ACCOUNT_PATHS = { apps: '/account/apps', revoke: '/account/apps/revoke', signOut: '/account/sign-out' } as const;
+export const ACCOUNT_PATHS = {
+  apps: '/account/apps',
+  revoke: '/account/apps/revoke',
+  signOut: '/account/sign-out',
+  /** user_oauth: where a connect link (a URL elicitation) lands, and the Disconnect form of an upstream account. */
+  connect: '/account/connect',
+  disconnect: '/account/apps/disconnect',
+} as const;
+
+/** user_oauth: the one callback of a route's upstream AS (one path per route, so no AS can answer for another's). */
+export const upstreamCallbackPath = (routePath: string): `/${string}` => `/account/upstream-callback${routePath === '/' ? '' : routePath}`;
 
 export const OPERATIONS_PATHS = { health: '/healthz', ready: '/readyz', metrics: '/metrics' } as const;
 

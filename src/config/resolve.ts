@@ -83,13 +83,7 @@ class Resolver {
     for (const source of this.input.routes) {
       const route = await this.route(source, publicUrl, authorizationServer?.issuer);
       const { value: f, at: here } = source;
-      // The user's IdP token exists only for tokens the built-in AS issued after a third-party login.
-      if (route.upstreamAuth.kind === 'idp_token' && (authorizationServer?.login.kind !== 'oidc' || route.token.kind !== 'builtin')) {
-        this.issue(here, ['upstream_auth', 'kind'], 'idp_token needs the built-in authorization server with login.kind oidc, and this route\'s tokens from it (no token: section)');
-      }
-      const facts = { accountPage: authorizationServer?.accountPage === true, builtinTokens: route.token.kind === 'builtin', accountTokens: g.account_tokens !== undefined, stdio: route.stdio !== undefined };
-      const userOAuthProblem = route.upstreamAuth.kind === 'user_oauth' ? userOAuthPlacementProblem(facts) : undefined;
-      if (userOAuthProblem) this.issue(here, ['upstream_auth', 'kind'], userOAuthProblem);
+      this.upstreamAuthPlacement(route, here, authorizationServer, g.account_tokens !== undefined);
       const samePath = byPath.get(route.path);
       const sameResource = byResource.get(route.resource);
       if (samePath) this.issue(here, ['path'], `${route.path} is already the path of the route in ${samePath}`);
@@ -155,6 +149,19 @@ class Resolver {
       this.issue(at, [], `route ${asking.path} has token.dpop_nonce: set dpop_nonce_key (a secret shared by every replica) or enable the built-in authorization server, whose signing key the nonces derive from`);
     }
     return key;
+  }
+
+  /** The upstream_auth kinds that need the built-in AS's parts. */
+  private upstreamAuthPlacement(route: RouteConfig, at: Locate, authorizationServer: AuthorizationServerConfig | undefined, accountTokens: boolean): void {
+    // The user's IdP token exists only for tokens the built-in AS issued after a third-party login.
+    if (route.upstreamAuth.kind === 'idp_token' && (authorizationServer?.login.kind !== 'oidc' || route.token.kind !== 'builtin')) {
+      this.issue(at, ['upstream_auth', 'kind'], 'idp_token needs the built-in authorization server with login.kind oidc, and this route\'s tokens from it (no token: section)');
+    }
+    // user_oauth connects on the account pages, for the built-in AS's users, with account_tokens' keys.
+    if (route.upstreamAuth.kind !== 'user_oauth') return;
+    const facts = { accountPage: authorizationServer?.accountPage === true, builtinTokens: route.token.kind === 'builtin', accountTokens, stdio: route.stdio !== undefined };
+    const problem = userOAuthPlacementProblem(facts);
+    if (problem) this.issue(at, ['upstream_auth', 'kind'], problem);
   }
 
   /** `account.enabled`: the page signs users in with the AS's login and lists the AS's own grants, so there is no page without it. */

@@ -61,6 +61,7 @@ export async function buildRouteTable(config: GatewayConfig, services: Services,
       signer: as?.signer,
       publicUrl: config.publicUrl,
       idpTokens: as?.idpTokens,
+      upstreamAccounts: as?.upstreamAccounts?.(route.path),
     });
     const handler = createProtectedRoute(route, {
       verifier,

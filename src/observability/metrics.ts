@@ -8,7 +8,7 @@ import { RequestHistogram } from './request-histogram.js';
 export type RequestOutcome = 'allow' | 'deny' | 'unauthenticated' | 'error';
 
 /** What the built-in authorization server counts. */
-export type AuthorizationServerMetrics = Pick<Metrics, 'tokensIssued' | 'tokenErrors' | 'consentDecisions' | 'grantsRevoked' | 'rateLimited' | 'rateLimitFailOpen' | 'revocationSyncs' | 'revocationLastRead'>;
+export type AuthorizationServerMetrics = Pick<Metrics, 'tokensIssued' | 'tokenErrors' | 'consentDecisions' | 'grantsRevoked' | 'rateLimited' | 'rateLimitFailOpen' | 'revocationSyncs' | 'revocationLastRead' | 'upstreamAccountEvents'>;
 
 export class Metrics {
   readonly registry = new Registry();
@@ -126,6 +126,13 @@ export class Metrics {
     name: 'mag_grants_revoked_total',
     help: 'Grants (refresh-token families) revoked, by reason: revoked_by_client, refresh_token_reuse, code_replay, idp_session_ended, revoked_by_user (the connected-apps page), superseded (pushed out of the bounded list of apps of a user)',
     labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+
+  readonly upstreamAccountEvents = new Counter({
+    name: 'mag_upstream_account_events_total',
+    help: "Users' own upstream accounts (upstream_auth kind user_oauth), by route and event: connected, connect_failed, refreshed, refresh_failed, disconnected, revocation_failed",
+    labelNames: ['route', 'event'] as const,
     registers: [this.registry],
   });
 

@@ -29,6 +29,8 @@ export interface ForwardContext {
    * in place of the client's).
    */
   span?: GatewaySpan;
+  /** The upstream answered 401 to the credential: the credential's own reaction (a user_oauth grant refreshed once). */
+  rejected?: () => void;
 }
 
 /**

@@ -88,6 +88,8 @@ function failureType(err: Error): string {
 
 export class Exchange implements Dispatcher.DispatchHandler, IdleWatched {
   controller: Dispatcher.DispatchController | undefined;
+  /** Told when the upstream answers 401 to the credential (ForwardContext.rejected). */
+  onRejected: (() => void) | undefined;
   cancelled: Cancelled | undefined;
   headSent = false;
   stream = false;
@@ -139,6 +141,7 @@ export class Exchange implements Dispatcher.DispatchHandler, IdleWatched {
       // misconfiguration, and its challenge names an AS the client must not
       // be sent to (SECURITY H36).
       this.scope.logger?.warn({ route: this.scope.route, status: statusCode }, 'upstream rejected the gateway credential');
+      this.onRejected?.();
       controller.abort(new GatewayError(502, 'bad_gateway', "Upstream rejected the gateway's credential"));
       return;
     }

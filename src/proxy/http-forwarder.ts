@@ -67,6 +67,7 @@ export function createHttpForwarder(route: RouteConfig, deps: HttpForwarderDeps)
     const span = ctx.span?.child(method, 'client', spanAttributes);
     return new Promise<void>((resolve) => {
       const exchange = new Exchange(scope, method, res, ctx.auth, sessionId, resolve, ctx.transform, span);
+      exchange.onRejected = ctx.rejected;
       // A body to rewrite must arrive readable: no content coding.
       const injected = ctx.transform ? { ...ctx.injected, 'accept-encoding': 'identity' } : ctx.injected;
       pool.dispatch(

@@ -23,6 +23,7 @@ import type { Logger } from '../observability/logger.js';
 import type { GatewaySpan, Tracing } from '../observability/tracing.js';
 import type { ChallengeContext } from '../errors/respond.js';
 import { writeError } from '../errors/write-error.js';
+import { asConnectElicitation } from './connect-elicitation.js';
 import type { PolicyStep } from '../policy/policy-step.js';
 
 const EMPTY_BODY = Buffer.alloc(0);
@@ -98,10 +99,10 @@ function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHan
       // Admitted by policy and rate limits: only now is the DPoP proof's jti spent.
       if (auth.dpopProof && deps.dpop) await spendDpopProof(deps.dpop, auth);
       const credential = deps.credential.headersFor(auth);
-      const injected = credential instanceof Promise ? await credential : credential;
+      const injected = credential instanceof Promise ? await credential.catch((err: unknown) => Promise.reject(asConnectElicitation(err, req, body))) : credential;
       if (cors) for (const name in cors) res.setHeader(name, cors[name]!);
       endWithAuthorization(res, req.method, auth, deps.verifier);
-      await deps.forwarder.forward(req, res, { auth, body, injected, transform, span });
+      await deps.forwarder.forward(req, res, { auth, body, injected, transform, span, rejected: deps.credential.rejected && (() => deps.credential.rejected!(auth, injected)) });
       span?.setStatus(res.statusCode);
       finish(res.statusCode, 'allow', started);
     } catch (thrown) {

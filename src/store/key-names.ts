@@ -132,3 +132,26 @@ export const appLastUsedKey = (issuer: string, subject: string, clientId: string
 
 /** A signed-in session of the connected-apps page, by the hash of its cookie value. */
 export const accountSessionKey = (sessionId: string) => key('account-session', sessionId);
+
+// --- users' own upstream accounts (`upstream_auth: user_oauth`) ---------------
+
+/** One user's grant at one route's upstream AS, sealed (AES-256-GCM, account_tokens): the user named only through the hash. */
+export const upstreamGrantKey = (issuer: string, subject: string, routePath: string) => key('upstream-grant', issuer, subject, routePath);
+
+/** Claimed (SET NX) by the one replica refreshing an upstream grant; the others use the token they hold or wait. */
+export const upstreamRefreshLockKey = (grantStoreKey: string) => key('upstream-refresh', grantStoreKey);
+
+/** The gateway's client at a route's upstream AS after dynamic registration (sealed: it may hold a secret), shared by every user. */
+export const upstreamClientKey = (routePath: string, asIssuer: string) => key('upstream-client', routePath, asIssuer);
+
+/** A connection under way at the upstream AS, by its `state`: the principal, the browser, the PKCE verifier (sealed); taken once by the callback. */
+export const upstreamConnectKey = (state: string) => key('upstream-connect', state);
+
+/** A connect link (the URL of the elicitation), by its random id: the principal and route it was made for; taken once. */
+export const connectLinkKey = (linkId: string) => key('connect-link', linkId);
+
+/** The one live connect link of a principal and route: at most one link per user and route exists at a time. */
+export const connectLinkOfKey = (issuer: string, subject: string, routePath: string) => key('connect-link-of', issuer, subject, routePath);
+
+/** When one user last used one route's upstream grant: a plain write, at most once a minute per replica. */
+export const upstreamUsedKey = (grantStoreKey: string) => key('upstream-used', grantStoreKey);

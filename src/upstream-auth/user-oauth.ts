@@ -29,5 +29,10 @@ export function userOAuthCredential(accounts: UpstreamAccountSource | undefined)
         throw translateKnown(err, { storeUnavailable: 'The token store is temporarily unavailable' }) ?? upstreamCredentialFailed(err);
       }
     },
+    rejected(auth, injected) {
+      const token = injected.authorization?.replace(/^Bearer /, '');
+      // One refresh (or the grant forgotten): the next request carries the new token or gets the connect link.
+      if (token) accounts.refused(auth, token).catch(() => undefined);
+    },
   };
 }

@@ -46,6 +46,7 @@ const AS_LAYERS: Record<string, number> = {
   idp: 5,
   interactions: 5,
   grants: 5,
+  'upstream-accounts': 5,
   pages: 6,
   login: 7,
   authorization: 8,

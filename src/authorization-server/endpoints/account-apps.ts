@@ -28,6 +28,7 @@ import { renderConnectedApps, renderSignedOut } from '../pages/connected-apps-pa
 import { errorPage, guarded } from '../pages/respond-page.js';
 import type { ConnectedApps } from '../tokens/connected-apps.js';
 import type { Grants } from '../tokens/grants.js';
+import type { UpstreamAccounts } from '../upstream-accounts/upstream-accounts.js';
 
 export interface AccountDeps {
   apps: ConnectedApps;
@@ -38,6 +39,8 @@ export interface AccountDeps {
   grants: Grants;
   login: LoginMethod;
   selfOrigin: string;
+  /** user_oauth routes: the user's upstream accounts, listed with the apps. */
+  upstreamAccounts?: UpstreamAccounts;
 }
 
 export function accountRoutes(ctx: AsContext, deps: AccountDeps): Hono {
@@ -52,7 +55,8 @@ export function accountRoutes(ctx: AsContext, deps: AccountDeps): Hono {
         return deps.login.start(c, interaction, browserId);
       }
       const apps = await deps.apps.list(session.subject);
-      return renderConnectedApps(c, { subject: session.subject, apps, csrfToken: deps.sessions.csrfToken(browserId, session) });
+      const upstreamAccounts = await deps.upstreamAccounts?.list(session.subject);
+      return renderConnectedApps(c, { subject: session.subject, apps, upstreamAccounts, csrfToken: deps.sessions.csrfToken(browserId, session) });
     }),
   );
 
@@ -90,7 +94,7 @@ export function accountRoutes(ctx: AsContext, deps: AccountDeps): Hono {
 }
 
 /** A form post of the page: same-site, from a signed-in session of this browser, with its CSRF token; or the page refusing it. */
-async function checkedForm(c: Context, deps: AccountDeps): Promise<{ form: URLSearchParams; session: AccountSession } | Response> {
+export async function checkedForm(c: Context, deps: Pick<AccountDeps, 'selfOrigin' | 'browser' | 'sessions'>): Promise<{ form: URLSearchParams; session: AccountSession } | Response> {
   if (isCrossSitePost(c, deps.selfOrigin)) return errorPage(c, 403, 'Not allowed', 'This form must be sent from this site.');
   const form = await readPageForm(c.req.raw);
   const browserId = await deps.browser.browserId(c);
@@ -115,7 +119,7 @@ export function accountSignIn(ctx: AsContext, deps: Pick<AccountDeps, 'sessions'
     }
     await deps.sessions.start(c, user.subject, browserId);
     ctx.audit.record({ event: 'account_sign_in', sub: user.subject });
-    return redirect(c, endpointUrl(ctx.issuer, ACCOUNT_PATHS.apps));
+    return redirect(c, accountPageOf(ctx.issuer, interaction.request.redirectUri));
   }
 
   function failed(c: Context): Promise<Response> {
@@ -123,4 +127,11 @@ export function accountSignIn(ctx: AsContext, deps: Pick<AccountDeps, 'sessions'
   }
 
   return { signedIn, failed };
+}
+
+/** Where a sign-in goes back to: the account page it started from (the apps, or a connect link), never elsewhere. */
+function accountPageOf(issuer: string, started: string): string {
+  const apps = endpointUrl(issuer, ACCOUNT_PATHS.apps);
+  const connect = endpointUrl(issuer, ACCOUNT_PATHS.connect);
+  return started === apps || started.startsWith(`${connect}?`) ? started : apps;
 }

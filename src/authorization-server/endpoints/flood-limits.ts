@@ -43,7 +43,7 @@ export const FLOOD_LIMITED_PATHS = [`${AS_PAGES_PREFIX}*`, AS_ENDPOINTS.token, A
 export const ACCOUNT_FLOOD_LIMITED_PATH = `${ACCOUNT_PAGES_PREFIX}*`;
 
 /** A request that may leave a pending authorization in the store: counted across all addresses as well. */
-const mayStartInteraction = (method: string, path: string) => path === AS_ENDPOINTS.authorize || (method === 'GET' && path === ACCOUNT_PATHS.apps);
+const mayStartInteraction = (method: string, path: string) => path === AS_ENDPOINTS.authorize || (method === 'GET' && (path === ACCOUNT_PATHS.apps || path === ACCOUNT_PATHS.connect));
 
 export function floodLimits(ctx: AsContext, store: Store, limits: AuthorizationServerRateLimits): MiddlewareHandler {
   const perAddress: Record<PerAddressLimit, RateLimiter> = {

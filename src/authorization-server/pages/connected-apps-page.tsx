@@ -9,6 +9,8 @@ import type { Context } from 'hono';
 import { ACCOUNT_PATHS } from '../../config/reserved-paths.js';
 import type { ListedApp } from '../tokens/connected-apps.js';
 import { Layout } from './layout.js';
+import { UpstreamAccountsSection } from './upstream-accounts-page.js';
+import type { ListedUpstreamAccount } from '../upstream-accounts/upstream-accounts.js';
 import { displayText, redirectTarget } from './display.js';
 import { PAGE_HEADERS } from './security-headers.js';
 
@@ -16,6 +18,8 @@ export interface ConnectedAppsView {
   subject: string;
   apps: readonly ListedApp[];
   csrfToken: string;
+  /** user_oauth: the user's own accounts at upstreams. */
+  upstreamAccounts?: readonly ListedUpstreamAccount[];
 }
 
 export async function renderConnectedApps(c: Context, view: ConnectedAppsView): Promise<Response> {
@@ -39,6 +43,7 @@ function ConnectedAppsPage(props: ConnectedAppsView) {
       ) : (
         props.apps.map((app) => <AppEntry app={app} csrfToken={props.csrfToken} />)
       )}
+      <UpstreamAccountsSection accounts={props.upstreamAccounts ?? []} csrfToken={props.csrfToken} />
       <form method="post" action={ACCOUNT_PATHS.signOut}>
         <input type="hidden" name="csrf" value={props.csrfToken} />
         <button type="submit">Sign out</button>

@@ -1,0 +1,106 @@
+// Users' own accounts at routes' upstreams (user_oauth, DESIGN §8.1), built
+// once per configuration: for each such route its upstream AS client, its
+// connect flow and its token source; and, per user, the list /account/apps
+// shows and Disconnect (RFC 7009 at the upstream where it can, then the grant
+// deleted).
+import * as oauth from 'oauth4webapi';
+import type { AccountTokensConfig } from '../../config/account-tokens.js';
+import { upstreamCallbackPath } from '../../config/reserved-paths.js';
+import type { RouteConfig, UserOAuthConfig } from '../../config/types.js';
+import { endpointUrl, type AsContext } from '../context.js';
+import { AccountTokenCipher } from './account-token-cipher.js';
+import { ConnectFlow } from './connect-flow.js';
+import { ConnectLinks } from './connect-links.js';
+import { upstreamAccountEvents, type UpstreamAccountEvents } from './upstream-account-events.js';
+import { UpstreamGrants, type GrantOwner } from './upstream-grants.js';
+import { UpstreamServer } from './upstream-server.js';
+import { UpstreamTokens } from './upstream-tokens.js';
+
+/** One route's parts. */
+export interface RouteAccount {
+  routePath: string;
+  upstream: string;
+  callbackPath: `/${string}`;
+  server: UpstreamServer;
+  flow: ConnectFlow;
+  tokens: UpstreamTokens;
+}
+
+/** An upstream account as /account/apps lists it: no token, only what the user may see. */
+export interface ListedUpstreamAccount {
+  routePath: string;
+  upstream: string;
+  scopes: string[];
+  connectedAt: number;
+  lastUsedAt?: number;
+}
+
+const DEFAULT_TIMEOUT_MS = 10_000;
+
+export class UpstreamAccounts {
+  readonly routes = new Map<string, RouteAccount>();
+  readonly links: ConnectLinks;
+  readonly grants: UpstreamGrants;
+  readonly events: UpstreamAccountEvents;
+
+  constructor(
+    private readonly ctx: AsContext,
+    routes: readonly RouteConfig[],
+    keys: AccountTokensConfig,
+    options: { timeoutMs?: number } = {},
+  ) {
+    const cipher = new AccountTokenCipher(keys.keys);
+    this.grants = new UpstreamGrants(ctx.store, cipher, ctx.config.refreshTokenTtlMs);
+    this.links = new ConnectLinks(ctx.store, ctx.issuer);
+    this.events = upstreamAccountEvents(ctx.audit, ctx.metrics);
+    for (const route of routes) {
+      if (route.upstreamAuth.kind !== 'user_oauth') continue;
+      this.routes.set(route.path, this.#routeAccount(route, route.upstreamAuth, cipher, options.timeoutMs ?? DEFAULT_TIMEOUT_MS));
+    }
+  }
+
+  #routeAccount(route: RouteConfig, config: UserOAuthConfig, cipher: AccountTokenCipher, timeoutMs: number): RouteAccount {
+    const callbackPath = upstreamCallbackPath(route.path);
+    const redirectUri = endpointUrl(this.ctx.issuer, callbackPath);
+    const { store } = this.ctx;
+    const server = new UpstreamServer({ routePath: route.path, upstream: route.upstream, config, redirectUri, store, cipher, timeoutMs });
+    const flow = new ConnectFlow({ server, grants: this.grants, store, cipher, redirectUri, resource: config.resource });
+    const tokens = new UpstreamTokens({ routePath: route.path, server, grants: this.grants, store, events: this.events, connectLink: (owner) => this.links.linkFor(owner) });
+    return { routePath: route.path, upstream: route.upstream, callbackPath, server, flow, tokens };
+  }
+
+  /** The upstream accounts one user of this AS has connected, in route order. */
+  async list(subject: string): Promise<ListedUpstreamAccount[]> {
+    const listed: ListedUpstreamAccount[] = [];
+    for (const route of this.routes.values()) {
+      const owner = { issuer: this.ctx.issuer, subject, routePath: route.routePath };
+      const grant = await this.grants.load(owner);
+      if (!grant) continue;
+      listed.push({ routePath: route.routePath, upstream: route.upstream, scopes: grant.scopes, connectedAt: grant.connectedAt, lastUsedAt: await this.grants.lastUsed(owner) });
+    }
+    return listed;
+  }
+
+  /** Revokes at the upstream AS (RFC 7009) where it has an endpoint, then deletes the grant. False: there was none. */
+  async disconnect(owner: GrantOwner): Promise<boolean> {
+    const route = this.routes.get(owner.routePath);
+    const grant = route && (await this.grants.load(owner));
+    if (!route || !grant) return false;
+    await this.#revokeUpstream(route, owner, grant.refreshToken ?? grant.accessToken, grant.refreshToken ? 'refresh_token' : 'access_token');
+    await this.grants.delete(owner);
+    this.events.record('disconnected', owner);
+    return true;
+  }
+
+  /** Best effort: a revocation the AS refuses or cannot take is audited; the grant goes either way. */
+  async #revokeUpstream(route: RouteAccount, owner: GrantOwner, token: string, hint: string): Promise<void> {
+    try {
+      const { server, client, auth, insecure } = await route.server.resolve();
+      if (!server.revocation_endpoint) return;
+      const response = await oauth.revocationRequest(server, client, auth, token, { ...route.server.requestOptions(insecure), additionalParameters: { token_type_hint: hint } });
+      await oauth.processRevocationResponse(response);
+    } catch {
+      this.events.record('revocation_failed', owner);
+    }
+  }
+}

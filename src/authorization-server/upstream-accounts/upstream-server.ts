@@ -1,0 +1,198 @@
+// The gateway as an OAuth client of one route's upstream authorization server
+// (user_oauth), through oauth4webapi. Where the AS is: configured endpoints
+// (an AS without metadata, GitHub), else its issuer's RFC 8414 / OpenID
+// metadata, the issuer configured or discovered from the upstream's 401 and
+// its RFC 9728 metadata. Which client: the configured one, else one registered
+// there (RFC 7591) once and kept in the store for every user and replica.
+// Every request has a deadline and follows no redirect; errors say what failed,
+// never what the AS answered (an answer may carry tokens).
+import * as oauth from 'oauth4webapi';
+import type { UserOAuthConfig } from '../../config/types.js';
+import { upstreamClientKey } from '../../store/key-names.js';
+import type { Store } from '../../store/store.js';
+import type { AccountTokenCipher } from './account-token-cipher.js';
+
+/** A request to the upstream AS or the upstream failed; the message is safe to log (nothing the AS sent). */
+export class UpstreamAsError extends Error {
+  override readonly name = 'UpstreamAsError';
+}
+
+/** What one flow needs: where, as whom, and how the client authenticates. */
+export interface UpstreamClient {
+  server: oauth.AuthorizationServer;
+  client: oauth.Client;
+  auth: oauth.ClientAuth;
+  /** Scopes to ask for: configured, else what the upstream's RFC 9728 metadata lists. */
+  scopes: readonly string[];
+  insecure: boolean;
+}
+
+export interface UpstreamServerOptions {
+  routePath: string;
+  /** The route's upstream URL: asked without a token to learn where its metadata is. */
+  upstream: string;
+  config: UserOAuthConfig;
+  /** This route's callback at the gateway: the one redirect URI registered. */
+  redirectUri: string;
+  store: Store;
+  cipher: AccountTokenCipher;
+  timeoutMs: number;
+}
+
+/** Metadata and a registration are looked up again after this long. */
+const RESOLVED_TTL_MS = 3600_000;
+/** A registration is kept this long in the store (renewed when used after a reload). */
+const REGISTRATION_TTL_MS = 365 * 24 * 3600_000;
+const CLIENT_NAME = 'MCP auth gateway';
+
+export class UpstreamServer {
+  #resolved: { at: number; value: Promise<UpstreamClient> } | undefined;
+
+  constructor(private readonly o: UpstreamServerOptions) {}
+
+  /** The AS and client, discovered and registered at most once an hour (a failure is retried on the next call). */
+  resolve(): Promise<UpstreamClient> {
+    if (this.#resolved && Date.now() - this.#resolved.at < RESOLVED_TTL_MS) return this.#resolved.value;
+    const value = this.#resolve();
+    this.#resolved = { at: Date.now(), value };
+    value.catch(() => {
+      if (this.#resolved?.value === value) this.#resolved = undefined;
+    });
+    return value;
+  }
+
+  /** RFC 8707 `resource` for the AS, unless `send_resource: false`. */
+  resourceParameter(resource: string): Record<string, string> {
+    return this.o.config.sendResource ? { resource } : {};
+  }
+
+  requestOptions(insecure: boolean) {
+    return { signal: AbortSignal.timeout(this.o.timeoutMs), [oauth.allowInsecureRequests]: insecure };
+  }
+
+  async #resolve(): Promise<UpstreamClient> {
+    const { config } = this.o;
+    const found = config.endpoints ? { server: explicitServer(config), scopes: [] as string[] } : await this.#discover();
+    const insecure = [found.server.authorization_endpoint, found.server.token_endpoint].some((u) => u !== undefined && new URL(u).protocol === 'http:');
+    const scopes = config.scopes.length > 0 ? config.scopes : found.scopes;
+    if (config.clientId) {
+      const client = { client_id: config.clientId };
+      return { server: found.server, client, auth: clientAuth(found.server, config.clientSecret), scopes, insecure };
+    }
+    const client = await this.#registered(found.server, insecure);
+    return { server: found.server, client, auth: oauth.None(), scopes, insecure };
+  }
+
+  /** The issuer (configured, else from the upstream's 401 → RFC 9728), then its metadata. */
+  async #discover(): Promise<{ server: oauth.AuthorizationServer; scopes: string[] }> {
+    const resource = this.o.config.issuer ? undefined : await this.#resourceMetadata();
+    const issuer = this.o.config.issuer ?? resource?.authorization_servers?.[0];
+    if (!issuer) throw new UpstreamAsError("the upstream's metadata names no authorization server");
+    const discovered = await this.#asMetadata(issuer);
+    const revocation = this.o.config.revocationEndpoint;
+    const server = revocation ? { ...discovered, revocation_endpoint: revocation } : discovered;
+    return { server, scopes: resource?.scopes_supported ?? [] };
+  }
+
+  async #resourceMetadata(): Promise<oauth.ResourceServer> {
+    const insecure = new URL(this.o.upstream).protocol === 'http:';
+    const metadataUrl = await this.#challengedMetadataUrl();
+    try {
+      const response = metadataUrl
+        ? await fetch(metadataUrl, { headers: { accept: 'application/json' }, redirect: 'manual', signal: AbortSignal.timeout(this.o.timeoutMs) })
+        : await oauth.resourceDiscoveryRequest(new URL(this.o.config.resource), this.requestOptions(insecure));
+      return await oauth.processResourceDiscoveryResponse(new URL(this.o.config.resource), response);
+    } catch (err) {
+      throw new UpstreamAsError(`cannot read the upstream's protected resource metadata (RFC 9728): ${safeReason(err)}`);
+    }
+  }
+
+  /** `resource_metadata` of the upstream's 401 challenge to a request without a token; undefined: none (the well-known URL then). */
+  async #challengedMetadataUrl(): Promise<URL | undefined> {
+    let response: Response;
+    try {
+      response = await fetch(this.o.upstream, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'ping' }),
+        redirect: 'manual',
+        signal: AbortSignal.timeout(this.o.timeoutMs),
+      });
+    } catch (err) {
+      throw new UpstreamAsError(`the upstream is unreachable: ${safeReason(err)}`);
+    }
+    await response.body?.cancel();
+    const challenge = response.headers.get('www-authenticate') ?? '';
+    const named = /resource_metadata="([^"]+)"/i.exec(challenge)?.[1];
+    if (response.status !== 401 || !named || !URL.canParse(named)) return undefined;
+    const url = new URL(named);
+    // The metadata must come from the upstream's own origin: a challenge cannot send the gateway elsewhere.
+    return url.origin === new URL(this.o.upstream).origin ? url : undefined;
+  }
+
+  async #asMetadata(issuer: string): Promise<oauth.AuthorizationServer> {
+    const issuerUrl = new URL(issuer);
+    const insecure = issuerUrl.protocol === 'http:';
+    for (const algorithm of ['oauth2', 'oidc'] as const) {
+      try {
+        const response = await oauth.discoveryRequest(issuerUrl, { algorithm, ...this.requestOptions(insecure) });
+        return await oauth.processDiscoveryResponse(issuerUrl, response);
+      } catch {
+        // the other well-known document next
+      }
+    }
+    throw new UpstreamAsError('cannot read the upstream authorization server metadata (RFC 8414 or OpenID)');
+  }
+
+  /** The registration kept in the store, else a new one (the first replica's wins). */
+  async #registered(server: oauth.AuthorizationServer, insecure: boolean): Promise<oauth.Client> {
+    const key = upstreamClientKey(this.o.routePath, server.issuer);
+    const kept = await this.#keptClient(key);
+    if (kept) return kept;
+    if (!server.registration_endpoint) throw new UpstreamAsError('the upstream authorization server offers no dynamic registration: set upstream_auth.client_id');
+    let client: oauth.Client;
+    try {
+      const metadata = { redirect_uris: [this.o.redirectUri], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none', client_name: CLIENT_NAME };
+      const response = await oauth.dynamicClientRegistrationRequest(server, metadata, this.requestOptions(insecure));
+      client = { client_id: (await oauth.processDynamicClientRegistrationResponse(response)).client_id };
+    } catch (err) {
+      throw new UpstreamAsError(`dynamic registration at the upstream authorization server failed: ${safeReason(err)}`);
+    }
+    if (await this.o.store.setIfAbsent(key, this.o.cipher.seal(key, JSON.stringify(client)), REGISTRATION_TTL_MS)) return client;
+    return (await this.#keptClient(key)) ?? client;
+  }
+
+  async #keptClient(key: string): Promise<oauth.Client | undefined> {
+    const sealed = await this.o.store.get(key);
+    const text = sealed === undefined ? undefined : this.o.cipher.open(key, sealed);
+    return text === undefined ? undefined : (JSON.parse(text) as oauth.Client);
+  }
+}
+
+/** An AS without metadata: its issuer is taken as the authorization endpoint's origin, only to check an RFC 9207 `iss` it might send. */
+function explicitServer(config: UserOAuthConfig): oauth.AuthorizationServer {
+  const endpoints = config.endpoints!;
+  return {
+    issuer: config.issuer ?? new URL(endpoints.authorization).origin,
+    authorization_endpoint: endpoints.authorization,
+    token_endpoint: endpoints.token,
+    ...(config.revocationEndpoint && { revocation_endpoint: config.revocationEndpoint }),
+  };
+}
+
+/** client_secret_basic unless the AS lists only client_secret_post; no secret: a public client. */
+function clientAuth(server: oauth.AuthorizationServer, secret: string | undefined): oauth.ClientAuth {
+  if (!secret) return oauth.None();
+  const methods = server.token_endpoint_auth_methods_supported;
+  return methods && !methods.includes('client_secret_basic') && methods.includes('client_secret_post') ? oauth.ClientSecretPost(secret) : oauth.ClientSecretBasic(secret);
+}
+
+/** The kind of failure, never the AS's answer: oauth4webapi's errors carry response bodies. */
+export function safeReason(err: unknown): string {
+  if (err instanceof UpstreamAsError) return err.message;
+  if (err instanceof oauth.ResponseBodyError) return `the server answered ${err.status} ${/^[a-z_]{1,64}$/.test(err.error) ? err.error : 'error'}`;
+  if (err instanceof oauth.AuthorizationResponseError) return 'the authorization server answered with an error';
+  if (err instanceof oauth.OperationProcessingError) return `invalid answer (${err.code ?? 'unexpected'})`;
+  if (err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError')) return 'timed out';
+  return 'network error';
+}

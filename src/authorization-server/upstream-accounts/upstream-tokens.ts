@@ -1,0 +1,146 @@
+// The access token a route's upstream gets for one principal (user_oauth):
+// the stored grant's, refreshed ahead of expiry by one replica at a time (a
+// store lock; the others keep using the token while it is valid, or wait for
+// the new one), and one refresh at a time per grant within a replica. No grant,
+// or a refresh the AS refuses: UpstreamAccountRequired, with a connect link.
+import * as oauth from 'oauth4webapi';
+import type { AuthContext } from '../../auth/principal.js';
+import { upstreamRefreshLockKey } from '../../store/key-names.js';
+import type { Store } from '../../store/store.js';
+import { upstreamCredentialFailed } from '../../upstream-auth/credential-error.js';
+import { UpstreamAccountRequired } from '../../upstream-auth/user-oauth.js';
+import type { UpstreamAccountSource } from '../../upstream-auth/upstream-credential.js';
+import type { GrantOwner, UpstreamGrant, UpstreamGrants } from './upstream-grants.js';
+import { safeReason, type UpstreamServer } from './upstream-server.js';
+import type { UpstreamAccountEvents } from './upstream-account-events.js';
+
+/** A refresh holds the lock at most this long (a replica dying mid-refresh frees it). */
+const REFRESH_LOCK_TTL_MS = 30_000;
+/** A replica without the lock and without a valid token waits at most this long for the new one. */
+const WAIT_FOR_REFRESH_MS = 10_000;
+const POLL_MS = 100;
+
+export interface UpstreamTokensOptions {
+  routePath: string;
+  server: UpstreamServer;
+  grants: UpstreamGrants;
+  store: Store;
+  events: UpstreamAccountEvents;
+  /** The connect link for this principal and route (made when asked for). */
+  connectLink(owner: GrantOwner): Promise<{ url: string; id: string }>;
+}
+
+export class UpstreamTokens implements UpstreamAccountSource {
+  readonly #refreshing = new Map<string, Promise<UpstreamGrant | undefined>>();
+
+  constructor(private readonly o: UpstreamTokensOptions) {}
+
+  async accessTokenFor(auth: AuthContext): Promise<string> {
+    const owner = this.#owner(auth);
+    let grant = await this.o.grants.load(owner);
+    if (grant && refreshDue(grant)) grant = await this.#refreshOnce(owner, grant);
+    if (!grant) throw await this.#required(owner);
+    this.o.grants.used(owner).catch(() => undefined);
+    return grant.accessToken;
+  }
+
+  /** The upstream refused `token` (401): refresh once if it is still the stored one; a refused refresh forgets the grant. */
+  async refused(auth: AuthContext, token: string): Promise<void> {
+    const owner = this.#owner(auth);
+    const grant = await this.o.grants.load(owner);
+    if (!grant || grant.accessToken !== token) return;
+    await this.#refreshOnce(owner, { ...grant, expiresAt: 0 });
+  }
+
+  #owner(auth: AuthContext): GrantOwner {
+    return { issuer: auth.issuer, subject: auth.subject, routePath: this.o.routePath };
+  }
+
+  async #required(owner: GrantOwner): Promise<UpstreamAccountRequired> {
+    const link = await this.o.connectLink(owner);
+    return new UpstreamAccountRequired(link.url, link.id);
+  }
+
+  /** One refresh per grant in this replica; callers share it. */
+  #refreshOnce(owner: GrantOwner, grant: UpstreamGrant): Promise<UpstreamGrant | undefined> {
+    const key = this.o.grants.keyOf(owner);
+    let pending = this.#refreshing.get(key);
+    if (!pending) {
+      pending = this.#refresh(owner, grant).finally(() => this.#refreshing.delete(key));
+      this.#refreshing.set(key, pending);
+    }
+    return pending;
+  }
+
+  async #refresh(owner: GrantOwner, grant: UpstreamGrant): Promise<UpstreamGrant | undefined> {
+    const lock = upstreamRefreshLockKey(this.o.grants.keyOf(owner));
+    if (!(await this.o.store.setIfAbsent(lock, '1', REFRESH_LOCK_TTL_MS))) return this.#awaitOthers(owner, grant);
+    try {
+      // Another replica may have refreshed between our read and the lock.
+      const current = await this.o.grants.load(owner);
+      if (!current || (current.accessToken !== grant.accessToken && !refreshDue(current))) return current;
+      return await this.#redeem(owner, current);
+    } finally {
+      await this.o.store.delete(lock).catch(() => undefined);
+    }
+  }
+
+  /** Another replica holds the lock: the token while it is valid, else the new one once written (or nothing). */
+  async #awaitOthers(owner: GrantOwner, grant: UpstreamGrant): Promise<UpstreamGrant | undefined> {
+    if (grant.expiresAt !== undefined && grant.expiresAt > Date.now()) return grant;
+    const deadline = Date.now() + WAIT_FOR_REFRESH_MS;
+    while (Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+      const current = await this.o.grants.load(owner);
+      if (!current || current.accessToken !== grant.accessToken) return current;
+    }
+    throw upstreamCredentialFailed(new Error('waited too long for another replica to refresh the upstream grant'));
+  }
+
+  async #redeem(owner: GrantOwner, grant: UpstreamGrant): Promise<UpstreamGrant | undefined> {
+    if (!grant.refreshToken) {
+      await this.o.grants.delete(owner);
+      this.o.events.record('refresh_failed', owner, 'no refresh token');
+      return undefined;
+    }
+    const resolved = await this.o.server.resolve();
+    let tokens: oauth.TokenEndpointResponse;
+    try {
+      const options = { ...this.o.server.requestOptions(resolved.insecure), ...(grant.resource && { additionalParameters: this.o.server.resourceParameter(grant.resource) }) };
+      const response = await oauth.refreshTokenGrantRequest(resolved.server, resolved.client, resolved.auth, grant.refreshToken, options);
+      tokens = await oauth.processRefreshTokenResponse(resolved.server, resolved.client, response);
+    } catch (err) {
+      this.o.events.record('refresh_failed', owner, safeReason(err));
+      // The AS refused the grant: it is over, the user connects again. Anything else: this request fails, the grant stays.
+      if (err instanceof oauth.ResponseBodyError && err.status < 500) {
+        await this.o.grants.delete(owner);
+        return undefined;
+      }
+      throw upstreamCredentialFailed(new Error(`upstream token refresh failed: ${safeReason(err)}`));
+    }
+    const refreshed = grantFrom(tokens, { ...grant, refreshToken: tokens.refresh_token ?? grant.refreshToken });
+    await this.o.grants.save(owner, refreshed);
+    this.o.events.record('refreshed', owner);
+    return refreshed;
+  }
+}
+
+/** The grant a token answer makes, keeping what the answer does not say. */
+export function grantFrom(tokens: oauth.TokenEndpointResponse, base: Omit<UpstreamGrant, 'accessToken' | 'obtainedAt' | 'expiresAt'>): UpstreamGrant {
+  const now = Date.now();
+  return {
+    ...base,
+    accessToken: tokens.access_token,
+    refreshToken: tokens.refresh_token ?? base.refreshToken,
+    obtainedAt: now,
+    expiresAt: typeof tokens.expires_in === 'number' ? now + tokens.expires_in * 1000 : undefined,
+    scopes: typeof tokens.scope === 'string' ? tokens.scope.split(' ').filter(Boolean) : base.scopes,
+  };
+}
+
+/** Refreshed ahead: a quarter of its lifetime before expiry, at least 5 s and at most 60 s before. */
+export function refreshDue(grant: UpstreamGrant, now = Date.now()): boolean {
+  if (grant.expiresAt === undefined) return false;
+  const ahead = Math.min(60_000, Math.max(5_000, (grant.expiresAt - grant.obtainedAt) / 4));
+  return grant.expiresAt - now <= ahead;
+}

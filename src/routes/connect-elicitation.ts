@@ -1,0 +1,61 @@
+// The answer to a request whose principal has no working grant at a user_oauth
+// route's upstream (DESIGN §8.1): a URL elicitation to the gateway's connect
+// page, in the form the client's protocol revision reads. 2025-11-25: JSON-RPC
+// error -32042 (URLElicitationRequiredError) with the URL; 2026-07-28: an
+// InputRequiredResult whose input request is a URL elicitation (the
+// multi-round-trip form: the client retries the request once connected);
+// older revisions: a JSON-RPC error whose message names the URL. The link is
+// the only thing it carries: nothing of any token.
+import type { IncomingMessage } from 'node:http';
+import { GatewayError } from '../errors/gateway-error.js';
+import { UpstreamAccountRequired } from '../upstream-auth/user-oauth.js';
+
+/** MCP 2025-11-25: URLElicitationRequiredError. */
+export const URL_ELICITATION_REQUIRED = -32042;
+/** Revisions before URL elicitation: a server error whose message the user reads. */
+const CONNECT_REQUIRED_LEGACY = -32001;
+
+const MESSAGE = 'Connect your account at this MCP server to continue';
+
+type JsonRpcId = string | number | null;
+
+/** A 200 whose body is the JSON-RPC answer for the request's id. */
+export class ConnectElicitation extends GatewayError {
+  override readonly name = 'ConnectElicitation';
+
+  constructor(
+    private readonly payload: Record<string, unknown>,
+    readonly id: JsonRpcId,
+  ) {
+    super(200, 'unauthorized', MESSAGE);
+  }
+
+  override body(): string {
+    return JSON.stringify({ jsonrpc: '2.0', id: this.id, ...this.payload });
+  }
+}
+
+/** The elicitation for a credential's UpstreamAccountRequired; anything else is returned as it was. */
+export function asConnectElicitation(err: unknown, req: IncomingMessage, body: Buffer): unknown {
+  if (!(err instanceof UpstreamAccountRequired)) return err;
+  const version = req.headers['mcp-protocol-version'];
+  const elicitation = { mode: 'url', elicitationId: err.elicitationId, url: err.url, message: MESSAGE };
+  const id = requestId(body);
+  if (version === undefined || version < '2025-11-25') {
+    return new ConnectElicitation({ error: { code: CONNECT_REQUIRED_LEGACY, message: `${MESSAGE}: open ${err.url}`, data: { url: err.url } } }, id);
+  }
+  if (version < '2026-07-28') return new ConnectElicitation({ error: { code: URL_ELICITATION_REQUIRED, message: MESSAGE, data: { elicitations: [elicitation] } } }, id);
+  return new ConnectElicitation({ result: { resultType: 'input_required', inputRequests: { connect: { method: 'elicitation/create', params: elicitation } } } }, id);
+}
+
+/** The id of a single JSON-RPC request body; null for anything else (a batch, a notification, not JSON). */
+function requestId(body: Buffer): JsonRpcId {
+  try {
+    const message: unknown = JSON.parse(body.toString('utf8'));
+    if (typeof message !== 'object' || message === null || Array.isArray(message)) return null;
+    const id = (message as { id?: unknown }).id;
+    return typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id)) ? id : null;
+  } catch {
+    return null;
+  }
+}
