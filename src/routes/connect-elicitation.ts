@@ -38,9 +38,11 @@ export class ConnectElicitation extends GatewayError {
 /** The elicitation for a credential's UpstreamAccountRequired; anything else is returned as it was. */
 export function asConnectElicitation(err: unknown, req: IncomingMessage, body: Buffer): unknown {
   if (!(err instanceof UpstreamAccountRequired)) return err;
-  const version = req.headers['mcp-protocol-version'];
+  const { id, initializeVersion } = readRequest(body);
+  // `initialize` carries no header yet: the version it asks for is the client's.
+  const header = req.headers['mcp-protocol-version'];
+  const version = typeof header === 'string' ? header : initializeVersion;
   const elicitation = { mode: 'url', elicitationId: err.elicitationId, url: err.url, message: MESSAGE };
-  const id = requestId(body);
   if (version === undefined || version < '2025-11-25') {
     return new ConnectElicitation({ error: { code: CONNECT_REQUIRED_LEGACY, message: `${MESSAGE}: open ${err.url}`, data: { url: err.url } } }, id);
   }
@@ -48,14 +50,16 @@ export function asConnectElicitation(err: unknown, req: IncomingMessage, body: B
   return new ConnectElicitation({ result: { resultType: 'input_required', inputRequests: { connect: { method: 'elicitation/create', params: elicitation } } } }, id);
 }
 
-/** The id of a single JSON-RPC request body; null for anything else (a batch, a notification, not JSON). */
-function requestId(body: Buffer): JsonRpcId {
+/** The id of a single JSON-RPC request body (null for a batch, a notification, not JSON), and the version an `initialize` asks for. */
+function readRequest(body: Buffer): { id: JsonRpcId; initializeVersion?: string } {
+  let message: unknown;
   try {
-    const message: unknown = JSON.parse(body.toString('utf8'));
-    if (typeof message !== 'object' || message === null || Array.isArray(message)) return null;
-    const id = (message as { id?: unknown }).id;
-    return typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id)) ? id : null;
+    message = JSON.parse(body.toString('utf8'));
   } catch {
-    return null;
+    return { id: null };
   }
+  if (typeof message !== 'object' || message === null || Array.isArray(message)) return { id: null };
+  const { id, method, params } = message as { id?: unknown; method?: unknown; params?: { protocolVersion?: unknown } };
+  const version = method === 'initialize' && typeof params?.protocolVersion === 'string' ? params.protocolVersion : undefined;
+  return { id: typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id)) ? id : null, initializeVersion: version };
 }

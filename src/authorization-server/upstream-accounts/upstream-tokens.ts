@@ -138,9 +138,9 @@ export function grantFrom(tokens: oauth.TokenEndpointResponse, base: Omit<Upstre
   };
 }
 
-/** Refreshed ahead: a quarter of its lifetime before expiry, at least 5 s and at most 60 s before. */
+/** Refreshed ahead: a quarter of its lifetime before expiry, at most 60 s before (a fresh token is never due at once). */
 export function refreshDue(grant: UpstreamGrant, now = Date.now()): boolean {
   if (grant.expiresAt === undefined) return false;
-  const ahead = Math.min(60_000, Math.max(5_000, (grant.expiresAt - grant.obtainedAt) / 4));
+  const ahead = Math.min(60_000, (grant.expiresAt - grant.obtainedAt) / 4);
   return grant.expiresAt - now <= ahead;
 }
