@@ -24,6 +24,12 @@ export interface AsContext {
   readonly metrics: AuthorizationServerMetrics;
 }
 
+/** The upstream of the route of `resource` when it uses the user's own account there (user_oauth). */
+export function userAccountUpstream(ctx: AsContext, resource: string): string | undefined {
+  const route = ctx.resources.get(resource);
+  return route?.upstreamAuth.kind === 'user_oauth' ? route.upstream : undefined;
+}
+
 /** The endpoints sit at the root of the issuer's origin, so 2025-03-26 clients' default endpoints work. */
 export function endpointUrl(issuer: string, path: `/${string}`): string {
   return `${new URL(issuer).origin}${path}`;

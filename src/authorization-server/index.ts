@@ -36,7 +36,7 @@ import { oidcLogin } from './login/oidc-login.js';
 import type { LoginMethod, LoginMethodFactory, LoginServices } from './login/login-method.js';
 import { metadataRoutes } from './endpoints/metadata.js';
 import { ACCOUNT_FLOOD_LIMITED_PATH, FLOOD_LIMITED_PATHS, floodLimits } from './endpoints/flood-limits.js';
-import { errorPage } from './pages/respond-page.js';
+import { errorPage, guarded } from './pages/respond-page.js';
 import { RateLimiter, type RateLimit } from './helpers/rate-limit.js';
 import { registerRoutes } from './endpoints/register.js';
 import { revokeRoutes } from './endpoints/revoke.js';
@@ -50,6 +50,8 @@ import { enterpriseIdps, type EnterpriseIdps } from './idp/enterprise-idps.js';
 import { createDpopNonces, type DpopNonces } from '../auth/dpop-nonce.js';
 import { UpstreamAccounts } from './upstream-accounts/upstream-accounts.js';
 import { upstreamConnectRoutes } from './endpoints/upstream-connect.js';
+import { connectAtConsent, resumeAfterConnect } from './authorization/connect-at-consent.js';
+import { CONNECTED_RESUME_PATH } from '../config/reserved-paths.js';
 import type { UpstreamAccountSource } from '../upstream-auth/upstream-credential.js';
 
 export interface AuthorizationServerOptions {
@@ -122,10 +124,10 @@ export async function createAuthorizationServer(config: GatewayConfig, deps: Aut
   const interactions = new Interactions(deps.store);
   const browser = new BrowserBinding(ctx.keys.cookieSecret);
   const account = asConfig.accountPage ? createAccount(ctx, grants, browser) : undefined;
-  const services = loginServices(ctx, { codes, clients, grants, interactions, browser }, account);
+  const upstreamAccounts = account && config.accountTokens ? new UpstreamAccounts(ctx, config.routes, config.accountTokens, { timeoutMs: options.upstreamTimeoutMs }) : undefined;
+  const services = loginServices(ctx, { codes, clients, grants, interactions, browser }, account, upstreamAccounts);
   const login = loginFactory(ctx, services);
   const idps = enterpriseIdps(asConfig.enterpriseIdps, deps.jwks ?? new JwksRegistry());
-  const upstreamAccounts = account && config.accountTokens ? new UpstreamAccounts(ctx, config.routes, config.accountTokens, { timeoutMs: options.upstreamTimeoutMs }) : undefined;
   const parts: EndpointParts = { clients, codes, grants, interactions, browser, consents: new ConsentMemory(ctx.keys.cookieSecret), login, services, account, idps, dpopShare: dpopMarkerShare(config.store), upstreamAccounts };
 
   return {
@@ -203,8 +205,9 @@ function createAccount(ctx: AsContext, grants: Grants, browser: BrowserBinding):
 type LoginParts = Pick<EndpointParts, 'codes' | 'clients' | 'grants' | 'interactions' | 'browser'>;
 
 /** What a login method is given: the interaction and browser, and how to end (complete or fail); an account sign-in ends on the account page. */
-function loginServices(ctx: AsContext, parts: LoginParts, account: AccountParts | undefined): LoginServices {
-  const completion = createCompletion(ctx, { codes: parts.codes, clients: parts.clients, grants: parts.grants, apps: account?.apps });
+function loginServices(ctx: AsContext, parts: LoginParts, account: AccountParts | undefined, accounts: UpstreamAccounts | undefined): LoginServices {
+  const connectFirst = accounts && connectAtConsent(ctx, { accounts, interactions: parts.interactions, browser: parts.browser });
+  const completion = createCompletion(ctx, { codes: parts.codes, clients: parts.clients, grants: parts.grants, apps: account?.apps, connectFirst });
   return {
     interactions: parts.interactions,
     browser: parts.browser,
@@ -265,7 +268,11 @@ function mountEndpoints(ctx: AsContext, parts: EndpointParts, options: Authoriza
     const userConsents = new UserConsents(ctx.store, ctx.issuer);
     const { upstreamAccounts } = parts;
     routes.route('/', accountRoutes(ctx, { apps, sessions, browser, interactions, userConsents, grants, login, selfOrigin: services.selfOrigin, upstreamAccounts }));
-    if (upstreamAccounts) routes.route('/', upstreamConnectRoutes(ctx, { sessions, browser, interactions, login, selfOrigin: services.selfOrigin, accounts: upstreamAccounts }));
+    if (upstreamAccounts) {
+      routes.route('/', upstreamConnectRoutes(ctx, { sessions, browser, interactions, login, selfOrigin: services.selfOrigin, accounts: upstreamAccounts }));
+      const resume = resumeAfterConnect({ interactions, browser }, services.complete);
+      routes.get(CONNECTED_RESUME_PATH, (c) => guarded(c, () => resume(c)));
+    }
   }
   return routes;
 }

@@ -9,6 +9,9 @@ export const AS_ENDPOINTS = { authorize: '/authorize', token: '/token', register
 /** The AS's pages (consent, login, the IdP's callback and logout) live below /authorize/. */
 export const AS_PAGES_PREFIX = `${AS_ENDPOINTS.authorize}/`;
 
+/** user_oauth: where the upstream AS's callback sends the browser back to finish an authorization that detoured there. */
+export const CONNECTED_RESUME_PATH = '/authorize/connected';
+
 /** The connected-apps page and its forms (`account.enabled`); the prefix is reserved whether or not it is on. */
 export const ACCOUNT_PAGES_PREFIX = '/account/';
 export const ACCOUNT_PATHS = {

@@ -29,7 +29,10 @@ export interface ForwardContext {
    * in place of the client's).
    */
   span?: GatewaySpan;
-  /** The upstream answered 401 to the credential: the credential's own reaction (a user_oauth grant refreshed once). */
+  /**
+   * The upstream answered 401 to the credential. Given, nothing is written to the client for that
+   * answer: the caller renews the credential and forwards again, or answers itself.
+   */
   rejected?: () => void;
 }
 

@@ -29,6 +29,9 @@ class Cancelled extends Error {
   }
 }
 
+/** The upstream's 401 went to ForwardContext.rejected: the caller answers (a retry, or its own error). */
+class RetryRequested extends Error {}
+
 const isEventStream = (contentType: string | string[] | undefined) =>
   typeof contentType === 'string' && contentType.trimStart().toLowerCase().startsWith('text/event-stream');
 
@@ -88,7 +91,7 @@ function failureType(err: Error): string {
 
 export class Exchange implements Dispatcher.DispatchHandler, IdleWatched {
   controller: Dispatcher.DispatchController | undefined;
-  /** Told when the upstream answers 401 to the credential (ForwardContext.rejected). */
+  /** Told when the upstream answers 401 to the credential (ForwardContext.rejected); nothing is written to the client then. */
   onRejected: (() => void) | undefined;
   cancelled: Cancelled | undefined;
   headSent = false;
@@ -141,7 +144,12 @@ export class Exchange implements Dispatcher.DispatchHandler, IdleWatched {
       // misconfiguration, and its challenge names an AS the client must not
       // be sent to (SECURITY H36).
       this.scope.logger?.warn({ route: this.scope.route, status: statusCode }, 'upstream rejected the gateway credential');
-      this.onRejected?.();
+      // A credential that can renew itself (a user's own grant) is asked to, and the caller sends the request again: nothing is written here.
+      if (this.onRejected) {
+        this.onRejected();
+        controller.abort(new RetryRequested());
+        return;
+      }
       controller.abort(new GatewayError(502, 'bad_gateway', "Upstream rejected the gateway's credential"));
       return;
     }
@@ -251,7 +259,7 @@ export class Exchange implements Dispatcher.DispatchHandler, IdleWatched {
     const first = !this.finished;
     if (first) this.span?.fail(failureType(err));
     this.finish();
-    if (!first || res.destroyed) return;
+    if (!first || res.destroyed || err instanceof RetryRequested) return;
     if (err instanceof Cancelled && err.why === 'client') return;
     if (err instanceof TransformFailed) {
       this.scope.logger?.warn({ route: this.scope.route, reason: err.message }, 'upstream response refused by the response filter');

@@ -13,7 +13,7 @@ import { spendDpopProof, type DpopChecks } from '../auth/dpop-binding.js';
 import type { AuthContext } from '../auth/principal.js';
 import { readBody } from '../proxy/read-body.js';
 import { checkOrigin, corsPreflight, corsResponseHeaders } from '../proxy/origin.js';
-import type { Forwarder } from '../proxy/forwarder.js';
+import type { ForwardContext, Forwarder } from '../proxy/forwarder.js';
 import { endWithAuthorization } from '../proxy/authorization-lifetime.js';
 import { isForwardedMethod, methodNotAllowed } from '../proxy/forwarded-methods.js';
 import type { UpstreamCredential } from '../upstream-auth/upstream-credential.js';
@@ -102,13 +102,29 @@ function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHan
       const injected = credential instanceof Promise ? await credential.catch((err: unknown) => Promise.reject(asConnectElicitation(err, req, body))) : credential;
       if (cors) for (const name in cors) res.setHeader(name, cors[name]!);
       endWithAuthorization(res, req.method, auth, deps.verifier);
-      await deps.forwarder.forward(req, res, { auth, body, injected, transform, span, rejected: deps.credential.rejected && (() => deps.credential.rejected!(auth, injected)) });
+      const upstream401 = { seen: false };
+      await deps.forwarder.forward(req, res, { auth, body, injected, transform, span, ...(deps.credential.rejected && { rejected: () => (upstream401.seen = true) }) });
+      if (upstream401.seen) await forwardAgain(req, res, deps, { auth, body, injected, transform, span });
       span?.setStatus(res.statusCode);
       finish(res.statusCode, 'allow', started);
     } catch (thrown) {
       refuse(res, thrown, cors, started, span);
     }
   };
+}
+
+/**
+ * The upstream refused a credential that can renew itself (a user's own grant): renewed once and
+ * the request sent once more; a second 401 is the usual 502, a grant that is gone the connect link.
+ */
+async function forwardAgain(req: IncomingMessage, res: ServerResponse, deps: ProtectedRouteDeps, ctx: ForwardContext): Promise<void> {
+  try {
+    await deps.credential.rejected!(ctx.auth, ctx.injected);
+    const injected = await deps.credential.headersFor(ctx.auth);
+    await deps.forwarder.forward(req, res, { ...ctx, injected });
+  } catch (err) {
+    throw asConnectElicitation(err, req, ctx.body);
+  }
 }
 
 /** What the route's `WWW-Authenticate` challenges name: its metadata, and DPoP's algorithms where it takes DPoP. */

@@ -7,8 +7,8 @@ import type { Store } from '../store/store.js';
 export interface UpstreamCredential {
   /** Headers to add to the upstream request (lower-case names). */
   headersFor(auth: AuthContext, signal?: AbortSignal): Promise<Record<string, string>> | Record<string, string>;
-  /** The upstream answered 401 to `injected`; never throws (best effort, in the background). */
-  rejected?(auth: AuthContext, injected: Readonly<Record<string, string>>): void;
+  /** The upstream answered 401 to `injected`: renew it once (the route then asks headersFor again and retries once). */
+  rejected?(auth: AuthContext, injected: Readonly<Record<string, string>>): Promise<void>;
 }
 
 /** Signs a JWT with the gateway's own key (ES256); the signer sets `alg` and `kid`. */

@@ -29,10 +29,10 @@ export function userOAuthCredential(accounts: UpstreamAccountSource | undefined)
         throw translateKnown(err, { storeUnavailable: 'The token store is temporarily unavailable' }) ?? upstreamCredentialFailed(err);
       }
     },
-    rejected(auth, injected) {
+    async rejected(auth, injected) {
       const token = injected.authorization?.replace(/^Bearer /, '');
-      // One refresh (or the grant forgotten): the next request carries the new token or gets the connect link.
-      if (token) accounts.refused(auth, token).catch(() => undefined);
+      // One refresh, or the grant forgotten: the retry then carries the new token, or gets the connect link.
+      if (token) await accounts.refused(auth, token);
     },
   };
 }

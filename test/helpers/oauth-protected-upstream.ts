@@ -36,8 +36,10 @@ export interface OAuthProtectedUpstream {
   revocations: string[];
   /** Refresh-token grants the AS answered. */
   refreshes: number;
-  /** The account the AS's headless login signs in next. */
-  signInAs(account: string): void;
+  /** Tokens of an account issued (iat) before the time given (ms) are answered 401, as an upstream that revoked them would. */
+  refuseIssuedBefore: Map<string, number>;
+  /** The account the AS's headless login signs in next; undefined: the user declines (access_denied). */
+  signInAs(account: string | undefined): void;
   close(): Promise<void>;
 }
 
@@ -46,8 +48,8 @@ export async function startOAuthProtectedUpstream(opts: { accessTokenTtl: number
   const port = await listen(server);
   const url = `http://127.0.0.1:${port}/mcp`;
   const as = await startOidcProvider({ resources: [url], scopes: UPSTREAM_SCOPES, accessTokenTtl: opts.accessTokenTtl });
-  let account = 'nobody';
-  chooseIdpLogin(as, () => ({ accountId: account }));
+  let account: string | undefined;
+  chooseIdpLogin(as, () => (account === undefined ? { error: 'access_denied', error_description: 'the user declined' } : { accountId: account }));
   const handle: OAuthProtectedUpstream = {
     url,
     as,
@@ -56,6 +58,7 @@ export async function startOAuthProtectedUpstream(opts: { accessTokenTtl: number
     issuedTokens: new Set(),
     revocations: [],
     refreshes: 0,
+    refuseIssuedBefore: new Map(),
     signInAs: (a) => (account = a),
     close: async () => {
       await closeServer(server);
@@ -84,7 +87,12 @@ export async function startOAuthProtectedUpstream(opts: { accessTokenTtl: number
     }
     if (path !== '/mcp') return void res.writeHead(404).end();
     const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
-    const verified = token ? jwtVerify(token, keys, { issuer: as.issuer, audience: url }).then((r) => r.payload.sub) : Promise.reject(new Error('no token'));
+    const verified = token
+      ? jwtVerify(token, keys, { issuer: as.issuer, audience: url }).then(({ payload }) => {
+          if ((payload.iat ?? 0) * 1000 < (handle.refuseIssuedBefore.get(payload.sub!) ?? 0)) throw new Error('revoked here');
+          return payload.sub;
+        })
+      : Promise.reject(new Error('no token'));
     verified.then(
       (sub) => {
         handle.seen.push({ sub: sub!, token: token! });

@@ -73,7 +73,8 @@ beforeAll(async () => {
   });
   A = await startTestGateway(files(portA), env, { audit });
   B = await startTestGateway(files(portB), env);
-  for (const user of ['alice', 'bob', 'carol']) tokens.set(user, await approveApp(user));
+  // They decline at the upstream AS when asked at consent: the apps work, the accounts are not connected.
+  for (const user of ['alice', 'bob', 'carol']) tokens.set(user, (await approveApp(user)).token);
 }, 90_000);
 
 afterAll(async () => {
@@ -95,8 +96,12 @@ async function devSignIn(page: Page, user: string): Promise<void> {
   await page.getByRole('button', { name: 'Sign in' }).click();
 }
 
-/** `user` approves a new app in the browser (consent, dev login); its access token. */
-async function approveApp(user: string): Promise<string> {
+/**
+ * `user` approves a new app in the browser (consent, dev login; then, with no upstream grant yet,
+ * the detour to the upstream AS, which signs in `upstreamAccount` or, undefined, is declined); its
+ * access token and the consent page's text.
+ */
+async function approveApp(user: string, upstreamAccount?: string): Promise<{ token: string; consentText: string }> {
   const reg = await fetch(`${origin}/register`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
@@ -106,13 +111,15 @@ async function approveApp(user: string): Promise<string> {
   const verifier = newVerifier();
   const page = await newPage();
   try {
+    upstream.signInAs(upstreamAccount);
     await page.goto(codeRequestUrl(origin, { client: { id: clientId, redirectUri: CALLBACK }, verifier, state: 's', resource: `${origin}${ROUTE}` }).href);
+    const consentText = await page.locator('main').innerText();
     await page.getByRole('button', { name: 'Approve' }).click();
     const redirected = page.waitForRequest((r) => r.url().startsWith(CALLBACK));
     await devSignIn(page, user);
     const code = new URL((await redirected).url()).searchParams.get('code')!;
     const res = await fetch(`${origin}/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'authorization_code', code, code_verifier: verifier, redirect_uri: CALLBACK, client_id: clientId }) });
-    return ((await res.json()) as { access_token: string }).access_token;
+    return { token: ((await res.json()) as { access_token: string }).access_token, consentText };
   } finally {
     await page.context().close();
   }
@@ -173,6 +180,16 @@ const describeBrowser = available ? describe : describe.skip;
 const why = available ? '' : ` — SKIPPED: ${CHROMIUM} is missing`;
 
 describeBrowser(`user_oauth: each user's own account at the upstream${why}`, () => {
+  it('connects at consent: the page says the app acts with the user\'s own account there; one detour to the upstream AS, then the client\'s redirect; the first call works', async () => {
+    const { token, consentText } = await approveApp('dave', 'dave-upstream');
+    expect(consentText).toContain(`your own account at ${upstream.url}`);
+    tokens.set('dave', token);
+    expect(await whoami(B, 'dave')).toBe('dave-upstream');
+    expect(audit.events.some((e) => e.event === 'upstream_account_connected' && e.sub === 'dave')).toBe(true);
+    // Declined at consent (alice, bob, carol): the app got its code all the same, and nothing is connected.
+    expect(audit.events.filter((e) => e.event === 'upstream_account_connect_failed').map((e) => e.sub).sort()).toEqual(['alice', 'bob', 'carol']);
+  }, TEST_MS);
+
   it('connects through the URL elicitation: -32042 names the link, the link signs in and connects, the call then carries the user\'s own upstream token; the link works once', async () => {
     const link = await elicitedLink('alice');
     expect(new URL(link).origin).toBe(origin);
@@ -233,6 +250,17 @@ describeBrowser(`user_oauth: each user's own account at the upstream${why}`, () 
     const answers = await Promise.all(Array.from({ length: 16 }, (_, i) => whoami(i % 2 ? A : B, 'carol')));
     expect(answers.every((a) => a === 'carol-upstream')).toBe(true);
     expect(upstream.refreshes - before).toBe(1);
+  }, TEST_MS);
+
+  it('an upstream 401 to a stored token leads to one refresh and the request sent again with the new token', async () => {
+    await whoami(A, 'alice');
+    // Whole seconds (iat): the tokens alice holds now are refused, the next one is not.
+    upstream.refuseIssuedBefore.set('alice-upstream', Math.ceil(Date.now() / 1000) * 1000);
+    await new Promise((r) => setTimeout(r, 1100));
+    const [refreshes, refused] = [upstream.refreshes, upstream.refused];
+    expect(await whoami(B, 'alice')).toBe('alice-upstream');
+    expect(upstream.refreshes - refreshes).toBe(1);
+    expect(upstream.refused - refused).toBeGreaterThanOrEqual(1);
   }, TEST_MS);
 
   it('/account/apps lists the upstream account; Disconnect revokes it at the upstream AS (RFC 7009) and the next call elicits again', async () => {

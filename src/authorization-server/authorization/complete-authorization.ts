@@ -4,7 +4,7 @@
 // redirect URI, the PKCE challenge, the resource, the scopes and the user),
 // and the redirect back with code, state and iss.
 import type { Context } from 'hono';
-import type { AsContext } from '../context.js';
+import { userAccountUpstream, type AsContext } from '../context.js';
 import { authorizationRedirectUrl } from './authorization-response.js';
 import { redirect } from '../helpers/redirect.js';
 import { BrowserBinding } from '../interactions/browser-binding.js';
@@ -28,6 +28,8 @@ export interface CompletionDeps {
   grants: Grants;
   /** With `account.enabled`: the index of each user's apps and grants, for the connected-apps page. */
   apps?: ConnectedApps;
+  /** user_oauth: a detour to the upstream AS before the code when the user has no grant there (connect-at-consent.ts). */
+  connectFirst?: (c: Context, interaction: Interaction, user: AuthenticatedUser) => Promise<Response | undefined>;
 }
 
 export function createCompletion(ctx: AsContext, deps: CompletionDeps) {
@@ -48,6 +50,8 @@ export function createCompletion(ctx: AsContext, deps: CompletionDeps) {
       ctx.audit.record({ event: 'consent', decision: 'allow', remembered: true, sub: user.subject, client_id: request.clientId, resource: request.resource, scope: request.scopes.join(' ') });
       ctx.metrics.consentDecisions.labels('remembered').inc();
     }
+    const detour = deps.connectFirst && (await deps.connectFirst(c, interaction, user));
+    if (detour) return detour;
     // A login paused for the consent page was bound to its grant before the page.
     const grantId = state.signedIn?.grantId ?? randomToken(16);
     if (!state.signedIn) await user.bindToGrant?.(grantId);
@@ -75,7 +79,7 @@ export function createCompletion(ctx: AsContext, deps: CompletionDeps) {
     await user.bindToGrant?.(grantId);
     const request = withConsent(interaction.request, { signedIn: { subject: user.subject, grantId } });
     const pending = await interactions.create('consent', request, browserId);
-    return renderConsent(c, lookup.client, pending, browser.csrfToken(browserId, pending.id));
+    return renderConsent(c, lookup.client, pending, browser.csrfToken(browserId, pending.id), userAccountUpstream(ctx, request.resource));
   }
 
   function fail(c: Context, interaction: Interaction, error: LoginFailure, description: string): Response {

@@ -6,7 +6,7 @@
 // (complete-authorization).
 import { Hono, type Context } from 'hono';
 import { AS_ENDPOINTS } from '../../config/reserved-paths.js';
-import type { AsContext } from '../context.js';
+import { userAccountUpstream, type AsContext } from '../context.js';
 import { validateAuthorizationRequest } from '../authorization/authorization-request.js';
 import { authorizationRedirectUrl } from '../authorization/authorization-response.js';
 import type { BrowserBinding } from '../interactions/browser-binding.js';
@@ -46,7 +46,7 @@ export function authorizeRoutes(ctx: AsContext, deps: AuthorizeDeps): Hono {
       return deps.login.start(c, interaction, browserId);
     }
     const interaction = await deps.interactions.create('consent', request, browserId);
-    return renderConsent(c, client, interaction, deps.browser.csrfToken(browserId, interaction.id));
+    return renderConsent(c, client, interaction, deps.browser.csrfToken(browserId, interaction.id), userAccountUpstream(ctx, request.resource));
   }
 
   app.get(AS_ENDPOINTS.authorize, (c) => guarded(c, () => authorize(c, new URL(c.req.url).searchParams)));

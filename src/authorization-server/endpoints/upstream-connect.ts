@@ -76,7 +76,9 @@ async function callback(c: Context, deps: UpstreamConnectDeps, route: RouteAccou
   } catch (err) {
     if (err instanceof ConnectCallbackRefused) return errorPage(c, 403, 'Not allowed', 'This answer does not belong to a connection started in this browser. Nothing was connected.');
     if (!(err instanceof UpstreamAsError)) throw err;
-    deps.accounts.events.record('connect_failed', { issuer: '', subject: '', routePath: route.routePath }, err.message);
+    deps.accounts.events.record('connect_failed', err.after?.owner ?? { issuer: '', subject: '', routePath: route.routePath }, err.message);
+    // An authorization that detoured here goes on to its client: the account is asked for again on first use.
+    if (err.after?.returnTo) return redirect(c, err.after.returnTo);
     return errorPage(c, 502, 'Cannot connect', 'The MCP server\'s sign-in did not complete. Nothing was connected; try again from your application.');
   }
 }

@@ -13,12 +13,14 @@ export interface ConsentState {
   consent?: 'page' | 'browser';
   /** Set when the consent page is shown after the login: who signed in, and the grant their login is bound to. */
   signedIn?: { subject: string; grantId: string };
+  /** user_oauth: the detour to the upstream AS was offered (taken or not); the code comes next. */
+  upstreamChecked?: boolean;
 }
 
 export type ConsentedRequest = AuthorizationRequest & ConsentState;
 
 export function withConsent(request: AuthorizationRequest, state: ConsentState): ConsentedRequest {
-  const { consent: _consent, signedIn: _signedIn, ...plain } = request as ConsentedRequest;
+  const { consent: _consent, signedIn: _signedIn, upstreamChecked: _checked, ...plain } = request as ConsentedRequest;
   return { ...plain, ...state };
 }
 

@@ -25,7 +25,8 @@ export interface AuthorizationRequest {
   scopes: string[];
 }
 
-export type InteractionStage = 'consent' | 'login';
+/** `connect`: approved and signed in, waiting for the user's connection at a user_oauth route's upstream AS. */
+export type InteractionStage = 'consent' | 'login' | 'connect';
 
 export interface Interaction {
   id: string;

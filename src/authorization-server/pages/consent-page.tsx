@@ -15,7 +15,8 @@ import { PAGE_HEADERS } from './security-headers.js';
 export const CONSENT_PATH = `${AS_PAGES_PREFIX}consent`;
 
 /** The consent page for one interaction, as a response: from /authorize, or again after a login for another user. */
-export async function renderConsent(c: Context, client: ClientRecord, interaction: Interaction, csrfToken: string): Promise<Response> {
+/** `actsAtUpstream`: the upstream of a user_oauth route, where the application will act with the user's own account. */
+export async function renderConsent(c: Context, client: ClientRecord, interaction: Interaction, csrfToken: string, actsAtUpstream?: string): Promise<Response> {
   const { request } = interaction;
   return c.html(
     <ConsentPage
@@ -28,6 +29,7 @@ export async function renderConsent(c: Context, client: ClientRecord, interactio
       interactionId={interaction.id}
       csrfToken={csrfToken}
       action={CONSENT_PATH}
+      actsAtUpstream={actsAtUpstream}
     />,
     200,
     PAGE_HEADERS,
@@ -45,6 +47,7 @@ export interface ConsentView {
   interactionId: string;
   csrfToken: string;
   action: string;
+  actsAtUpstream?: string;
 }
 
 export function ConsentPage(props: ConsentView) {
@@ -89,6 +92,7 @@ export function ConsentPage(props: ConsentView) {
           )}
         </dd>
       </dl>
+      {props.actsAtUpstream && <ActsAtUpstream upstream={props.actsAtUpstream} />}
       <p class="note">Only approve if you started this from an application you trust and the destination above is the one you expect.</p>
       <form method="post" action={props.action}>
         <input type="hidden" name="interaction" value={props.interactionId} />
@@ -101,6 +105,15 @@ export function ConsentPage(props: ConsentView) {
         </button>
       </form>
     </Layout>
+  );
+}
+
+/** user_oauth: the app will use the user's own account at the MCP server behind the route. */
+function ActsAtUpstream(props: { upstream: string }) {
+  return (
+    <p class="upstream-account">
+      This application will act with <strong>your own account</strong> at <code>{props.upstream}</code>. If it is not connected yet, you will be asked to sign in there next.
+    </p>
   );
 }
 

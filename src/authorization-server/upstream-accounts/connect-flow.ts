@@ -79,7 +79,7 @@ export class ConnectFlow {
       const response = await oauth.authorizationCodeGrantRequest(resolved.server, resolved.client, resolved.auth, params, this.o.redirectUri, pending.codeVerifier, options);
       tokens = await oauth.processAuthorizationCodeResponse(resolved.server, resolved.client, response);
     } catch (err) {
-      throw new UpstreamAsError(safeReason(err));
+      throw new UpstreamAsError(safeReason(err), { owner: pending.owner, returnTo: pending.returnTo });
     }
     const now = Date.now();
     await this.o.grants.save(pending.owner, grantFrom(tokens, { scopes: resolved.scopes.slice(), connectedAt: now, asIssuer: resolved.server.issuer, resource: this.o.resource }));

@@ -11,10 +11,18 @@ import type { UserOAuthConfig } from '../../config/types.js';
 import { upstreamClientKey } from '../../store/key-names.js';
 import type { Store } from '../../store/store.js';
 import type { AccountTokenCipher } from './account-token-cipher.js';
+import type { GrantOwner } from './upstream-grants.js';
 
 /** A request to the upstream AS or the upstream failed; the message is safe to log (nothing the AS sent). */
 export class UpstreamAsError extends Error {
   override readonly name = 'UpstreamAsError';
+  constructor(
+    message: string,
+    /** A callback that failed: whose connection it was and where the browser was to go back to. */
+    readonly after?: { owner: GrantOwner; returnTo?: string },
+  ) {
+    super(message);
+  }
 }
 
 /** What one flow needs: where, as whom, and how the client authenticates. */
