@@ -60,7 +60,7 @@ describe('the connect elicitation', () => {
         expect(answer).toBeInstanceOf(ConnectElicitation);
         const elicitation = answer as ConnectElicitation;
         expect(elicitation.status).toBe(200);
-        const body = JSON.parse(elicitation.body()) as Record<string, any>;
+        const body = JSON.parse(elicitation.body()) as { jsonrpc: string; id: unknown; error: { message: string }; result: { inputRequests: Record<string, unknown> } };
         expect(body.jsonrpc).toBe('2.0');
         expect(body.id).toEqual(rpcId);
         if (version === '2025-11-25') expect(body.error).toMatchObject({ code: -32042, data: { elicitations: [{ mode: 'url', url: required.url, elicitationId: 'abc' }] } });
