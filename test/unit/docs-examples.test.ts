@@ -22,6 +22,7 @@ const SECRETS_ENV = {
   GITHUB_PAT: 'github-pat',
   MCP_AGENT_SECRET: 'agent-secret',
   DPOP_NONCE_KEY: 'docs-example-dpop-nonce-key-0123456789',
+  UPSTREAM_TOKENS_KEY: 'docs-example-upstream-tokens-key-0123456789',
 };
 /** Where the examples mount files (`{ file: /secrets/… }`); the test puts them in a temporary directory. */
 const SECRETS_MOUNT = '/secrets/';
