@@ -207,6 +207,18 @@ describeBrowser(`user_oauth: each user's own account at the upstream${why}`, () 
 
   it('a link opened by another signed-in user connects nothing, and is spent', async () => {
     const bobsLink = await elicitedLink('bob');
+    // The same one live link, in the form of each revision: an InputRequiredResult for 2026-07-28, an error naming it before 2025-11-25.
+    const raw = async (version: string) => {
+      const res = await fetch(`${B.url}${ROUTE}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${tokens.get('bob')!}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': version },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/list' }),
+      });
+      return { status: res.status, body: (await res.json()) as { id: number; result?: { inputRequests: { connect: { params: { url: string } } } }; error?: { message: string } } };
+    };
+    const latest = await raw('2026-07-28');
+    expect([latest.status, latest.body.id, latest.body.result?.inputRequests.connect.params.url]).toEqual([200, 7, bobsLink]);
+    expect((await raw('2025-06-18')).body.error?.message).toContain(bobsLink);
     const page = await newPage();
     try {
       // alice is signed in to her account pages in this browser.

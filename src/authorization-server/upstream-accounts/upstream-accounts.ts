@@ -65,7 +65,7 @@ export class UpstreamAccounts {
     const { store } = this.ctx;
     const server = new UpstreamServer({ routePath: route.path, upstream: route.upstream, config, redirectUri, store, cipher, timeoutMs });
     const flow = new ConnectFlow({ server, grants: this.grants, store, cipher, redirectUri, resource: config.resource });
-    const tokens = new UpstreamTokens({ routePath: route.path, server, grants: this.grants, store, events: this.events, connectLink: (owner) => this.links.linkFor(owner) });
+    const tokens = new UpstreamTokens({ routePath: route.path, resource: config.resource, server, grants: this.grants, store, events: this.events, connectLink: (owner) => this.links.linkFor(owner) });
     return { routePath: route.path, upstream: route.upstream, callbackPath, server, flow, tokens };
   }
 

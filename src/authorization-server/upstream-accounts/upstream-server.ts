@@ -10,6 +10,7 @@ import * as oauth from 'oauth4webapi';
 import type { UserOAuthConfig } from '../../config/types.js';
 import { upstreamClientKey } from '../../store/key-names.js';
 import type { Store } from '../../store/store.js';
+import { readBoundedText } from '../helpers/request-body.js';
 import type { AccountTokenCipher } from './account-token-cipher.js';
 import type { GrantOwner } from './upstream-grants.js';
 
@@ -109,7 +110,7 @@ export class UpstreamServer {
       const response = metadataUrl
         ? await fetch(metadataUrl, { headers: { accept: 'application/json' }, redirect: 'manual', signal: AbortSignal.timeout(this.o.timeoutMs) })
         : await oauth.resourceDiscoveryRequest(new URL(this.o.config.resource), this.requestOptions(insecure));
-      return await oauth.processResourceDiscoveryResponse(new URL(this.o.config.resource), response);
+      return await oauth.processResourceDiscoveryResponse(new URL(this.o.config.resource), await bounded(response));
     } catch (err) {
       throw new UpstreamAsError(`cannot read the upstream's protected resource metadata (RFC 9728): ${safeReason(err)}`);
     }
@@ -144,7 +145,7 @@ export class UpstreamServer {
     for (const algorithm of ['oauth2', 'oidc'] as const) {
       try {
         const response = await oauth.discoveryRequest(issuerUrl, { algorithm, ...this.requestOptions(insecure) });
-        return await oauth.processDiscoveryResponse(issuerUrl, response);
+        return await oauth.processDiscoveryResponse(issuerUrl, await bounded(response));
       } catch {
         // the other well-known document next
       }
@@ -175,6 +176,14 @@ export class UpstreamServer {
     const text = sealed === undefined ? undefined : this.o.cipher.open(key, sealed);
     return text === undefined ? undefined : (JSON.parse(text) as oauth.Client);
   }
+}
+
+/** A metadata document is a few KiB; a larger answer (a hostile upstream) is refused before it is held whole. */
+const MAX_METADATA_BYTES = 64 * 1024;
+
+async function bounded(response: Response): Promise<Response> {
+  const text = await readBoundedText(response, MAX_METADATA_BYTES);
+  return new Response(text, { status: response.status, headers: response.headers });
 }
 
 /** An AS without metadata: its issuer is taken as the authorization endpoint's origin, only to check an RFC 9207 `iss` it might send. */

@@ -22,6 +22,8 @@ const POLL_MS = 100;
 
 export interface UpstreamTokensOptions {
   routePath: string;
+  /** The route's resource now: a grant kept for another (the configuration changed) is not used. */
+  resource: string;
   server: UpstreamServer;
   grants: UpstreamGrants;
   store: Store;
@@ -38,6 +40,7 @@ export class UpstreamTokens implements UpstreamAccountSource {
   async accessTokenFor(auth: AuthContext): Promise<string> {
     const owner = this.#owner(auth);
     let grant = await this.o.grants.load(owner);
+    if (grant && grant.resource !== this.o.resource) grant = undefined;
     if (grant && refreshDue(grant)) grant = await this.#refreshOnce(owner, grant);
     if (!grant) throw await this.#required(owner);
     this.o.grants.used(owner).catch(() => undefined);
