@@ -211,7 +211,7 @@ describeBrowser(`user_oauth: each user's own account at the upstream${why}`, () 
     const raw = async (version: string) => {
       const res = await fetch(`${B.url}${ROUTE}`, {
         method: 'POST',
-        headers: { authorization: `Bearer ${tokens.get('bob')!}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': version },
+        headers: { authorization: `Bearer ${tokens.get('bob')!}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': version, 'mcp-method': 'tools/list' },
         body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/list' }),
       });
       return { status: res.status, body: (await res.json()) as { id: number; result?: { inputRequests: { connect: { params: { url: string } } } }; error?: { message: string } } };
