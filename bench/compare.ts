@@ -4,8 +4,9 @@
 // is built; the first is the baseline). Same upstream, token and
 // configuration as `npm run bench`; interleaved rounds of POST tools/call with
 // a cached token, loaded by wrk when installed (else autocannon); prints req/s
-// and CPU µs per request per entry, and each entry's per-round ratios to the
-// first. List an entry twice to see the noise. An entry ending in `+tracing`
+// and CPU µs per request per entry, each entry's per-round ratios to the
+// first, and its CPU per request ÷ the proxy core's (bench/servers/proxy-core.ts,
+// measured in every round beside the entries). List an entry twice to see the noise. An entry ending in `+tracing`
 // runs with tracing on (every request sampled, exported as OTLP/HTTP protobuf
 // to a sink in this process): `bin/mcp-auth-gateway.js bin/mcp-auth-gateway.js+tracing`
 // is what tracing costs.
@@ -66,6 +67,13 @@ const upstream = await spawnReady('upstream', process.execPath, ['--import', 'ts
   env: { ...process.env, BENCH_UPSTREAM_CREDENTIAL: UPSTREAM_CREDENTIAL },
   ready: readyPort,
 });
+const upstreamUrl = `http://127.0.0.1:${upstream.readyValue as number}`;
+// The proxy core beside the builds, every round: a gateway's CPU per request as a multiple of it
+// carries across runs, where µs per request moves with the host (see docs/benchmark.md).
+const core = await spawnReady('proxy core', process.execPath, ['--import', 'tsx', 'bench/servers/proxy-core.ts'], {
+  env: { ...process.env, BENCH_TARGET: upstreamUrl },
+  ready: readyPort,
+});
 const issuer = await startIssuer(alg, `${REQUIRED_SCOPE} mcp:write`);
 const sink = await startOtlpSink();
 const gateways: GatewayProcess[] = [];
@@ -77,7 +85,7 @@ try {
   for (const [i, { entry, node, nodeArgs, tracing }] of entries.entries()) {
     gateways.push(
       await startGatewayProcess(`gateway ${i}`, {
-        upstreamOrigin: `http://127.0.0.1:${upstream.readyValue as number}`,
+        upstreamOrigin: upstreamUrl,
         issuer: issuer.issuer,
         jwksUri: issuer.jwksUri,
         alg,
@@ -97,11 +105,21 @@ try {
     // Every gateway its own feed: each walks the pool of shape c from its start, each cache cold.
     ...(users ? { tokens: new TokenFeed('rotate', users) } : pool ? { tokens: new TokenFeed('once', pool) } : {}),
   }));
+  // The same request bytes, token included (dropped unread); tokens rotate as for the builds.
+  const coreTarget: MeasuredTarget = {
+    name: 'proxy core (reference)',
+    url: `http://127.0.0.1:${core.readyValue as number}${GATEWAY_PATHS.mcp}`,
+    headers: targets[0]!.headers,
+    pid: core.pid,
+    ...(users ? { tokens: new TokenFeed('rotate', users) } : pool ? { tokens: new TokenFeed('once', pool) } : {}),
+  };
+  targets.push(coreTarget);
   const loader = chooseLoader('auto', 2);
   console.log(`${rounds} interleaved rounds of ${loader.seconds(durationSec)} s, shape ${shape} (${alg}), 32 connections, ${loader.name} ${loader.version}`);
   const samples = await interleave(targets, { connections: 32, durationSec }, rounds, 2, () => undefined, loader.run);
   const show = (s: Spread, digits: number) => `${s.median.toFixed(digits)} (${s.min.toFixed(digits)}–${s.max.toFixed(digits)})`;
   const baseline = samples.get(targets[0]!.name)!;
+  const coreCpu = samples.get(coreTarget.name)!.map((r) => r.targetCpuUsPerRequest ?? NaN);
   for (const target of targets) {
     const own = samples.get(target.name)!;
     const line = [
@@ -109,7 +127,8 @@ try {
       `  req/s ${show(spread(own.map((r) => r.requestsPerSec)), 0)}`,
       `  CPU µs/req ${show(spread(own.map((r) => r.targetCpuUsPerRequest ?? NaN)), 1)}`,
     ];
-    if (target !== targets[0]) {
+    if (target !== coreTarget) line.push(`  CPU ÷ proxy core ×${show(spread(own.map((r, i) => (r.targetCpuUsPerRequest ?? NaN) / coreCpu[i]!)), 3)}`);
+    if (target !== targets[0] && target !== coreTarget) {
       line.push(`  vs 0: req/s ×${show(spread(own.map((r, i) => r.requestsPerSec / baseline[i]!.requestsPerSec)), 3)}`);
       line.push(`  CPU ×${show(spread(own.map((r, i) => (r.targetCpuUsPerRequest ?? NaN) / (baseline[i]!.targetCpuUsPerRequest ?? NaN))), 3)}`);
     }
@@ -117,6 +136,7 @@ try {
   }
 } finally {
   await Promise.allSettled(gateways.map((gateway) => gateway.stop()));
+  await core.stop();
   await upstream.stop();
   await issuer.close();
   if (sink.exports > 0) console.log(`OTLP sink: ${sink.exports} exports, ${(sink.bytes / 1e6).toFixed(1)} MB`);

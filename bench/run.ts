@@ -7,6 +7,8 @@
 //   latency     p50/p99 at a fixed modest rate: direct vs gateway
 //   sse         first-event time and per-event delay: direct vs gateway
 //   memory      RSS per idle SSE stream through a fresh gateway
+//   stdio       tools/call on a stdio route against a direct stdio client (bench/stdio-route.ts)
+//   sse-upstream  tools/call on a legacy HTTP+SSE upstream against a direct SSE client (bench/sse-route.ts)
 // Writes bench/results/<date>.json, latest.md and latest.svg; exits 1 when
 // the gateway answered anything but 2xx under load.
 import { existsSync, readdirSync, statSync } from 'node:fs';
@@ -29,6 +31,7 @@ import { SHAPES, targetsByShape, type ShapeTokens } from './lib/shapes.js';
 import { spread } from './lib/stats.js';
 import { compareStreams } from './lib/streaming.js';
 import { runPaced } from './lib/paced.js';
+import { ROUTE_PHASES, runRoutePhase } from './lib/route-phases.js';
 
 const log = (...lines: string[]) => console.log(lines.join('\n'));
 
@@ -147,6 +150,12 @@ async function measure(env: BenchEnvironment, options: BenchOptions, loader: Loa
   if (options.phases.includes('memory')) {
     log(`memory: ${options.idleStreams} idle SSE streams through a fresh gateway`);
     results.idleStreams = await measureIdleStreams(env, options.idleStreams, options, log);
+  }
+
+  for (const phase of ['stdio', 'sse-upstream'] as const) {
+    if (!options.phases.includes(phase)) continue;
+    log(`${phase}: ${ROUTE_PHASES[phase].title}`);
+    results.routes = { ...results.routes, [phase]: await runRoutePhase(phase, { smoke: options.smoke, rounds: Math.max(options.rounds, 3) }, log) };
   }
 
   if (options.phases.includes('profile')) {

@@ -15,6 +15,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { spawnReady } from './lib/processes.js';
+import { gatewayCommand } from './lib/gateway.js';
 import { median, percentile } from './lib/stats.js';
 
 const ROUNDS = Number(process.env.SSE_BENCH_ROUNDS ?? 5);
@@ -70,7 +71,9 @@ async function main(): Promise<void> {
     // It says so on stderr, which spawnReady does not read for readiness: any HTTP answer will do.
     probe: async () => ((await fetch(`http://127.0.0.1:${UPSTREAM_PORT}/ready-probe`).catch(() => undefined)) ? true : undefined),
   });
-  const gateway = await spawnReady('gateway', process.execPath, ['--import', 'tsx', 'bench/lib/gateway-from-src.ts', 'serve', '--config', dir], {
+  const { args, runtime } = gatewayCommand();
+  console.log(`gateway: ${runtime === 'dist' ? 'the build (dist/)' : 'the sources through tsx'}`);
+  const gateway = await spawnReady('gateway', process.execPath, [...args, 'serve', '--config', dir], {
     probe: async () => ((await fetch(`http://127.0.0.1:${GATEWAY_PORT}/readyz`).catch(() => undefined))?.ok ? true : undefined),
   });
   const direct = () => new SSEClientTransport(new URL(`http://127.0.0.1:${UPSTREAM_PORT}/sse`));

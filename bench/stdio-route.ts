@@ -21,6 +21,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { clockTicks, spawnReady } from './lib/processes.js';
+import { gatewayCommand } from './lib/gateway.js';
 import { median, percentile } from './lib/stats.js';
 
 const ROUNDS = Number(process.env.STDIO_BENCH_ROUNDS ?? 5);
@@ -145,7 +146,9 @@ async function startGateway(dir: string, sandbox: boolean) {
   }
   // STDIO_BENCH_GATEWAY_NODE_ARGS: node options for the gateway alone (e.g. --cpu-prof --cpu-prof-dir=/tmp/prof).
   const nodeArgs = (process.env.STDIO_BENCH_GATEWAY_NODE_ARGS ?? '').split(' ').filter(Boolean);
-  return spawnReady('gateway', process.execPath, [...nodeArgs, '--import', 'tsx', 'bench/lib/gateway-from-src.ts', 'serve', '--config', dir], {
+  const { args, runtime } = gatewayCommand();
+  console.log(`gateway: ${runtime === 'dist' ? 'the build (dist/)' : 'the sources through tsx'}`);
+  return spawnReady('gateway', process.execPath, [...nodeArgs, ...args, 'serve', '--config', dir], {
     probe: async () => ((await fetch(`http://127.0.0.1:${GATEWAY_PORT}/readyz`).catch(() => undefined))?.ok ? true : undefined),
     readyTimeoutMs: 120_000,
   });

@@ -2,10 +2,11 @@
 // --config <dir>`) in its own process: a config directory with one route per
 // upstream endpoint, each with JWT validation against the local JWKS,
 // required scopes and a static upstream credential.
+import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { spawnReady, type ChildHandle } from './processes.js';
+import { REPO_ROOT, spawnReady, type ChildHandle } from './processes.js';
 
 export interface GatewayRoutes {
   /** POST tools/call */
@@ -121,4 +122,16 @@ function listeningUrl(line: string): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * The node arguments that run `mcp-auth-gateway` for the route benchmarks (bench/stdio-route.ts,
+ * bench/sse-route.ts): the build, as users run it, when there is one; else the sources through
+ * tsx, whose loader thread and on-the-fly compiling then count in the gateway's CPU.
+ * BENCH_GATEWAY_RUNTIME=src asks for the sources.
+ */
+export function gatewayCommand(): { args: string[]; runtime: 'dist' | 'src' } {
+  const built = existsSync(join(REPO_ROOT, 'dist/cli.js'));
+  if (built && process.env.BENCH_GATEWAY_RUNTIME !== 'src') return { args: ['bin/mcp-auth-gateway.js'], runtime: 'dist' };
+  return { args: ['--import', 'tsx', 'bench/lib/gateway-from-src.ts'], runtime: 'src' };
 }

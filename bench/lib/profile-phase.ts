@@ -49,8 +49,8 @@ export async function profileGateway(
   runLoad: Runner<LoadSettings>,
 ): Promise<{ results: ProfileResult[]; markdown: string }> {
   const bearer = { ...MCP_HEADERS, authorization: `Bearer ${await env.tokenFor(GATEWAY_PATHS.mcp)}` };
-  const startGateway = (name: string) => async (dir: string) => {
-    const gateway = await env.startGateway(name, dir);
+  const startGateway = (name: string, authOff = false) => async (dir: string) => {
+    const gateway = await env.startGateway(name, dir, authOff);
     return { url: gateway.url, pid: gateway.pid, stop: () => gateway.stop() };
   };
   const scenarios: Scenario[] = [
@@ -66,6 +66,8 @@ export async function profileGateway(
       // The gateway's request bytes, token included (dropped unread), as in the throughput runs.
       headers: bearer,
     },
+    // The same gateway process with no token looked at: what the gateway's own steps cost besides authentication.
+    { scenario: 'auth-off', start: startGateway('gateway (profile, auth off)', true), headers: bearer },
     { scenario: 'cached-token', start: startGateway('gateway (profile, cached token)'), headers: bearer },
     { scenario: 'users-16', start: startGateway('gateway (profile, 16 users per connection)'), headers: bearer, tokens: new TokenFeed('rotate', tokens.users16) },
     { scenario: 'cold-token', start: startGateway('gateway (profile, cold tokens)'), headers: bearer, tokens: new TokenFeed('once', tokens.pool) },
@@ -101,6 +103,7 @@ export async function profileGateway(
 
   const core = results.find((r) => r.scenario === 'proxy-core');
   const compared = [
+    { scenario: 'auth-off', title: 'auth off, one token per connection' },
     { scenario: 'cached-token', title: 'one token per connection' },
     { scenario: 'users-16', title: '16 users per connection' },
   ].flatMap(({ scenario, title }) => {

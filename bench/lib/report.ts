@@ -1,6 +1,7 @@
-// Turns results into what people read: the goals of issue 13 checked, a
+// Turns results into what people read: the goals of issues 13 and 23 checked, a
 // markdown summary for docs/benchmark.md (bench/results/latest.md) and the chart.
 import { LOADER_LIMIT_PCT } from './loader.js';
+import { ROUTE_PHASES, type RoutePhase, type RoutePhaseResult } from './route-phases.js';
 import type { BenchResults, Goal, ShapeSummary, TargetName, TargetSummary } from './results.js';
 import { TARGET_LABELS } from './results.js';
 import type { ShapeName } from './shapes.js';
@@ -19,9 +20,16 @@ export function checkGoals(results: BenchResults): Goal[] {
     const r = shapes[shape]?.ratios[key];
     goals.push({ goal, measured: r ? ratio(r) : 'not measured', met: r ? r.median >= min : null });
   };
+  const atMost = (goal: string, shape: ShapeName, key: string, max: number) => {
+    const r = shapes[shape]?.ratios[key];
+    goals.push({ goal, measured: r ? ratio(r) : 'not measured', met: r ? r.median <= max : null });
+  };
   if (results.throughput) {
+    // Issue 23: the gateway's own steps cost little beside its proxy core (CPU per request, same rounds).
+    atMost('(a) CPU per request: gateway with JWT ≤ 1.2× its proxy core', 'a', 'CPU gateway / proxy-core', 1.2);
+    atMost('(b) 16 users: CPU per request, gateway with JWT ≤ 1.2× its proxy core', 'b16', 'CPU gateway / proxy-core', 1.2);
     // The shape the gateway sees behind an ingress: many users' tokens on each kept-alive connection.
-    atLeast('(b) 16 users: gateway with full auth ≥ 1.2× http-proxy without auth', 'b16', 'gateway / http-proxy', 1.2);
+    atLeast('(b) 16 users: gateway with full auth ≥ 1.3× http-proxy without auth', 'b16', 'gateway / http-proxy', 1.3);
     atLeast('(b) 16 users: gateway with full auth ≥ 0.5× nginx (1 worker) without auth', 'b16', 'gateway / nginx', 0.5);
     atLeast('(b) 16 users: auth on ≥ 0.9× auth off', 'b16', 'gateway / gateway-auth-off', 0.9);
     atLeast(`(c) a new ${results.settings.alg} token every request: gateway ≥ 0.6× http-proxy`, 'c', 'gateway / http-proxy', 0.6);
@@ -46,6 +54,15 @@ export function checkGoals(results: BenchResults): Goal[] {
         : `${fmt(idle.gatewayKiBPerStream, 1)} KiB/stream with ${idle.opened.toLocaleString('en-US')} of ${idle.attempted.toLocaleString('en-US')} streams open` +
           (idle.attempted < idle.requested ? ` (open-files limit; ${idle.requested.toLocaleString('en-US')} extrapolated: ${fmt((idle.gatewayKiBPerStream * idle.requested) / 1024)} MiB)` : ''),
       met: idle.opened === idle.attempted && idle.gatewayKiBPerStream <= 25,
+    });
+  }
+  const stdio = results.routes?.stdio?.overheadP50Ms;
+  if (stdio) {
+    const overhead = Object.entries(stdio).find(([key]) => key.startsWith('1 session') && key.endsWith('/ gateway'))?.[1];
+    goals.push({
+      goal: 'stdio `tools/call` p50 ≤ 1 ms later than a direct stdio client (server-memory, one session)',
+      measured: overhead === undefined ? 'not measured' : `${overhead.toFixed(2)} ms later`,
+      met: overhead === undefined ? null : overhead <= 1,
     });
   }
   const loaded = [...Object.values(shapes).map((shape) => shape.targets.gateway), results.latency?.targets.gateway].filter(
@@ -141,8 +158,11 @@ export function markdownReport(results: BenchResults): string {
       '',
     );
   }
+  for (const [phase, route] of Object.entries(results.routes ?? {}) as [RoutePhase, RoutePhaseResult][]) {
+    push(`**${ROUTE_PHASES[phase].title}** (\`${route.script}\`, its own report):`, '', '```', route.output.trim(), '```', '');
+  }
   if (results.goals.length > 0) {
-    push('**Goals (issue 13)**', '', '| goal | measured | met |', '|---|---|:---:|');
+    push('**Goals (issues 13 and 23)**', '', '| goal | measured | met |', '|---|---|:---:|');
     for (const g of results.goals) push(`| ${g.goal} | ${g.measured} | ${g.met === null ? 'n/a' : g.met ? 'yes' : '**no**'} |`);
     push('');
   }

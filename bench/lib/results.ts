@@ -9,6 +9,7 @@ import type { ProfileResult } from './profile-phase.js';
 import { LOADER_LIMIT_PCT, type LoaderInfo } from './loader.js';
 import { SHAPES, splitShapeKey, type ShapeName } from './shapes.js';
 import { ratioSpread, spread, type Spread } from './stats.js';
+import type { RoutePhase, RoutePhaseResult } from './route-phases.js';
 
 export type TargetName = 'direct' | 'nginx' | 'http-proxy' | 'proxy-core' | 'gateway-auth-off' | 'gateway';
 
@@ -79,6 +80,8 @@ export interface BenchResults {
   sse?: { events: number; intervalMs: number; targets: Record<string, StreamSummary> };
   idleStreams?: IdleStreamsResult;
   profiles?: Omit<ProfileResult, 'summary'>[];
+  /** The stdio and SSE-upstream phases: each script's report and its p50 overheads. */
+  routes?: Partial<Record<RoutePhase, RoutePhaseResult>>;
   goals: Goal[];
 }
 
@@ -149,6 +152,15 @@ export function throughputRatios(samples: Map<string, RoundSample[]>): Record<st
   for (const [a, b] of pairs) {
     const [x, y] = [rps(a), rps(b)];
     if (x && y) ratios[`${a} / ${b}`] = ratioSpread(x, y);
+  }
+  // CPU per request against the proxy core measured beside it in the same round: unlike µs per
+  // request, this carries across runs and machines (the host's own speed moved nginx's µs per
+  // request ×1.6 between two quiet runs of 2026-11-26).
+  const cpu = (name: TargetName) => samples.get(name)?.map((r) => r.targetCpuUsPerRequest ?? NaN);
+  const core = cpu('proxy-core');
+  for (const name of ['gateway', 'gateway-auth-off'] as const) {
+    const own = cpu(name);
+    if (own && core) ratios[`CPU ${name} / proxy-core`] = ratioSpread(own, core);
   }
   return ratios;
 }

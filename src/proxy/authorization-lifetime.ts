@@ -26,24 +26,28 @@ let sweep: NodeJS.Timeout | undefined;
 export function endWithAuthorization(res: ServerResponse, method: string | undefined, auth: AuthContext, verifier: Pick<TokenVerifier, 'usable'>): void {
   if (res.destroyed || res.writableEnded) return;
   open.set(res, { auth, verifier, endsAt: method === 'GET' ? auth.expiresAt * 1000 : Infinity });
-  res.once('close', () => forget(res));
+  // One function for every response, not a closure and a once() wrapper each: this runs per request.
+  res.on('close', forgetClosed);
   sweep ??= setInterval(sweepOpen, SWEEP_MS).unref();
 }
 
-function forget(res: ServerResponse): void {
-  open.delete(res);
-  if (open.size === 0 && sweep !== undefined) {
-    clearInterval(sweep);
-    sweep = undefined;
-  }
+function forgetClosed(this: ServerResponse): void {
+  open.delete(this);
 }
 
 function sweepOpen(): void {
+  // Stopped by the first sweep that finds nothing open, not by each response that closes: one
+  // request at a time would otherwise start and clear an interval per request.
+  if (open.size === 0) {
+    clearInterval(sweep);
+    sweep = undefined;
+    return;
+  }
   const now = Date.now();
   for (const [res, { auth, verifier, endsAt }] of open) {
     // A revoked grant is a 401; a revocation log out of reach (503) cuts nothing.
     if (endsAt <= now || verifier.usable?.(auth)?.status === 401) {
-      forget(res);
+      open.delete(res);
       res.destroy();
     }
   }
