@@ -3,10 +3,13 @@
 // so one principal cannot take every slot and deny everyone else. A slot is
 // held from its claim until what it holds is gone (a stdio process exited,
 // not merely signalled), so the bounds hold for processes, not only for ids.
-// Room is made from slots with no request in flight: at a principal's cap,
-// its own least recently used one; on a full route, the route's. A slot
-// already ending goes first (that costs no one anything). A claim nothing can
-// make room for is refused: the caller answers 503 with Retry-After.
+// Room is made only from the claimer's own slots with no request in flight,
+// its least recently used one first, at its cap and on a full route alike:
+// another principal's session is never ended to make room (DESIGN.md §8.3,
+// [K66]). A slot already ending goes first, whoever held it (that costs no one
+// anything). A claim nothing can make room for is refused: the caller answers
+// 503 with Retry-After. The owner is the user (auth/principal.ts `userKey`),
+// so one user's many clients share one share ([K81]).
 import { GatewayError } from '../errors/gateway-error.js';
 
 /** What a slot holds, as admission sees it. */
@@ -92,7 +95,7 @@ export class SessionAdmission<T extends Occupant> {
    */
   claim(owner: string): Claim<T> {
     if (this.heldBy(owner) >= this.limits.perPrincipal) return this.takeFrom(owner, this.byOwner.get(owner)!, 'principal');
-    if (this.slots.size >= this.limits.perRoute) return this.takeFrom(owner, this.slots, 'route');
+    if (this.slots.size >= this.limits.perRoute) return this.takeFrom(owner, this.ownOrClosing(owner), 'route');
     const slot = new Slot<T>(owner);
     this.slots.add(slot);
     this.ownedBy(owner).add(slot);
@@ -137,6 +140,11 @@ export class SessionAdmission<T extends Occupant> {
     slot.handOver(owner);
     this.ownedBy(owner).add(slot);
     return evict === undefined ? { slot } : { slot, evict };
+  }
+
+  /** On a full route: any slot already ending, else only the claimer's own. */
+  private *ownOrClosing(owner: string): Iterable<Slot<T>> {
+    for (const slot of this.slots) if (slot.state === 'closing' || slot.owner === owner) yield slot;
   }
 
   private ownedBy(owner: string): Set<Slot<T>> {
