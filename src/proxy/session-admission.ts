@@ -188,6 +188,8 @@ export function admit<T extends Occupant>(admission: SessionAdmission<T>, owner:
   if (!('refused' in claim)) return claim;
   const setting = settings[claim.refused];
   const limit = claim.refused === 'route' ? admission.limits.perRoute : admission.limits.perPrincipal;
-  logger?.warn({ route, [setting]: limit }, `${setting} reached and every session busy: refused`);
+  // On a full route another principal's idle sessions are there, but never ended for this one.
+  const why = claim.refused === 'route' ? 'none of this caller idle' : 'every session busy';
+  logger?.warn({ route, [setting]: limit }, `${setting} reached and ${why}: refused`);
   throw admissionRefused(claim.refused === 'route' ? 'Too many sessions on this route; try again later' : 'Too many sessions of this caller, all busy; try again later');
 }

@@ -200,9 +200,10 @@ describe('the real server-memory in the sandbox, end to end through the gateway'
     await alice.callTool({ name: 'create_entities', arguments: { entities: [{ name: marker, entityType: 'note', observations: ['only alice'] }] } });
     expect(resultText(await alice.callTool({ name: 'read_graph', arguments: {} }))).toContain(marker);
     expect(resultText(await bob.callTool({ name: 'read_graph', arguments: {} }))).not.toContain(marker);
+    // Each gateway's root of process directories, each holding one directory per process.
     const files = readdirSync(tmpdir())
       .filter((d) => d.startsWith('mag-stdio-'))
-      .map((d) => join(tmpdir(), d, 'memory.jsonl'))
+      .flatMap((root) => (existsSync(join(tmpdir(), root)) ? readdirSync(join(tmpdir(), root)).map((d) => join(tmpdir(), root, d, 'memory.jsonl')) : []))
       .filter((f) => existsSync(f) && readFileSync(f, 'utf8').includes(marker));
     expect(files).toHaveLength(1);
     // The tree of this session: bwrap, its init and the server, all on the host.

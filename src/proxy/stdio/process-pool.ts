@@ -71,7 +71,14 @@ export class ProcessPool {
     try {
       session.child = new StdioChild(
         this.config,
-        { route: this.route, session: tag, maxLineBytes: this.maxLineBytes, logger: this.deps.logger, parentEnv: this.deps.parentEnv ?? process.env },
+        {
+          route: this.route,
+          session: tag,
+          maxLineBytes: this.maxLineBytes,
+          logger: this.deps.logger,
+          parentEnv: this.deps.parentEnv ?? process.env,
+          cleanupFailed: () => this.deps.metrics?.cleanupFailed(),
+        },
         {
           message: (m) => session.receive(m),
           exit: ({ code, signal, error }) => {
