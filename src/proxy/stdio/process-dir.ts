@@ -21,6 +21,7 @@ import { chmodSync, chownSync, mkdtempSync, rmdirSync } from 'node:fs';
 import { lstat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { PROCESS_DIR_ROOT_PREFIX } from '../../config/sandbox-paths.js';
 
 /** Removals running at once; the others wait their turn. */
 const CONCURRENT_REMOVALS = 4;
@@ -34,7 +35,7 @@ let root: string | undefined;
 /** This gateway's root of session directories, made on first use and removed (when empty) at exit. */
 export function processDirRoot(): string {
   if (root !== undefined) return root;
-  const made = mkdtempSync(join(tmpdir(), 'mag-stdio-'));
+  const made = mkdtempSync(join(tmpdir(), PROCESS_DIR_ROOT_PREFIX));
   chmodSync(made, 0o711);
   process.once('exit', () => {
     try {
