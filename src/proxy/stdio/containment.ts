@@ -24,7 +24,8 @@ export type Containment = 'sandbox' | 'cgroup' | 'none';
  * until the gateway has moved it into its cgroup (a line on fd 3), closes
  * fd 3 and becomes the configured command. Nothing runs before the move.
  */
-export const GATE_SCRIPT = 'read -r _ <&3 || exit 125; exec 3<&-; exec "$@"';
+// `unset PWD`: the shell exports one, the command's environment is exactly process-env.ts's.
+export const GATE_SCRIPT = 'read -r _ <&3 || exit 125; exec 3<&-; unset PWD; exec "$@"';
 export const GATE_SHELL = '/bin/sh';
 
 /** How long an emptied cgroup is waited for before it is left in place (logged). */

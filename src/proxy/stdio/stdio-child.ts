@@ -111,6 +111,16 @@ export class StdioChild {
       }
       void this.cleanUp(options, tags).then(resolveEnded);
     };
+    this.readOutput(child, options, events, tags);
+    // A write to a process that is going away fails with EPIPE: its exit says the rest.
+    child.stdin!.on('error', () => undefined);
+    child.on('error', (err) => finish({ code: null, signal: null, error: (err as NodeJS.ErrnoException).code ?? err.message }));
+    child.on('exit', (code, signal) => finish({ code, signal }));
+    if (plan.gated) this.openGate(child, options, tags);
+  }
+
+  /** stdout as bounded lines of JSON-RPC, stderr (and stdout that is not JSON-RPC) to the log, bounded and rate-limited. */
+  private readOutput(child: ChildProcess, options: ChildOptions, events: ChildEvents, tags: { route: string; session: string; pid: number | undefined }): void {
     // Not JSON-RPC on stdout (a banner, debug output): logged as stderr is, bounded and rate-limited, never forwarded.
     const stdoutLog = new StderrRelay(options.logger, tags, 'stdout', 'not JSON-RPC, not forwarded: ');
     const stdout = new LineSplitter(options.maxLineBytes, {
@@ -123,11 +133,6 @@ export class StdioChild {
     const stderr = new StderrRelay(options.logger, tags);
     child.stdout!.on('data', (chunk: Buffer) => stdout.push(chunk));
     child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk));
-    // A write to a process that is going away fails with EPIPE: its exit says the rest.
-    child.stdin!.on('error', () => undefined);
-    child.on('error', (err) => finish({ code: null, signal: null, error: (err as NodeJS.ErrnoException).code ?? err.message }));
-    child.on('exit', (code, signal) => finish({ code, signal }));
-    if (plan.gated) this.openGate(child, options, tags);
   }
 
   /** Moves the gated process into its cell, then lets it run the command; a process that cannot be contained never runs it. */
