@@ -131,8 +131,21 @@ export class StdioChild {
       },
     });
     const stderr = new StderrRelay(options.logger, tags);
-    child.stdout!.on('data', (chunk: Buffer) => stdout.push(chunk));
-    child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk));
+    // Whatever the child wrote, a throw while handling it would be an uncaught exception: the whole
+    // gateway would go. It is logged and the child stopped instead.
+    const guarded = (handle: (chunk: Buffer) => void) => (chunk: Buffer) => {
+      try {
+        handle(chunk);
+      } catch (err) {
+        options.logger.error({ ...tags, err }, 'stdio server output could not be handled: stopping it');
+        void this.stop();
+      }
+    };
+    child.stdout!.on('data', guarded((chunk) => stdout.push(chunk)));
+    child.stderr!.on('data', guarded((chunk) => stderr.push(chunk)));
+    // A pipe error ends the process's output; its exit says the rest.
+    child.stdout!.on('error', () => undefined);
+    child.stderr!.on('error', () => undefined);
   }
 
   /** Moves the gated process into its cell, then lets it run the command; a process that cannot be contained never runs it. */
