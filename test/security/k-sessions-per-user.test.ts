@@ -7,7 +7,9 @@
  * other user and /healthz served. The rules themselves are also a fast-check property over
  * random claims in test/unit/proxy-session-admission.test.ts.
  */
+import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GET_STREAMS_PER_USER } from '../../src/proxy/stream-quota.js';
 import { startLegacySseServer, type LegacySseServer } from '../helpers/legacy-sse-server.js';
 import { FIXTURE_SERVER, isAlive, startStdioStage, waitFor, type StdioStage } from '../helpers/stdio-stage.js';
 
@@ -15,11 +17,21 @@ const probe = (stdio: Record<string, unknown>) => ({ upstream: { stdio: { comman
 
 let stage: StdioStage;
 let sse: Record<'full' | 'user', LegacySseServer>;
+/** A Streamable HTTP upstream whose GET streams stay open (and idle) until the client goes. */
+let streaming: Server;
 
 beforeAll(async () => {
   const [full, user] = await Promise.all([startLegacySseServer(), startLegacySseServer()]);
   sse = { full, user };
+  streaming = createServer((req, res) => {
+    if (req.method !== 'GET') return void res.writeHead(405).end();
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.write(': open\n\n');
+  });
+  await new Promise<void>((resolve) => streaming.listen(0, '127.0.0.1', resolve));
+  const port = (streaming.address() as { port: number }).port;
   stage = await startStdioStage({
+    '/http/mcp': { upstream: `http://127.0.0.1:${port}/mcp` },
     '/stdio-full/mcp': probe({ max_processes: 2, max_processes_per_principal: 2 }),
     '/stdio-user/mcp': probe({ max_processes: 10, max_processes_per_principal: 2 }),
     '/sse-full/mcp': { upstream: { sse: { url: full.url, max_sessions: 2, max_sessions_per_principal: 2 } }, limits: { upstream_timeout: '10s' } },
@@ -29,6 +41,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await stage?.close();
+  streaming?.closeAllConnections();
+  await new Promise((resolve) => streaming?.close(resolve));
   await Promise.all(Object.values(sse ?? {}).map((s) => s.close()));
 });
 
@@ -166,5 +180,37 @@ describe('[K80] idle GET streams are held by sessions, and sessions by the user\
     expect(await use(path, { sub: 'bob' }, bob)).toBe(200);
     expect((await fetch(stage.url('/healthz'))).status).toBe(200);
     for (const c of streams) c.abort();
+  }, 60_000);
+});
+
+describe('[K80] idle GET streams on a Streamable HTTP route are bounded per user', () => {
+  const path = '/http/mcp';
+  const openStream = async (sub: string, client: string, controller: AbortController) =>
+    fetch(stage.url(path), { headers: { authorization: `Bearer ${await token(path, sub, client)}`, accept: 'text/event-stream' }, signal: controller.signal });
+
+  it(`alice holds at most ${GET_STREAMS_PER_USER} through any number of clients (then 429, Retry-After, JSON); bob and /healthz are served; closing one gives her room`, async () => {
+    const held: AbortController[] = [];
+    for (let i = 0; i < GET_STREAMS_PER_USER; i++) {
+      const controller = new AbortController();
+      held.push(controller);
+      expect((await openStream('alice', `client-${i}`, controller)).status).toBe(200);
+    }
+    for (const client of ['client-0', 'client-new']) {
+      const refused = await openStream('alice', client, new AbortController());
+      expect(refused.status).toBe(429);
+      expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+      expect(await refused.json()).toMatchObject({ error: 'too_many_requests' });
+    }
+    const bob = new AbortController();
+    expect((await openStream('bob', 'client-b', bob)).status).toBe(200);
+    expect((await fetch(stage.url('/healthz'))).status).toBe(200);
+    held.pop()!.abort();
+    await waitFor(async () => {
+      const again = new AbortController();
+      const res = await openStream('alice', 'client-late', again);
+      if (res.status === 200) held.push(again);
+      return res.status === 200;
+    }, 5_000, 'room for alice once she closed a stream');
+    for (const c of [...held, bob]) c.abort();
   }, 60_000);
 });
