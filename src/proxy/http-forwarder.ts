@@ -57,11 +57,7 @@ export function createHttpForwarder(route: RouteConfig, deps: HttpForwarderDeps)
       return Promise.resolve();
     }
     // A GET is a stream held open: one user holds at most its share of them.
-    const refused = method === 'GET' ? streams.take(userKey(ctx.auth), res) : undefined;
-    if (refused) {
-      writeError(res, refused);
-      return Promise.resolve();
-    }
+    if (method === 'GET' && !streams.admit(userKey(ctx.auth), res)) return Promise.resolve();
     // Node joins repeated headers with ", ", which no valid session id contains.
     const raw = req.headers['mcp-session-id'];
     const sessionId = Array.isArray(raw) ? raw.join(', ') : raw;

@@ -6,7 +6,8 @@
 // client's response closes. (stdio and legacy SSE routes bound them through
 // their sessions: one GET stream per session.)
 import type { ServerResponse } from 'node:http';
-import { tooManyRequests, type GatewayError } from '../errors/gateway-error.js';
+import { tooManyRequests } from '../errors/gateway-error.js';
+import { writeError } from '../errors/write-error.js';
 
 /** GET streams one user may hold open on one route at once (per replica). */
 export const GET_STREAMS_PER_USER = 16;
@@ -18,16 +19,19 @@ export class StreamQuota {
 
   constructor(private readonly perUser = GET_STREAMS_PER_USER) {}
 
-  /** Counts a stream of `user` until `res` closes; the client's refusal when the user holds its share already. */
-  take(user: string, res: ServerResponse): GatewayError | undefined {
+  /** Counts a stream of `user` until `res` closes; false (the client answered 429) when the user holds its share already. */
+  admit(user: string, res: ServerResponse): boolean {
     const held = this.open.get(user) ?? 0;
-    if (held >= this.perUser) return tooManyRequests(`At most ${this.perUser} open GET streams per user on this route; close one first`, RETRY_AFTER_MS);
+    if (held >= this.perUser) {
+      writeError(res, tooManyRequests(`At most ${this.perUser} open GET streams per user on this route; close one first`, RETRY_AFTER_MS));
+      return false;
+    }
     this.open.set(user, held + 1);
     res.once('close', () => {
       const left = (this.open.get(user) ?? 1) - 1;
       if (left > 0) this.open.set(user, left);
       else this.open.delete(user);
     });
-    return undefined;
+    return true;
   }
 }
