@@ -9,7 +9,7 @@ import type { ServerResponse } from 'node:http';
 import { tooManyRequests } from '../errors/gateway-error.js';
 import { writeError } from '../errors/write-error.js';
 
-/** GET streams one user may hold open on one route at once (per replica). */
+/** GET streams one user may hold open on one route at once (per replica): `limits.max_get_streams_per_user`'s default. */
 export const GET_STREAMS_PER_USER = 16;
 /** What a refused client is told to wait: a stream of its own must close first. */
 const RETRY_AFTER_MS = 5_000;
