@@ -13,7 +13,7 @@ import { rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
-import { cgroupBase } from '../../src/proxy/stdio/containment.js';
+import { cgroupsUsable } from '../../src/proxy/stdio/containment.js';
 import { gatewayYaml } from '../helpers/gateway-config.js';
 import { descendantsOf } from '../helpers/process-tree.js';
 import { FIXTURE_SERVER, serverBin, startStdioStage, waitFor, type StdioStage } from '../helpers/stdio-stage.js';
@@ -21,7 +21,7 @@ import { FIXTURE_SERVER, serverBin, startStdioStage, waitFor, type StdioStage } 
 const HOSTILE = join(import.meta.dirname, 'fixtures', 'hostile-stdio-server.mjs');
 const root = process.geteuid?.() === 0;
 /** Whether this host lets the gateway (in this process) make a cgroup; where not, check warns instead (k-stdio-gateway.test.ts). */
-const cgroups = cgroupBase() !== null;
+const cgroups = cgroupsUsable();
 const READABLE = [dirname(HOSTILE), dirname(process.execPath)];
 const fsScript = serverBin('@modelcontextprotocol/server-filesystem');
 const nodeModules = fsScript.slice(0, fsScript.lastIndexOf('/node_modules/') + '/node_modules'.length);

@@ -31,7 +31,12 @@ export const GATE_SHELL = '/bin/sh';
 /** How long an emptied cgroup is waited for before it is left in place (logged). */
 const REMOVE_WAIT_MS = 10_000;
 
-let base: string | null | undefined;
+/** Whether this host lets the gateway make cgroups (probed once). */
+let usable: boolean | undefined;
+/** The gateway's cgroup of cells, there while any cell is (so a gateway that ends without its exit hook leaves none behind). */
+let base: string | undefined;
+let cells = 0;
+let exitHookInstalled = false;
 
 /** The cgroup v2 directory of this process, from /proc: undefined without a unified hierarchy. */
 function ownCgroupDir(): string | undefined {
@@ -48,36 +53,56 @@ function ownCgroupDir(): string | undefined {
 }
 
 /**
- * This gateway's own cgroup for its children (made once, then reused), or
- * null when the host does not let it make one (no cgroup v2, read-only, not
- * delegated). Verified, not assumed: the directory is made and its files read.
+ * Whether the host lets the gateway make a cgroup for its children (no cgroup
+ * v2, read-only, not delegated: no). Verified, not assumed: one is made, its
+ * files read, and removed.
  */
-export function cgroupBase(): string | null {
-  if (base !== undefined) return base;
-  base = null;
+export function cgroupsUsable(): boolean {
+  if (usable !== undefined) return usable;
+  usable = false;
   try {
     const own = ownCgroupDir();
-    if (own === undefined) return null;
-    const made = mkdtempSync(join(own, `mag-${process.pid}-`));
-    readFileSync(join(made, 'cgroup.procs'), 'utf8');
-    process.once('exit', () => {
-      try {
-        rmdirSync(made);
-      } catch {
-        // Still holds a cell (a removal waiting): the host's to clean.
-      }
-    });
-    base = made;
+    if (own === undefined) return false;
+    const probe = mkdtempSync(join(own, `mag-${process.pid}-probe-`));
+    readFileSync(join(probe, 'cgroup.procs'), 'utf8');
+    rmdirSync(probe);
+    usable = true;
   } catch {
-    base = null;
+    usable = false;
+  }
+  return usable;
+}
+
+/** The gateway's cgroup of cells, made when the first cell is. */
+function baseDir(): string {
+  if (base !== undefined) return base;
+  base = mkdtempSync(join(ownCgroupDir()!, `mag-${process.pid}-`));
+  if (!exitHookInstalled) {
+    exitHookInstalled = true;
+    process.once('exit', removeBase);
   }
   return base;
+}
+
+function removeBase(): void {
+  if (base === undefined) return;
+  try {
+    rmdirSync(base);
+    base = undefined;
+  } catch {
+    // Still holds a cell that could not be removed (logged): the host's to clean.
+  }
+}
+
+/** The last cell is gone: the base goes too (made again by the next). */
+function cellGone(): void {
+  if (--cells === 0) removeBase();
 }
 
 /** How this route's processes are contained here. */
 export function containmentOf(config: StdioUpstreamConfig): Containment {
   if (config.sandbox) return 'sandbox';
-  return cgroupBase() === null ? 'none' : 'cgroup';
+  return cgroupsUsable() ? 'cgroup' : 'none';
 }
 
 /** The routes whose processes nothing contains here: one warning each, for `check` and the start's log. */
@@ -95,9 +120,9 @@ export class CgroupCell {
   private constructor(readonly dir: string) {}
 
   static create(): CgroupCell {
-    const parent = cgroupBase();
-    if (parent === null) throw new Error('no cgroup v2 to contain the process');
-    return new CgroupCell(mkdtempSync(join(parent, 's-')));
+    const cell = new CgroupCell(mkdtempSync(join(baseDir(), 's-')));
+    cells++;
+    return cell;
   }
 
   /** Moves the (gated, not yet running) process in: all it starts from now on is in the cell. */
@@ -126,6 +151,12 @@ export class CgroupCell {
 
   /** Kills what is left, waits until the cell is empty, removes it; resolves with why not, if it could not. */
   async remove(): Promise<string | undefined> {
+    const problem = await this.emptyAndRemove();
+    cellGone();
+    return problem;
+  }
+
+  private async emptyAndRemove(): Promise<string | undefined> {
     const deadline = Date.now() + REMOVE_WAIT_MS;
     for (;;) {
       this.killAll();

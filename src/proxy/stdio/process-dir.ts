@@ -31,27 +31,43 @@ const STDERR_KEPT = 1_024;
 const HELPER_ENV = { PATH: '/usr/bin:/bin', LC_ALL: 'C' };
 
 let root: string | undefined;
+/** Process directories made and not yet removed: the root goes with the last one. */
+const live = new Set<string>();
+let exitHookInstalled = false;
 
-/** This gateway's root of session directories, made on first use and removed (when empty) at exit. */
+/** This gateway's root of session directories, made on first use, removed once empty (and at exit). */
 export function processDirRoot(): string {
   if (root !== undefined) return root;
-  const made = mkdtempSync(join(tmpdir(), PROCESS_DIR_ROOT_PREFIX));
-  chmodSync(made, 0o711);
-  process.once('exit', () => {
-    try {
-      rmdirSync(made);
-    } catch {
-      // Not empty (a removal still running, or one that failed and was logged): left.
-    }
-  });
-  return (root = made);
+  root = mkdtempSync(join(tmpdir(), PROCESS_DIR_ROOT_PREFIX));
+  chmodSync(root, 0o711);
+  if (!exitHookInstalled) {
+    exitHookInstalled = true;
+    process.once('exit', removeRoot);
+  }
+  return root;
+}
+
+function removeRoot(): void {
+  if (root === undefined) return;
+  try {
+    rmdirSync(root);
+    root = undefined;
+  } catch {
+    // Not empty (a removal still running, or one that failed and was logged): left.
+  }
 }
 
 /** A fresh directory (mode 0700) for one process; owned by the process's user when it runs as another. */
 export function createProcessDir(user?: { uid: number; gid: number }): string {
   const dir = mkdtempSync(join(processDirRoot(), 's-'));
+  live.add(dir);
   if (user) chownSync(dir, user.uid, user.gid);
   return dir;
+}
+
+/** A process directory is gone (or given up on): with the last one, the root goes too (made again by the next). */
+function dirGone(dir: string): void {
+  if (live.delete(dir) && live.size === 0) removeRoot();
 }
 
 interface HelperOutcome {
@@ -115,6 +131,7 @@ async function removeTree(dir: string): Promise<HelperOutcome> {
 export function removeProcessDir(dir: string, failed: (detail: string) => void): Promise<void> {
   return inTurn(() => removeTree(dir)).then(
     (outcome) => {
+      dirGone(dir);
       if (!outcome.ok) failed(outcome.detail);
     },
     (err: unknown) => failed(String(err)),
