@@ -7,6 +7,7 @@ import type { GatewayConfig } from './config/types.js';
 import { describeRoutes } from './config/describe.js';
 import { checkOnline } from './check/online-check.js';
 import { sandboxIssues } from './proxy/stdio/bubblewrap-check.js';
+import { uncontainedRoutes } from './proxy/stdio/containment.js';
 import { startGateway, type RunningGateway } from './gateway.js';
 import { watchConfig } from './config/watch.js';
 import { generateSigningKey } from './authorization-server/keys/signing-keys.js';
@@ -79,6 +80,8 @@ async function check(source: string, online: boolean): Promise<number> {
   const config = await loadOrReport(source);
   if (!config) return 1;
   console.log(describeRoutes(config));
+  // Where nothing here ends what a server leaves behind (DESIGN.md §8.3): said, not refused.
+  for (const warning of uncontainedRoutes(config.routes)) console.log(`warning: ${warning}`);
   // The same check a start makes: a stdio sandbox that cannot start on this host.
   const sandboxes = await sandboxIssues(config.routes);
   if (sandboxes.length > 0) {

@@ -25,3 +25,12 @@ export interface AuthContext {
 export function principalKey(auth: Pick<AuthContext, 'issuer' | 'subject' | 'clientId'>): string {
   return JSON.stringify([auth.issuer, auth.subject, auth.clientId]);
 }
+
+/**
+ * The user behind a request, (issuer, sub), whatever client it came through:
+ * what per-principal caps count (DESIGN.md §8.3), so registering more clients
+ * does not multiply a user's share. Sessions stay bound to principalKey.
+ */
+export function userKey(auth: Pick<AuthContext, 'issuer' | 'subject'>): string {
+  return JSON.stringify([auth.issuer, auth.subject]);
+}

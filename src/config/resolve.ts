@@ -331,6 +331,7 @@ class Resolver {
       allowedOrigins: f.cors.allowed_origins,
       maxBodyBytes: f.limits.max_body_bytes,
       upstreamTimeoutMs: parseDuration(f.limits.upstream_timeout),
+      maxGetStreamsPerUser: f.limits.max_get_streams_per_user,
       upstreamAuth: await this.upstreamAuth(source),
     };
   }

@@ -7,6 +7,7 @@ import { existsSync } from 'node:fs';
 import type { ConfigPath } from './yaml-file.js';
 import type { StdioUpstreamFile } from './schema.js';
 import type { StdioSandboxConfig, StdioUserConfig } from './types.js';
+import { sessionPathProblem } from './sandbox-paths.js';
 import { lookupGroup, lookupUser, thisProcessMissingCapabilities, USER_SWITCH_CAPABILITIES } from './os-users.js';
 
 export interface IsolationProblem {
@@ -22,6 +23,8 @@ export function resolveSandbox(sandbox: StdioUpstreamFile['sandbox'], report: Re
   for (const list of ['readable', 'writable'] as const) {
     sandbox[list].forEach((path, i) => {
       if (!existsSync(path)) report({ path: ['sandbox', list, i], message: `${path} does not exist (bubblewrap binds only what exists)` });
+      const problem = sessionPathProblem(path);
+      if (problem) report({ path: ['sandbox', list, i], message: problem });
     });
   }
   return { kind: sandbox.kind, readable: sandbox.readable, writable: sandbox.writable, network: sandbox.network };

@@ -140,6 +140,8 @@ export interface RouteConfig {
   allowedOrigins: string[];
   maxBodyBytes: number;
   upstreamTimeoutMs: number;
+  /** Open GET streams of one user on a Streamable HTTP route (proxy/stream-quota.ts). */
+  maxGetStreamsPerUser: number;
   upstreamAuth: UpstreamAuthConfig;
 }
 

@@ -18,6 +18,7 @@ import { createSessionBinding, type SessionBinding } from '../proxy/session-bind
 import { sessionHook } from '../proxy/session-hook.js';
 import { createSseForwarder } from '../proxy/sse/sse-forwarder.js';
 import { sandboxIssues } from '../proxy/stdio/bubblewrap-check.js';
+import { uncontainedRoutes } from '../proxy/stdio/containment.js';
 import { createStdioForwarder } from '../proxy/stdio/stdio-forwarder.js';
 import { tracedRoutes } from '../routes/traced-routes.js';
 import { createProtectedRoute, type ProtectedRouteHandler } from '../routes/protected-route.js';
@@ -36,6 +37,7 @@ export async function buildRouteTable(config: GatewayConfig, services: Services,
   // A sandbox that cannot start here is refused now (start: exit 1; reload: the last good table stays), not per client.
   const sandboxes = await sandboxIssues(config.routes);
   if (sandboxes.length > 0) throw new ConfigError(sandboxes);
+  for (const warning of uncontainedRoutes(config.routes)) logger.warn({}, warning);
   const as = config.authorizationServer
     ? await createAuthorizationServer(config, { store, logger, audit, metrics, jwks: services.jwks, options: options.authorizationServer })
     : undefined;
@@ -112,6 +114,7 @@ function createRouteForwarder(route: RouteConfig, sessions: SessionBinding, { lo
           metrics.stdioExits.labels(route.path, reason).inc();
           metrics.stdioProcesses.labels(route.path).dec();
         },
+        cleanupFailed: () => metrics.stdioCleanupFailures.labels(route.path).inc(),
       },
     }),
   );

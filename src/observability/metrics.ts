@@ -77,6 +77,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly stdioCleanupFailures = new Counter({
+    name: 'mag_stdio_cleanup_failures_total',
+    help: 'Directories or cgroups of ended stdio processes that could not be removed (each logged), by route',
+    labelNames: ['route'] as const,
+    registers: [this.registry],
+  });
+
   readonly storeDuration = new Histogram({
     name: 'mag_store_operation_duration_seconds',
     help: 'Store operations (get, set, take...) by backend, operation and outcome',

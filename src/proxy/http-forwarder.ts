@@ -7,12 +7,14 @@
 // rewritten, are the hooks' business (forwarder.ts).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Pool } from 'undici';
+import { userKey } from '../auth/principal.js';
 import type { RouteConfig } from '../config/types.js';
 import { writeError } from '../errors/write-error.js';
 import type { ForwardContext, Forwarder, ProxyLogger, ProxyMetrics, SessionHook } from './forwarder.js';
 import { isForwardedMethod, methodNotAllowed, type ForwardedMethod } from './forwarded-methods.js';
 import { buildUpstreamHeaders } from './headers.js';
 import { Exchange, ExchangeScope } from './http-exchange.js';
+import { StreamQuota } from './stream-quota.js';
 
 export interface HttpForwarderDeps {
   session: SessionHook;
@@ -41,6 +43,7 @@ export function createHttpForwarder(route: RouteConfig, deps: HttpForwarderDeps)
   const timeoutMs = route.upstreamTimeoutMs;
   const pool = createPool(target.origin, timeoutMs);
   const scope = new ExchangeScope(route.path, deps.session, timeoutMs, deps.logger, deps.metrics);
+  const streams = new StreamQuota(route.maxGetStreamsPerUser);
   // The upstream's address only: its URL's query may carry a credential.
   const spanAttributes = { 'server.address': target.hostname, 'server.port': Number(target.port || (target.protocol === 'https:' ? 443 : 80)) };
 
@@ -53,6 +56,8 @@ export function createHttpForwarder(route: RouteConfig, deps: HttpForwarderDeps)
       writeError(res, methodNotAllowed());
       return Promise.resolve();
     }
+    // A GET is a stream held open: one user holds at most its share of them.
+    if (method === 'GET' && !streams.admit(userKey(ctx.auth), res)) return Promise.resolve();
     // Node joins repeated headers with ", ", which no valid session id contains.
     const raw = req.headers['mcp-session-id'];
     const sessionId = Array.isArray(raw) ? raw.join(', ') : raw;

@@ -3,10 +3,13 @@
 // so one principal cannot take every slot and deny everyone else. A slot is
 // held from its claim until what it holds is gone (a stdio process exited,
 // not merely signalled), so the bounds hold for processes, not only for ids.
-// Room is made from slots with no request in flight: at a principal's cap,
-// its own least recently used one; on a full route, the route's. A slot
-// already ending goes first (that costs no one anything). A claim nothing can
-// make room for is refused: the caller answers 503 with Retry-After.
+// Room is made only from the claimer's own slots with no request in flight,
+// its least recently used one first, at its cap and on a full route alike:
+// another principal's session is never ended to make room (DESIGN.md §8.3,
+// [K66]). A slot already ending goes first, whoever held it (that costs no one
+// anything). A claim nothing can make room for is refused: the caller answers
+// 503 with Retry-After. The owner is the user (auth/principal.ts `userKey`),
+// so one user's many clients share one share ([K81]).
 import { GatewayError } from '../errors/gateway-error.js';
 
 /** What a slot holds, as admission sees it. */
@@ -92,7 +95,7 @@ export class SessionAdmission<T extends Occupant> {
    */
   claim(owner: string): Claim<T> {
     if (this.heldBy(owner) >= this.limits.perPrincipal) return this.takeFrom(owner, this.byOwner.get(owner)!, 'principal');
-    if (this.slots.size >= this.limits.perRoute) return this.takeFrom(owner, this.slots, 'route');
+    if (this.slots.size >= this.limits.perRoute) return this.takeFrom(owner, this.ownOrClosing(owner), 'route');
     const slot = new Slot<T>(owner);
     this.slots.add(slot);
     this.ownedBy(owner).add(slot);
@@ -139,6 +142,11 @@ export class SessionAdmission<T extends Occupant> {
     return evict === undefined ? { slot } : { slot, evict };
   }
 
+  /** On a full route: any slot already ending, else only the claimer's own. */
+  private *ownOrClosing(owner: string): Iterable<Slot<T>> {
+    for (const slot of this.slots) if (slot.state === 'closing' || slot.owner === owner) yield slot;
+  }
+
   private ownedBy(owner: string): Set<Slot<T>> {
     let owned = this.byOwner.get(owner);
     if (owned === undefined) this.byOwner.set(owner, (owned = new Set()));
@@ -180,6 +188,8 @@ export function admit<T extends Occupant>(admission: SessionAdmission<T>, owner:
   if (!('refused' in claim)) return claim;
   const setting = settings[claim.refused];
   const limit = claim.refused === 'route' ? admission.limits.perRoute : admission.limits.perPrincipal;
-  logger?.warn({ route, [setting]: limit }, `${setting} reached and every session busy: refused`);
+  // On a full route another principal's idle sessions are there, but never ended for this one.
+  const why = claim.refused === 'route' ? 'none of this caller idle' : 'every session busy';
+  logger?.warn({ route, [setting]: limit }, `${setting} reached and ${why}: refused`);
   throw admissionRefused(claim.refused === 'route' ? 'Too many sessions on this route; try again later' : 'Too many sessions of this caller, all busy; try again later');
 }

@@ -178,7 +178,7 @@ describe('bounded', () => {
     expect(third.status).toBe(503);
     expect(Number(third.headers.get('retry-after'))).toBeGreaterThan(0);
     expect(await third.json()).toMatchObject({ error: 'temporarily_unavailable' });
-    expect(stage.gw.logs.some((l) => l.includes('max_processes reached and every session busy'))).toBe(true);
+    expect(stage.gw.logs.some((l) => l.includes('max_processes reached and none of this caller idle'))).toBe(true);
     const ended = await fetch(stage.url('/two/mcp'), { method: 'DELETE', headers: { authorization: `Bearer ${await stage.token('/two/mcp')}`, 'mcp-session-id': a } });
     expect(ended.status).toBe(200);
     await waitFor(async () => (await processes('/two/mcp')) === 1, 5_000, 'one process to remain');
@@ -189,7 +189,7 @@ describe('bounded', () => {
     await fetch(stage.url('/two/mcp'), { method: 'DELETE', headers: { authorization: `Bearer ${await stage.token('/two/mcp', 'bob')}`, 'mcp-session-id': b } });
   });
 
-  it('max_processes with an idle process: the route makes room by stopping its least recently used idle one (404 after), not a busy one', async () => {
+  it("max_processes with an idle process: the route makes room by stopping the caller's own least recently used idle one (404 after), not a busy one", async () => {
     await waitFor(async () => (await processes('/two/mcp')) === 0, 5_000, 'the route to be empty');
     const idle = await initialize('/two/mcp', 'alice');
     const busy = await initialize('/two/mcp', 'bob');
@@ -197,12 +197,13 @@ describe('bounded', () => {
     await reached();
     const pid = await pidOf('/two/mcp', idle).catch(() => 0);
     expect(pid).toBeGreaterThan(0);
-    const carol = await post('/two/mcp', INITIALIZE, {}, 'carol');
-    expect(carol.status).toBe(200);
+    const again = await post('/two/mcp', INITIALIZE, {}, 'alice');
+    expect(again.status).toBe(200);
     await waitFor(() => !isAlive(pid), 5_000, "alice's idle process to stop");
     expect((await post('/two/mcp', { jsonrpc: '2.0', id: 3, method: 'tools/list' }, { 'mcp-session-id': idle })).status).toBe(404);
     expect(await call).toBe(200);
     expect(await exits('/two/mcp', 'evicted')).toBeGreaterThanOrEqual(1);
+    await fetch(stage.url('/two/mcp'), { method: 'DELETE', headers: { authorization: `Bearer ${await stage.token('/two/mcp')}`, 'mcp-session-id': again.headers.get('mcp-session-id')! } });
   });
 
   it('max_processes_per_principal: alice at her cap gets her least recently used idle session ended (404, its process stopped), bob still gets a process', async () => {

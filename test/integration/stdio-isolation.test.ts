@@ -153,8 +153,9 @@ describe('sandbox: { kind: bubblewrap }', () => {
     expect(existsSync(join(dirname(FIXTURE_SERVER), 'planted.mjs'))).toBe(false);
     // The fixture's folder is readable (so it can run) ...
     expect(report.file.ok).toContain('tiny MCP server');
-    // ... and the sandbox's /tmp holds only its own directory, none of the host's entries.
-    expect(report.otherDir.ok).toEqual([cwd.slice(tmpdir().length + 1)]);
+    // ... and the sandbox's /tmp holds only the way to its own directory (the gateway's root of
+    // process directories, holding only its own), none of the host's entries.
+    expect(report.otherDir.ok).toEqual([cwd.slice(tmpdir().length + 1).split('/')[0]]);
     expect(hostTmp.length).toBeGreaterThan(1);
   });
 });
@@ -200,9 +201,10 @@ describe('the real server-memory in the sandbox, end to end through the gateway'
     await alice.callTool({ name: 'create_entities', arguments: { entities: [{ name: marker, entityType: 'note', observations: ['only alice'] }] } });
     expect(resultText(await alice.callTool({ name: 'read_graph', arguments: {} }))).toContain(marker);
     expect(resultText(await bob.callTool({ name: 'read_graph', arguments: {} }))).not.toContain(marker);
+    // Each gateway's root of process directories, each holding one directory per process.
     const files = readdirSync(tmpdir())
       .filter((d) => d.startsWith('mag-stdio-'))
-      .map((d) => join(tmpdir(), d, 'memory.jsonl'))
+      .flatMap((root) => (existsSync(join(tmpdir(), root)) ? readdirSync(join(tmpdir(), root)).map((d) => join(tmpdir(), root, d, 'memory.jsonl')) : []))
       .filter((f) => existsSync(f) && readFileSync(f, 'utf8').includes(marker));
     expect(files).toHaveLength(1);
     // The tree of this session: bwrap, its init and the server, all on the host.

@@ -4,7 +4,8 @@
  * routes — shown with the unmodified server-everything in its `sse` mode behind a recording hop —
  * and `max_sessions_per_principal` / `max_sessions` keep one principal from taking every upstream
  * stream: at her cap alice's least recently used idle session ends (404, its upstream stream
- * closed) and bob is untouched; with all hers busy she gets 503 with Retry-After. The bounds are
+ * closed) and bob is untouched; with all hers busy she gets 503 with Retry-After, and so does
+ * carol on a full route: bob's idle session is never ended for her. The bounds are
  * shown on the scripted legacy server (test/helpers/legacy-sse-server.ts), whose `hang` method
  * keeps a request in flight on demand.
  */
@@ -153,10 +154,12 @@ describe('max_sessions_per_principal on a legacy SSE route', () => {
     expect(servers.busy.openStreams()).toBe(2);
     const bob = await initialize('/busy/mcp', 'bob');
     expect(await call('/busy/mcp', 'bob', bob)).toBe(200);
-    // The route is now full of busy and idle sessions: carol makes room from bob's idle one, never from alice's busy ones.
-    const carol = await initialize('/busy/mcp', 'carol');
-    expect(await call('/busy/mcp', 'bob', bob)).toBe(404);
-    expect(await call('/busy/mcp', 'carol', carol)).toBe(200);
+    // The route is now full of busy and idle sessions: carol is refused, never given room from bob's idle one or alice's busy ones.
+    const carol = await post('/busy/mcp', 'carol', INITIALIZE);
+    expect(carol.status).toBe(503);
+    expect(Number(carol.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(await call('/busy/mcp', 'bob', bob)).toBe(200);
+    await fetch(`${gw.url}/busy/mcp`, { method: 'DELETE', headers: { authorization: `Bearer ${await token('/busy/mcp', 'bob')}`, 'mcp-session-id': bob } });
     for (const id of sessions) await fetch(`${gw.url}/busy/mcp`, { method: 'DELETE', headers: { authorization: `Bearer ${await token('/busy/mcp', 'alice')}`, 'mcp-session-id': id } });
     expect(await Promise.all(hanging)).toEqual([404, 404]);
   });

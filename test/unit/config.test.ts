@@ -68,6 +68,7 @@ describe('loadConfig', () => {
       rules: [],
       maxBodyBytes: 4 * 1024 * 1024,
       upstreamTimeoutMs: 60_000,
+      maxGetStreamsPerUser: 16,
       upstreamAuth: { kind: 'none' },
     });
   });

@@ -47,6 +47,7 @@ function routeFor(upstream: string, overrides: Partial<RouteConfig> = {}): Route
     allowedOrigins: [],
     maxBodyBytes: 1024,
     upstreamTimeoutMs: 5_000,
+    maxGetStreamsPerUser: 16,
     upstreamAuth: { kind: 'none' },
     ...overrides,
   };

@@ -2,8 +2,8 @@
  * Session admission (src/proxy/session-admission.ts), shared by stdio processes and legacy SSE
  * streams: a hand-written case for each rule, then a fast-check property over random sequences
  * of claims, requests starting and ending, sessions closing and processes exiting by several
- * principals — never more slots than the route's cap or a principal's, a principal at its cap
- * only ever makes room from its own sessions, and a claim is refused only when nothing can make
+ * principals — never more slots than the route's cap or a principal's, a principal (at its cap
+ * or on a full route) only ever makes room from its own sessions, and a claim is refused only when nothing can make
  * room (every candidate busy or still starting).
  */
 import fc from 'fast-check';
@@ -58,14 +58,28 @@ describe('session admission, case by case', () => {
     expect('slot' in admission.claim('bob')).toBe(true);
   });
 
-  it('a full route makes room from its least recently used idle session; a route full of busy ones refuses', () => {
-    const admission = new SessionAdmission<Session>({ perRoute: 2, perPrincipal: 2 });
-    const a = openOne(admission, 'alice');
-    openOne(admission, 'bob', true);
-    expect(admission.claim('carol')).toMatchObject({ evict: a });
-    expect(admission.heldBy('alice')).toBe(0);
-    expect(admission.heldBy('carol')).toBe(1);
+  it('a full route makes room only from the claimer\'s own idle sessions (least recently used first): another principal\'s idle session is never ended', () => {
+    const admission = new SessionAdmission<Session>({ perRoute: 3, perPrincipal: 3 });
+    const alice = openOne(admission, 'alice');
+    const [carolOld, carolNew] = [openOne(admission, 'carol'), openOne(admission, 'carol')];
+    // carol's idle sessions are older than alice's own busy one: still never dave's to take.
     expect(admission.claim('dave')).toEqual({ refused: 'route' });
+    expect(admission.claim('carol')).toMatchObject({ evict: carolOld });
+    expect([alice, carolNew]).not.toContain(carolOld);
+    expect(admission.heldBy('alice')).toBe(1);
+    expect(admission.heldBy('carol')).toBe(2);
+  });
+
+  it('a route full of busy ones refuses everyone; a session ending (anyone\'s) makes room for anyone', () => {
+    const admission = new SessionAdmission<Session>({ perRoute: 2, perPrincipal: 2 });
+    const a = openOne(admission, 'alice', true);
+    openOne(admission, 'bob', true);
+    expect(admission.claim('carol')).toEqual({ refused: 'route' });
+    expect(admission.claim('alice')).toEqual({ refused: 'route' });
+    admission.closing(a);
+    const claim = admission.claim('carol');
+    expect(claim).not.toHaveProperty('evict');
+    expect((claim as { slot: Slot<Session> }).slot.waiting).toBe(true);
   });
 
   it('a session already ending makes room first, and its slot counts until it is gone', () => {
@@ -151,12 +165,15 @@ class Model {
       } else {
         expect(before).toBeLessThan(this.limits.perPrincipal);
         expect(full).toBe(true);
-        expect(this.unmovable()).toBe(true);
+        // Nothing of its own to end, and nobody's session already ending.
+        expect(this.unmovable(owner) && !this.ending.some((e) => !e.taken)).toBe(true);
       }
       return;
     }
     if (claim.evict !== undefined) {
       expect(claim.evict.busy).toBe(false);
+      // [K66] only ever the claimer's own session is ended to make room.
+      expect(claim.evict.owner).toBe(owner);
       this.open.splice(this.open.indexOf(claim.evict), 1);
       this.admission.closing(claim.evict);
       this.ending.push({ s: claim.evict, taken: true });

@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { Pool } from 'undici';
-import { principalKey } from '../../auth/principal.js';
+import { principalKey, userKey } from '../../auth/principal.js';
 import type { SseUpstreamConfig } from '../../config/types.js';
 import type { ForwardContext } from '../forwarder.js';
 import { admit, SessionAdmission, type AdmissionContext } from '../session-admission.js';
@@ -91,7 +91,8 @@ export class SseSessions {
   private async open(ctx: ForwardContext, bound: boolean): Promise<SseSession> {
     if (this.closing) throw upstreamErrorResponse('shutdown');
     const owner = principalKey(ctx.auth);
-    const { slot, evict } = admit(this.admission, owner, this.admissionContext);
+    // Counted per user (all its clients one share); only the user's own idle session makes room.
+    const { slot, evict } = admit(this.admission, userKey(ctx.auth), this.admissionContext);
     evict?.end('evicted');
     await slot.vacant;
     // 192 random bits, visible ASCII: unguessable, and valid as an Mcp-Session-Id.

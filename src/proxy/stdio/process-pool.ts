@@ -1,7 +1,7 @@
 // One route's processes: at most `max_processes` alive at once and at most
-// `max_processes_per_principal` of one principal (session-admission.ts: room
-// is made by stopping an idle process, else the client gets 503 with
-// Retry-After), each serving one session of one principal, stopped when idle
+// `max_processes_per_principal` of one user, whatever its clients
+// (session-admission.ts: room is made by stopping one of the user's own idle
+// processes, else the client gets 503 with Retry-After), each serving one session of one principal, stopped when idle
 // for `idle_timeout`, when its session is deleted, and all of them at close
 // (shutdown, or a reload that drops the route). A process that exits ends its
 // session; the session's id is then unknown (404) and the client starts a new one.
@@ -52,9 +52,9 @@ export class ProcessPool {
    * process stopped to make room has exited first); throws 503 when nothing
    * can make room, or while closing.
    */
-  async start(owner: string, stateless: boolean): Promise<StdioSession> {
+  async start(owner: string, user: string, stateless: boolean): Promise<StdioSession> {
     if (this.closing) throw shuttingDown();
-    const { slot, evict } = admit(this.admission, owner, this.admissionContext);
+    const { slot, evict } = admit(this.admission, user, this.admissionContext);
     if (evict !== undefined) void this.stop(evict, 'evicted');
     await slot.vacant;
     if (this.closing) {
@@ -71,7 +71,14 @@ export class ProcessPool {
     try {
       session.child = new StdioChild(
         this.config,
-        { route: this.route, session: tag, maxLineBytes: this.maxLineBytes, logger: this.deps.logger, parentEnv: this.deps.parentEnv ?? process.env },
+        {
+          route: this.route,
+          session: tag,
+          maxLineBytes: this.maxLineBytes,
+          logger: this.deps.logger,
+          parentEnv: this.deps.parentEnv ?? process.env,
+          cleanupFailed: () => this.deps.metrics?.cleanupFailed(),
+        },
         {
           message: (m) => session.receive(m),
           exit: ({ code, signal, error }) => {

@@ -3,13 +3,15 @@
 // JSON-RPC, its stderr relayed to the log, and stopped with SIGTERM then
 // SIGKILL. It runs in its own process group, so a launcher (npx, a shell) and
 // the server it starts are stopped together (a sandboxed one too: bwrap and
-// what it runs share the group). Its directory is removed when it ends.
+// what it runs share the group); what left the group is ended with it by its
+// containment (containment.ts). When it is gone, its directory is removed in
+// the background (process-dir.ts): nothing there runs on this stack or throws.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chownSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import type { Writable } from 'node:stream';
 import type { StdioUpstreamConfig } from '../../config/types.js';
+import { CgroupCell, containmentOf } from './containment.js';
 import { LineSplitter } from './line-splitter.js';
+import { createProcessDir, removeProcessDir } from './process-dir.js';
 import { childEnvironment } from './process-env.js';
 import { spawnPlan } from './spawn-plan.js';
 import { StderrRelay } from './stderr-relay.js';
@@ -32,7 +34,12 @@ export interface ChildOptions {
   maxLineBytes: number;
   logger: StdioLogger;
   parentEnv: NodeJS.ProcessEnv;
+  /** Its directory or cgroup could not be removed (logged already): counted. */
+  cleanupFailed?: () => void;
 }
+
+/** A process leaving more than this many times max_body_bytes unread on its stdin is stopped, not buffered for. */
+const UNREAD_STDIN_FACTOR = 4;
 
 // Every child alive in this gateway, so none outlives it (see the exit hook below).
 const alive = new Set<StdioChild>();
@@ -43,29 +50,42 @@ function installExitHook(): void {
   if (exitHookInstalled) return;
   exitHookInstalled = true;
   process.once('exit', () => {
-    for (const child of alive) child.kill('SIGKILL');
+    for (const child of alive) {
+      child.kill('SIGKILL');
+      child.cell?.killAll();
+    }
   });
 }
 
 export class StdioChild {
   readonly processDir: string;
   readonly process: ChildProcess;
+  /** Its cgroup, when the route's processes are contained by one. */
+  readonly cell: CgroupCell | undefined;
   private exited = false;
   private killTimer: NodeJS.Timeout | undefined;
+  private readonly maxUnreadStdin: number;
+  private readonly stdinFull: () => void;
   readonly ended: Promise<void>;
 
   constructor(config: StdioUpstreamConfig, options: ChildOptions, events: ChildEvents) {
     installExitHook();
-    // mkdtemp creates the directory with mode 0700: the process's alone.
-    this.processDir = mkdtempSync(join(tmpdir(), 'mag-stdio-'));
-    // Another user's process gets its directory (still 0700: its alone).
-    if (config.user) chownSync(this.processDir, config.user.uid, config.user.gid);
-    const plan = spawnPlan(config, this.processDir);
+    this.maxUnreadStdin = options.maxLineBytes * UNREAD_STDIN_FACTOR;
+    // 0700, under the gateway's root of process directories; another user's process gets it as its own.
+    this.processDir = createProcessDir(config.user);
+    try {
+      this.cell = containmentOf(config) === 'cgroup' ? CgroupCell.create() : undefined;
+    } catch (err) {
+      void removeProcessDir(this.processDir, () => undefined);
+      throw err;
+    }
+    const env = childEnvironment(config, this.processDir, options.parentEnv);
+    const plan = spawnPlan(config, this.processDir, env, this.cell !== undefined);
     const child = spawn(plan.command, plan.args, {
       cwd: plan.cwd,
       ...(plan.uid !== undefined && { uid: plan.uid, gid: plan.gid }),
-      env: childEnvironment(config, this.processDir, options.parentEnv),
-      stdio: ['pipe', 'pipe', 'pipe'],
+      env,
+      stdio: plan.gated ? ['pipe', 'pipe', 'pipe', 'pipe'] : ['pipe', 'pipe', 'pipe'],
       detached: true,
       windowsHide: true,
     });
@@ -74,17 +94,33 @@ export class StdioChild {
     let resolveEnded!: () => void;
     this.ended = new Promise<void>((resolve) => (resolveEnded = resolve));
     const tags = { route: options.route, session: options.session, pid: child.pid };
+    this.stdinFull = () => options.logger.warn({ ...tags, unread: this.maxUnreadStdin }, 'stdio server does not read its stdin: stopping it');
     const finish = (detail: { code: number | null; signal: string | null; error?: string }) => {
       if (this.exited) return;
       this.exited = true;
       clearTimeout(this.killTimer);
       alive.delete(this);
-      // The group may still hold a grandchild the launcher left behind.
+      // The group may still hold a grandchild the launcher left behind; the cell, one that left the group.
       this.kill('SIGKILL');
-      rmSync(this.processDir, { recursive: true, force: true });
-      events.exit(detail);
-      resolveEnded();
+      this.cell?.killAll();
+      try {
+        events.exit(detail);
+      } catch (err) {
+        // An exit handler that throws here would be an uncaught exception: the whole gateway would go.
+        options.logger.error({ ...tags, err }, 'stdio process exit handling failed');
+      }
+      void this.cleanUp(options, tags).then(resolveEnded);
     };
+    this.readOutput(child, options, events, tags);
+    // A write to a process that is going away fails with EPIPE: its exit says the rest.
+    child.stdin!.on('error', () => undefined);
+    child.on('error', (err) => finish({ code: null, signal: null, error: (err as NodeJS.ErrnoException).code ?? err.message }));
+    child.on('exit', (code, signal) => finish({ code, signal }));
+    if (plan.gated) this.openGate(child, options, tags);
+  }
+
+  /** stdout as bounded lines of JSON-RPC, stderr (and stdout that is not JSON-RPC) to the log, bounded and rate-limited. */
+  private readOutput(child: ChildProcess, options: ChildOptions, events: ChildEvents, tags: { route: string; session: string; pid: number | undefined }): void {
     // Not JSON-RPC on stdout (a banner, debug output): logged as stderr is, bounded and rate-limited, never forwarded.
     const stdoutLog = new StderrRelay(options.logger, tags, 'stdout', 'not JSON-RPC, not forwarded: ');
     const stdout = new LineSplitter(options.maxLineBytes, {
@@ -95,12 +131,47 @@ export class StdioChild {
       },
     });
     const stderr = new StderrRelay(options.logger, tags);
-    child.stdout!.on('data', (chunk: Buffer) => stdout.push(chunk));
-    child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk));
-    // A write to a process that is going away fails with EPIPE: its exit says the rest.
-    child.stdin!.on('error', () => undefined);
-    child.on('error', (err) => finish({ code: null, signal: null, error: (err as NodeJS.ErrnoException).code ?? err.message }));
-    child.on('exit', (code, signal) => finish({ code, signal }));
+    // Whatever the child wrote, a throw while handling it would be an uncaught exception: the whole
+    // gateway would go. It is logged and the child stopped instead.
+    const guarded = (handle: (chunk: Buffer) => void) => (chunk: Buffer) => {
+      try {
+        handle(chunk);
+      } catch (err) {
+        options.logger.error({ ...tags, err }, 'stdio server output could not be handled: stopping it');
+        void this.stop();
+      }
+    };
+    child.stdout!.on('data', guarded((chunk) => stdout.push(chunk)));
+    child.stderr!.on('data', guarded((chunk) => stderr.push(chunk)));
+    // A pipe error ends the process's output; its exit says the rest.
+    child.stdout!.on('error', () => undefined);
+    child.stderr!.on('error', () => undefined);
+  }
+
+  /** Moves the gated process into its cell, then lets it run the command; a process that cannot be contained never runs it. */
+  private openGate(child: ChildProcess, options: ChildOptions, tags: object): void {
+    const gate = child.stdio[3] as Writable;
+    gate.on('error', () => undefined);
+    if (child.pid === undefined) return; // it did not start: its error says so
+    try {
+      this.cell!.adopt(child.pid);
+      gate.end('\n');
+    } catch (err) {
+      options.logger.error({ ...tags, err }, 'stdio process could not be moved into its cgroup: not started');
+      gate.destroy();
+      this.kill('SIGKILL');
+    }
+  }
+
+  /** The cell emptied and removed, then the directory; failures logged and counted, never thrown. */
+  private async cleanUp(options: ChildOptions, tags: object): Promise<void> {
+    const failed = (what: string) => (detail: string) => {
+      options.logger.error({ ...tags, detail }, `stdio process ${what} could not be removed`);
+      options.cleanupFailed?.();
+    };
+    const cellProblem = await this.cell?.remove();
+    if (cellProblem !== undefined) failed('cgroup')(cellProblem);
+    await removeProcessDir(this.processDir, failed('directory'));
   }
 
   private onLine(text: string, events: ChildEvents, stdoutLog: StderrRelay): void {
@@ -129,7 +200,13 @@ export class StdioChild {
   /** Writes one message as one line. */
   send(message: unknown): void {
     if (this.exited) return;
-    this.process.stdin!.write(`${JSON.stringify(message)}\n`);
+    const stdin = this.process.stdin!;
+    stdin.write(`${JSON.stringify(message)}\n`);
+    // A process that does not read its stdin is not buffered for without bound.
+    if (stdin.writableLength > this.maxUnreadStdin && this.killTimer === undefined) {
+      this.stdinFull();
+      void this.stop();
+    }
   }
 
   /** SIGTERM to the group (stdin closed too, which ends most stdio servers), SIGKILL after the grace. */

@@ -14,6 +14,8 @@ export type ProcessEndReason = 'exited' | 'idle' | 'deleted' | 'evicted' | 'shut
 export interface StdioMetrics extends ProxyMetrics {
   processStarted(): void;
   processEnded(reason: ProcessEndReason): void;
+  /** A process's directory or cgroup could not be removed (logged). */
+  cleanupFailed(): void;
 }
 
 export interface StdioForwarderDeps {

@@ -8,7 +8,7 @@
 // session that is not `initialize` (a 2026-07-28 client) goes to the
 // principal's own stateless process (../stateless-init.ts).
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { principalKey, type AuthContext } from '../../auth/principal.js';
+import { principalKey, userKey, type AuthContext } from '../../auth/principal.js';
 import type { RouteConfig, StdioUpstreamConfig } from '../../config/types.js';
 import { GatewayError } from '../../errors/gateway-error.js';
 import { writeError } from '../../errors/write-error.js';
@@ -84,7 +84,7 @@ class StdioForwarder implements Forwarder {
   private statelessSession(auth: AuthContext): Promise<StdioSession> {
     const owner = principalKey(auth);
     return this.pool.stateless.get(owner, async () => {
-      const started = await this.pool.start(owner, true);
+      const started = await this.pool.start(owner, userKey(auth), true);
       try {
         await initializeStdio(started, this.timeoutMs);
       } catch (err) {
@@ -96,7 +96,7 @@ class StdioForwarder implements Forwarder {
   }
 
   private async newSession(auth: AuthContext): Promise<StdioSession> {
-    const session = await this.pool.start(principalKey(auth), false);
+    const session = await this.pool.start(principalKey(auth), userKey(auth), false);
     try {
       await this.deps.session.bind(session.id!, auth);
     } catch (err) {
