@@ -96,13 +96,6 @@ export const invalidRequest = (description: string, challenge = true) =>
 export const insufficientScope = (description: string, scope?: readonly string[]) =>
   new GatewayError(403, 'insufficient_scope', description, { challenge: true, scope });
 
-/**
- * A refusal no scope can lift (a `deny` rule, a client or subject allow-list):
- * 403 without a challenge, since `insufficient_scope` would send MCP clients
- * into a step-up consent that cannot help (README, "Outcomes").
- */
-export const deniedByPolicy = (description: string) => new GatewayError(403, 'access_denied', description);
-
 export const temporarilyUnavailable = (description: string, cause?: unknown) =>
   new GatewayError(503, 'temporarily_unavailable', description, { cause, headers: { 'retry-after': '1' } });
 

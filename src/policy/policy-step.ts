@@ -8,7 +8,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { AuthContext } from '../auth/principal.js';
 import type { RouteConfig } from '../config/types.js';
-import { deniedByPolicy, GatewayError, insufficientScope, tooManyRequests } from '../errors/gateway-error.js';
+import { GatewayError, insufficientScope, tooManyRequests } from '../errors/gateway-error.js';
 import type { Audit } from '../observability/audit.js';
 import type { GatewaySpan } from '../observability/tracing.js';
 import type { ResponseTransform } from '../proxy/response-transform.js';
@@ -17,6 +17,7 @@ import { spanDecision, spanRequest } from './decision-span.js';
 import { evaluate, evaluateOperation, type Decision, type MessageDecision } from './evaluate.js';
 import { requireIdentityEncoding, requireUtf8Body } from './body-charset.js';
 import { parseJsonRpcBody, type ParsedRequest } from './json-rpc.js';
+import { policyDenial } from './policy-denial.js';
 import { HeaderMismatchError, checkMcpHeaders, refuseMcpHeadersWithoutBody } from './mcp-headers.js';
 import { checkParamHeaders } from './param-headers.js';
 import { checkProtocolVersion } from './protocol-version.js';
@@ -29,8 +30,6 @@ import { ToolParamRegistry } from './tool-param-registry.js';
 
 /** Upper bound of a tools/list answer (JSON body, or one event) held in memory to filter or learn from it. */
 const MAX_FILTERED_BYTES = 16 * 1024 * 1024;
-
-const DENIED_BY_POLICY = 'denied by policy: no scope allows this operation';
 
 export interface PolicyRequest {
   method?: string;
@@ -47,7 +46,8 @@ export interface PolicyOutcome {
 export interface PolicyStep {
   readonly policy: RoutePolicy;
   /**
-   * Throws a GatewayError (400 not JSON-RPC, 403 refused, 429 over a rate
+   * Throws a GatewayError (400 not JSON-RPC, 403 refused — a JSON-RPC body
+   * when denied by policy, policy-denial.ts —, 429 over a rate
    * limit) or a HeaderMismatchError (400, -32020); nothing is forwarded then.
    * Synchronous unless the route has rate limits (they ask the store). `span`:
    * the request's, told the MCP operation and the decision.
@@ -110,7 +110,7 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
       const decision = evaluate(policy, request, auth);
       if (!decision.allow || !limited) decisionAudit.decided(auth, decision.messages, !decision.allow);
       if (span) spanDecision(span, decision, route);
-      if (!decision.allow) throw refusal(decision);
+      if (!decision.allow) throw refusal(decision, request);
       const outcome = answers.ofPost(auth, request);
       return limited ? limited(auth, decision.messages, outcome, span) : outcome;
     },
@@ -157,10 +157,10 @@ function applyRateLimits(limiter: RateLimiter, decisionAudit: DecisionAudit) {
   };
 }
 
-/** 403 insufficient_scope with the scopes that would allow it; 403 denied by policy, with no challenge, when none would. */
-function refusal(decision: Decision): GatewayError {
+/** 403 insufficient_scope with the scopes that would allow it; when none would, 403 with a JSON-RPC error per denied message and no challenge. */
+function refusal(decision: Decision, request: ParsedRequest): GatewayError {
   if (decision.reason === 'scope') {
     return insufficientScope('The token does not grant the scopes this operation requires', decision.requiredScopes);
   }
-  return deniedByPolicy(DENIED_BY_POLICY);
+  return policyDenial(request.messages, decision.messages, request.batch);
 }

@@ -323,3 +323,22 @@ export function tokenSecrets(token: string): string[] {
   const parts = token.split('.');
   return [token, ...parts.filter((p) => p.length >= 16)];
 }
+
+/**
+ * Asserts a refusal by a rule no scope lifts (DESIGN §4, §8.4): 403, no challenge, and a JSON-RPC
+ * error body saying denied by policy for each id in `ids` (a batch: an array, in that order).
+ */
+export function expectPolicyDenial(res: SimpleResponse, ids: ReadonlyArray<string | number | null>, batch = false): void {
+  expect(res.status, res.body).toBe(403);
+  expect(res.header('www-authenticate')).toBeUndefined();
+  expect(res.body).not.toContain('insufficient_scope');
+  const parsed = JSON.parse(res.body) as unknown;
+  const errors = (batch ? parsed : [parsed]) as Array<Record<string, unknown>>;
+  expect(Array.isArray(errors)).toBe(true);
+  expect(errors.map((e) => e.id)).toEqual(ids);
+  for (const e of errors) {
+    expect(Object.keys(e).sort()).toEqual(['error', 'id', 'jsonrpc']);
+    expect(e.jsonrpc).toBe('2.0');
+    expect(e.error).toEqual({ code: -32003, message: expect.stringMatching(/^denied by policy: /) as unknown, data: { error: 'access_denied' } });
+  }
+}

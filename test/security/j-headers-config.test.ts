@@ -5,8 +5,9 @@
  *   `Mcp_Session_Id` as `Mcp-Session-Id`, so one principal could act in another's session;
  * - [J53] HTTP/1.0 with Transfer-Encoding → 400 and the connection closed, nothing upstream or stored,
  *   on protected routes and on the Hono routes (metadata, operations, the built-in AS);
- * - [J55] a deny rule or allow-list refusal → 403 `access_denied` and no `insufficient_scope`
- *   challenge; scope refusals keep theirs; batches and `explain` agree;
+ * - [J55] a deny rule or allow-list refusal → 403 with a JSON-RPC error per denied message saying
+ *   denied by policy (DESIGN §8.4) and no `insufficient_scope` challenge; scope refusals keep theirs;
+ *   batches and `explain` agree;
  * - [J51] the dev login only on a loopback listen address and public_url (`check` and `serve`);
  * - [J62] no `check` or `serve` output repeats a configured URL's password or userinfo.
  */
@@ -21,7 +22,7 @@ import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { buildGatewayCli, spawnGateway, writeConfigDir, type GatewayCli } from '../helpers/gateway-process.js';
 import { closeServer, listen } from '../helpers/net.js';
 import { buildRequest, headerOf, openRaw, rawRequest, type RawResponse } from '../helpers/raw-http.js';
-import { gatewayYaml, jwtRoute, resourceOf, startTestIssuer, type TestIssuer } from '../helpers/security-fixtures.js';
+import { expectPolicyDenial, gatewayYaml, jwtRoute, resourceOf, simplifyRaw, startTestIssuer, type TestIssuer } from '../helpers/security-fixtures.js';
 
 // --- a CGI-style MCP upstream --------------------------------------------------------------
 
@@ -116,8 +117,8 @@ afterAll(async () => {
 const tokenOf = (path: string, sub: string, scope = 'mcp:read', clientId = `${sub}-client`) =>
   issuer.mint({ aud: resourceOf(path), sub, client_id: clientId, scope });
 
-const jsonRpc = (id: number, method: string, params?: unknown) => JSON.stringify({ jsonrpc: '2.0', id, method, ...(params !== undefined && { params }) });
-const call = (id: number, name: string, args: Record<string, unknown> = {}) => jsonRpc(id, 'tools/call', { name, arguments: args });
+const jsonRpc = (id: number | string, method: string, params?: unknown) => JSON.stringify({ jsonrpc: '2.0', id, method, ...(params !== undefined && { params }) });
+const call = (id: number | string, name: string, args: Record<string, unknown> = {}) => jsonRpc(id, 'tools/call', { name, arguments: args });
 
 /** A POST with exactly these header lines (names spelled as given), on its own connection. */
 async function rawPost(path: string, token: string, body: string, headers: Array<[string, string]> = []): Promise<RawResponse> {
@@ -340,19 +341,21 @@ describe('[J53] HTTP/1.0 with Transfer-Encoding', () => {
 
 describe('[J55] denied by policy: 403 without an insufficient_scope challenge', () => {
   /** Refusals no scope can lift: the caller holds every scope the route knows. */
-  const denied: Array<[string, string]> = [
-    ['a denied tool', call(30, 'shell')],
-    ['a denied resource', jsonRpc(31, 'resources/read', { uri: 'file:///secret/keys/id_rsa' })],
-    ['a denied prompt', jsonRpc(32, 'prompts/get', { name: 'admin_reset' })],
-    ['a denied method', jsonRpc(33, 'logging/setLevel', { level: 'debug' })],
-    ['a tool only for listed clients', call(34, 'ci_only')],
-    ['a tool only for listed subjects', call(35, 'ops_only')],
-    ['a batch with an allowed call and a denied one', `[${call(36, 'echo')},${call(37, 'shell')}]`],
-    ['a batch with a denied call and one lacking scope', `[${call(38, 'delete_repo')},${call(39, 'shell')}]`],
-    ['a batch of a notification and a denied call', `[{"jsonrpc":"2.0","method":"notifications/initialized"},${call(40, 'shell')}]`],
+  const denied: Array<[string, string, Array<number | string | null>, boolean]> = [
+    ['a denied tool', call(30, 'shell'), [30], false],
+    ['a denied resource', jsonRpc(31, 'resources/read', { uri: 'file:///secret/keys/id_rsa' }), [31], false],
+    ['a denied prompt', jsonRpc(32, 'prompts/get', { name: 'admin_reset' }), [32], false],
+    ['a denied method', jsonRpc(33, 'logging/setLevel', { level: 'debug' }), [33], false],
+    ['a tool only for listed clients', call(34, 'ci_only'), [34], false],
+    ['a tool only for listed subjects', call(35, 'ops_only'), [35], false],
+    // A batch: one error per denied member; the rest of it is refused with it, as before.
+    ['a batch with an allowed call and a denied one', `[${call(36, 'echo')},${call(37, 'shell')}]`, [37], true],
+    ['a batch with a denied call and one lacking scope', `[${call(38, 'delete_repo')},${call(39, 'shell')}]`, [39], true],
+    ['a batch of a notification and a denied call', `[{"jsonrpc":"2.0","method":"notifications/initialized"},${call(40, 'shell')}]`, [40], true],
+    ['a batch of two denied calls', `[${call(47, 'shell')},${call('x-48', 'ci_only')}]`, [47, 'x-48'], true],
   ];
 
-  it.each(denied)('[J55] %s → 403 access_denied, no WWW-Authenticate, nothing upstream', async (_name, body) => {
+  it.each(denied)('[J55] %s → 403, a JSON-RPC error per denied message saying denied by policy, no WWW-Authenticate, nothing upstream', async (_name, body, ids, batch) => {
     const scoped = await tokenOf(POLICY_PATH, 'bob', 'mcp:read');
     const full = await tokenOf(POLICY_PATH, 'bob', 'mcp:read mcp:write');
     for (const token of [scoped, full]) {
@@ -360,7 +363,7 @@ describe('[J55] denied by policy: 403 without an insufficient_scope challenge', 
       expect(result.status).toBe(403);
       expect(headerOf(result, 'www-authenticate')).toBeUndefined();
       expect(result.body).not.toContain('insufficient_scope');
-      expect(JSON.parse(result.body)).toEqual({ error: 'access_denied', error_description: expect.stringMatching(/denied by policy/) as unknown });
+      expectPolicyDenial(simplifyRaw(result), ids, batch);
       expect(seen).toEqual([]);
     }
   });

@@ -12,7 +12,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startJsonMcpServer, type JsonMcpServer } from '../integration/policy-harness.js';
 import { startJwtStage, stopJwtStage, type JwtStage } from '../helpers/jwt-gateway.js';
-import { expectRejection, gatewayYaml, jwtRoute, resourceOf, simplify } from '../helpers/security-fixtures.js';
+import { expectPolicyDenial, expectRejection, gatewayYaml, jwtRoute, resourceOf, simplify } from '../helpers/security-fixtures.js';
 import { readCorpus } from './corpora/corpus.js';
 import { judgedResource, nodeReading, startUriReaders, type UriReader, type UriReading } from '../helpers/uri-readers.js';
 
@@ -136,7 +136,7 @@ describe('[J47] resource URIs: corpora/resource-uris.json through the real gatew
       if (status === 200) {
         expect(seen.map((b) => b.toString('utf8'))).toEqual([body]);
       } else {
-        expectRejection(result, { status: 403, error: 'access_denied', challenge: 'none' });
+        expectPolicyDenial(result, [1]);
         expect(seen).toEqual([]);
       }
     }
@@ -172,7 +172,7 @@ describe('[J47] tool and prompt names are plain names, judged as sent', () => {
   });
 
   it('[J47] a case variant of a denied tool is another name: forwarded, and the MCP SDK server runs no tool by it (globs stay case-sensitive)', async () => {
-    expectRejection(await simplify(await post(TOOLS, { method: 'tools/call', params: { name: 'shell', arguments: {} } })), { status: 403, error: 'access_denied', challenge: 'none' });
+    expectPolicyDenial(await simplify(await post(TOOLS, { method: 'tools/call', params: { name: 'shell', arguments: {} } })), [1]);
     for (const name of ['Shell', 'SHELL', 'ſhell']) {
       const res = await post(TOOLS, { method: 'tools/call', params: { name, arguments: {} } });
       const text = await res.text();

@@ -4,8 +4,11 @@
 // (authorization_code, and refresh_token after it). A machine token
 // (client_credentials) and a token on an enterprise IdP's assertion (the
 // jwt-bearer grant, ID-JAG) are for confidential clients the operator
-// configured, within the scopes configured for each. A client's registered `scope` (dynamic) or
-// configured `scopes` (static) bounds every scope it may later obtain.
+// configured, within the scopes configured for each. A configured client's
+// `scopes` bound every scope it may obtain. A dynamic client's registered
+// `scope` bounds nothing (DESIGN §8.3): registration is open to anyone, so the
+// bound protected nothing and broke step-up (the SDKs register with the first
+// challenge's scope); the user's consent to each wider scope set bounds it.
 import { JWT_BEARER_GRANT_TYPE } from '../../config/schema.js';
 import type { ClientRecord, GrantType } from './client-record.js';
 
@@ -35,8 +38,7 @@ export function mayUseGrant(client: ClientRecord, grant: GrantType): boolean {
   return !CONFIDENTIAL_ONLY.includes(grant) || client.tokenEndpointAuthMethod !== 'none';
 }
 
-/** The scopes `client` may ever be granted; undefined: any scope of the resource. */
+/** The scopes `client` may ever be granted; undefined: any scope of the resource the user consents to. */
 export function clientScopeBound(client: ClientRecord): readonly string[] | undefined {
-  if (client.kind === 'static') return client.allowedScopes;
-  return client.scope === undefined ? undefined : client.scope.split(' ').filter((s) => s !== '');
+  return client.kind === 'static' ? client.allowedScopes : undefined;
 }

@@ -26,9 +26,9 @@ export function resolveResource(ctx: AsContext, requested: string | undefined): 
 /**
  * The scopes granted for `requested` (space-separated): each must be one the
  * route knows (offline_access is accepted and dropped: refresh tokens follow
- * the client's registered grant types) and one the client may have (its
- * registered or configured bound, client-grants). Without `scope`, the
- * route's required scopes.
+ * the client's registered grant types) and one the client may have (a
+ * configured client's bound, client-grants; a dynamic client's is the
+ * user's consent). Without `scope`, the route's required scopes.
  */
 export function resolveScopes(route: RouteConfig, client: ClientRecord, requested: string | undefined): Resolved<string[]> {
   const known = knownScopes(route);

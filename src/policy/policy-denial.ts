@@ -1,0 +1,66 @@
+// A request refused by a rule that no scope can lift (`deny`, `allow_clients`,
+// `allow_subjects`): 403 without a challenge (insufficient_scope would send
+// MCP clients into a step-up that cannot help), whose body is a JSON-RPC error
+// for the request's id. MCP clients surface a JSON-RPC error body at a non-2xx
+// status as the call's error, so the model reads "denied by policy"; an OAuth
+// body became "Server returned an error response" or "tool not found"
+// (DESIGN §8.4). A batch gets one error per denied member.
+import { GatewayError } from '../errors/gateway-error.js';
+import type { MessageDecision } from './evaluate.js';
+import { idOf, type JsonRpcId, type JsonRpcMessage, type Operation } from './json-rpc.js';
+
+/** JSON-RPC error code of a request denied by policy (implementation-defined server error range). */
+export const DENIED_BY_POLICY_CODE = -32003;
+
+interface DeniedMember {
+  id: JsonRpcId;
+  message: string;
+}
+
+export class PolicyDenialError extends GatewayError {
+  override readonly name = 'PolicyDenialError';
+
+  constructor(
+    private readonly denied: readonly DeniedMember[],
+    private readonly batch: boolean,
+  ) {
+    super(403, 'access_denied', denied[0]?.message ?? 'denied by policy');
+  }
+
+  override body(): string {
+    const errors = this.denied.map(({ id, message }) => ({ jsonrpc: '2.0', id, error: { code: DENIED_BY_POLICY_CODE, message, data: { error: 'access_denied' } } }));
+    return JSON.stringify(this.batch ? errors : errors[0]);
+  }
+}
+
+const WHY: Readonly<Record<string, string>> = {
+  deny: 'and no scope would allow it',
+  client: 'for this client',
+  subject: 'for this user',
+};
+
+/** `decisions` are `messages`' decisions, in order; those refused by a rule (not for a missing scope) get an error each. */
+export function policyDenial(messages: readonly JsonRpcMessage[], decisions: readonly MessageDecision[], batch: boolean): PolicyDenialError {
+  const denied: DeniedMember[] = [];
+  decisions.forEach((decision, i) => {
+    if (decision.allow || decision.reason === 'scope') return;
+    denied.push({ id: idOf(messages[i]!) ?? null, message: `denied by policy: ${describe(decision.operation)} is not allowed ${WHY[decision.reason] ?? ''}`.trimEnd() });
+  });
+  return new PolicyDenialError(denied, batch);
+}
+
+function describe(operation: Operation | undefined): string {
+  if (!operation) return 'this message';
+  if (operation.name === undefined) return `the method ${JSON.stringify(operation.method)}`;
+  const name = JSON.stringify(operation.name);
+  switch (operation.method) {
+    case 'tools/call':
+      return `the tool ${name}`;
+    case 'resources/read':
+      return `the resource ${name}`;
+    case 'prompts/get':
+      return `the prompt ${name}`;
+    default:
+      return `the method ${JSON.stringify(operation.method)}`;
+  }
+}
