@@ -51,8 +51,9 @@ export function policyDenial(messages: readonly JsonRpcMessage[], decisions: rea
 
 function describe(operation: Operation | undefined): string {
   if (!operation) return 'this message';
-  if (operation.name === undefined) return `the method ${JSON.stringify(operation.method)}`;
-  const name = JSON.stringify(operation.name);
+  // Single quotes: a JSON-escaped double quote reads badly where clients print the raw body.
+  if (operation.name === undefined) return `the method '${operation.method}'`;
+  const name = `'${operation.name}'`;
   switch (operation.method) {
     case 'tools/call':
       return `the tool ${name}`;
@@ -61,6 +62,6 @@ function describe(operation: Operation | undefined): string {
     case 'prompts/get':
       return `the prompt ${name}`;
     default:
-      return `the method ${JSON.stringify(operation.method)}`;
+      return `the method '${operation.method}'`;
   }
 }

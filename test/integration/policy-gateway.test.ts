@@ -166,7 +166,7 @@ describe('tools/call rules', () => {
     expect(await res.json()).toEqual({
       jsonrpc: '2.0',
       id: 13,
-      error: { code: -32003, message: 'denied by policy: the tool "gzip-file-as-resource" is not allowed and no scope would allow it', data: { error: 'access_denied' } },
+      error: { code: -32003, message: "denied by policy: the tool 'gzip-file-as-resource' is not allowed and no scope would allow it", data: { error: 'access_denied' } },
     });
     expect(res.headers.get('www-authenticate')).toBeNull();
     expect(upstreamSaw('gzip-file-as-resource')).toBe(0);
@@ -176,7 +176,7 @@ describe('tools/call rules', () => {
     const res = await read.post(toolCall(14, 'get-sum', { a: 1, b: 2 }));
     expect(res.status).toBe(403);
     expect(res.headers.get('www-authenticate')).toBeNull();
-    expect(await res.json()).toMatchObject({ id: 14, error: { code: -32003, message: 'denied by policy: the tool "get-sum" is not allowed for this client' } });
+    expect(await res.json()).toMatchObject({ id: 14, error: { code: -32003, message: "denied by policy: the tool 'get-sum' is not allowed for this client" } });
     const ci = await openRawSession(url, tokens.ci);
     const ok = await ci.post(toolCall(15, 'get-sum', { a: 1, b: 2 }));
     expect(ok.status).toBe(200);
@@ -205,7 +205,7 @@ describe('tools/call rules', () => {
     expect(denied.status).toBe(403);
     expect(denied.headers.get('www-authenticate')).toBeNull();
     // One JSON-RPC error per denied member; the allowed echo is refused with its batch, unanswered.
-    expect(await denied.json()).toMatchObject([{ id: 24, error: { code: -32003, message: expect.stringMatching(/^denied by policy: the tool "gzip-file-as-resource"/) } }]);
+    expect(await denied.json()).toMatchObject([{ id: 24, error: { code: -32003, message: expect.stringMatching(/^denied by policy: the tool 'gzip-file-as-resource'/) } }]);
     expect(hop.requests.length).toBe(before);
     expect(upstreamSaw('batch-echo')).toBe(0);
     // The audit says the allowed-on-its-own echo was refused with its batch.

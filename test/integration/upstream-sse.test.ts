@@ -129,8 +129,8 @@ describe('an sse route, compared with a direct SSE connection', () => {
 
   it('refuses what a rule denies with 403 and forwards nothing', async () => {
     const before = hop.requests.length;
-    await expect(through.callTool({ name: 'get-env', arguments: {} })).rejects.toThrow(/denied by policy: the tool "get-env"/);
-    await expect(through.getPrompt({ name: 'args-prompt', arguments: { city: 'x' } })).rejects.toThrow(/denied by policy: the prompt "args-prompt"/);
+    await expect(through.callTool({ name: 'get-env', arguments: {} })).rejects.toThrow(/denied by policy: the tool 'get-env'/);
+    await expect(through.getPrompt({ name: 'args-prompt', arguments: { city: 'x' } })).rejects.toThrow(/denied by policy: the prompt 'args-prompt'/);
     expect(hop.requests.slice(before).filter((r) => /get-env|args-prompt/.test(r.body.toString()))).toEqual([]);
   });
 });

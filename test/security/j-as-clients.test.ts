@@ -1,6 +1,7 @@
 /**
  * SECURITY-CASES group J, the built-in authorization server's client rules (SECURITY.md, group J):
- * J46 no machine token for an anonymous client, and a registered scope bounds what a client obtains;
+ * J46 no machine token for an anonymous client; configured clients keep their configured scopes, while a
+ *     dynamic client's registered scope bounds nothing and the user's consent bounds its grant (DESIGN §8.3);
  * J49 no redirect to a dynamic client before the user has seen its consent page (RFC 9700 §4.11.2);
  * J56 Client ID Metadata Documents: no redirect followed, only JSON content types;
  * J58 a refresh after a reload grants only what the configuration loaded now allows;
@@ -276,31 +277,73 @@ describe('[J46] no machine token for an anonymous client', () => {
     });
   });
 
-  describe('a registered scope bounds what the client may later obtain', () => {
-    it('DCR scope: /authorize outside it → an error page; inside → consent; refresh cannot widen', async () => {
+  // DESIGN §8.3 (replaces §7.1's last sentence): registration is open to anyone, so a registered
+  // scope bounded nothing worth bounding and broke step-up (the SDKs register with the first
+  // challenge's scope). The user's consent to each wider set bounds a dynamic client's grant.
+  describe("a dynamic client's registered scope does not bound what it may ask the user for; the user's consent does", () => {
+    const ROUTE_SCOPES = ['mcp:read', 'mcp:write', 'mcp:admin'];
+
+    it('any registered scope (or none), any requested set of the route\'s scopes → the consent page naming them; an unknown scope → an error page', async () => {
+      const subset = fc.subarray(ROUTE_SCOPES);
+      await fc.assert(
+        fc.asyncProperty(subset, fc.subarray(ROUTE_SCOPES, { minLength: 1 }), fc.boolean(), async (registered, requested, unknown) => {
+          const client = await register(gateway, registered.length > 0 ? { scope: registered.join(' ') } : {});
+          const scope = [...requested, ...(unknown ? ['mcp:root'] : [])].join(' ');
+          const url = authorizeUrl(gateway.issuer, authorizeParams(client.id, client.redirectUri, { scope }));
+          if (unknown) {
+            await expectErrorPage(gateway, url, 'invalid_scope');
+            return;
+          }
+          const page = await getManual(url);
+          expect(isConsentPage(page.body), page.body.slice(0, 300)).toBe(true);
+          for (const s of requested) expect(page.body).toContain(s);
+        }),
+        { numRuns: 16 },
+      );
+    });
+
+    it('step-up as the SDKs do it: registered for mcp:read, approved for it, then asked for more → a new consent page naming mcp:write, and a token with it', async () => {
+      const client = await register(gateway, { scope: 'mcp:read' });
+      const browser = new CookieBrowser();
+      const start = (scope: string) => browser.request(authorizeUrl(gateway.issuer, authorizeParams(client.id, client.redirectUri, { scope })));
+      const approveAndSignIn = async (page: { body: string }) => {
+        expect(isConsentPage(page.body)).toBe(true);
+        const consent = parseForm(page.body)!;
+        const login = await submit(browser, consent.action, { ...consent.fields, decision: 'approve' });
+        const form = parseForm(login.body)!;
+        const back = await submit(browser, form.action, { ...form.fields, username: 'kim' });
+        const code = new URL(back.headers.get('location')!).searchParams.get('code');
+        expect(code).toBeTruthy();
+        const res = await redeem(gateway, client, code!);
+        expect(res.status, JSON.stringify(res.json)).toBe(200);
+        return res.json as { access_token: string; scope: string };
+      };
+      expect(scopeOf((await approveAndSignIn(await start('mcp:read'))).access_token)).toBe('mcp:read');
+      // Remembered consent for mcp:read does not cover mcp:read mcp:write: the page comes back and names mcp:write.
+      const wider = await start('mcp:read mcp:write');
+      expect(wider.body).toContain('mcp:write');
+      expect(scopeOf((await approveAndSignIn(wider)).access_token).split(' ').sort()).toEqual(['mcp:read', 'mcp:write']);
+      // Now remembered for both: the narrower request goes straight to the login.
+      expect(isLoginPage((await start('mcp:read')).body)).toBe(true);
+    });
+
+    it('a refresh cannot widen a grant: only the consent page can', async () => {
       const client = await register(gateway, { scope: 'mcp:read mcp:write' });
-      for (const scope of ['mcp:admin', 'mcp:read mcp:admin', 'mcp:read mcp:write mcp:admin']) {
-        await expectErrorPage(gateway, authorizeUrl(gateway.issuer, authorizeParams(client.id, client.redirectUri, { scope })), 'invalid_scope');
-      }
-      const inside = await getManual(authorizeUrl(gateway.issuer, authorizeParams(client.id, client.redirectUri, { scope: 'mcp:write' })));
-      expect(isConsentPage(inside.body)).toBe(true);
       const issued = await authorizeAndRedeem(gateway, client, 'mcp:read');
-      const wider = await token(gateway, { grant_type: 'refresh_token', refresh_token: issued.refresh_token!, client_id: client.id, scope: 'mcp:read mcp:admin' });
-      expect(wider.json.error).toBe('invalid_scope');
+      for (const scope of ['mcp:read mcp:write', 'mcp:write', 'mcp:read mcp:admin']) {
+        const wider = await token(gateway, { grant_type: 'refresh_token', refresh_token: issued.refresh_token!, client_id: client.id, scope });
+        expect(wider.json.error).toBe('invalid_scope');
+      }
     });
 
-    it('DCR scope without the route required scope: a request without scope is refused, not widened', async () => {
-      const client = await register(gateway, { scope: 'mcp:write' });
-      await expectErrorPage(gateway, authorizeUrl(gateway.issuer, authorizeParams(client.id, client.redirectUri)), 'invalid_scope');
-    });
-
-    it('a metadata document scope bounds the same way', async () => {
+    it('a metadata document scope bounds nothing either: the consent page names what is asked', async () => {
       const path = '/j46/scoped.json';
       const clientId = `${documents.origin}${path}`;
       const redirectUri = `http://127.0.0.1:${await freePort()}/cb`;
       documents.routes.set(path, (_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ client_id: clientId, redirect_uris: [redirectUri], scope: 'mcp:read' })));
-      await expectErrorPage(gateway, authorizeUrl(gateway.issuer, authorizeParams(clientId, redirectUri, { scope: 'mcp:write' })), 'invalid_scope');
-      expect(isConsentPage((await getManual(authorizeUrl(gateway.issuer, authorizeParams(clientId, redirectUri, { scope: 'mcp:read' })))).body)).toBe(true);
+      const page = await getManual(authorizeUrl(gateway.issuer, authorizeParams(clientId, redirectUri, { scope: 'mcp:read mcp:write' })));
+      expect(isConsentPage(page.body)).toBe(true);
+      expect(page.body).toContain('mcp:write');
     });
 
     it('a configured client: /authorize outside its configured scopes goes back with invalid_scope', async () => {

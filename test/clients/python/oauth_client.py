@@ -9,7 +9,7 @@ prints the authorization URL (the test opens it in Chromium, approves the
 consent page and signs in), and the callback handler is a loopback HTTP
 server that receives the browser's redirect (RFC 8252 §7.3).
 
-Usage: oauth_client.py <mcp-url> [<pre-registered client id>]
+Usage: oauth_client.py <mcp-url>
 
 Each line on stdout is one JSON event; the test reads them in order.
 `GET /abandon` on the callback server makes a pending authorization fail
@@ -108,25 +108,15 @@ async def call(client: Client, name: str, arguments: dict[str, Any]) -> None:
         result = await client.call_tool(name, arguments)
         emit("called", name=name, is_error=bool(result.is_error), text=[c.text for c in result.content if getattr(c, "type", "") == "text"])
     except Exception as err:  # the test asserts which error, so every one is reported
-        emit("call_failed", name=name, error=type(err).__name__, message=str(err))
+        code = getattr(getattr(err, "error", None), "code", None)
+        emit("call_failed", name=name, error=type(err).__name__, message=str(err), code=code)
 
 
-async def main(url: str, client_id: str | None) -> None:
+async def main(url: str) -> None:
     callback = LoopbackCallback()
     await callback.start()
-    # Without a pre-registered client the SDK registers one itself (RFC 7591).
-    preregistered = (
-        OAuthClientInformationFull(
-            client_id=client_id,
-            redirect_uris=[callback.redirect_uri],
-            grant_types=["authorization_code", "refresh_token"],
-            token_endpoint_auth_method="none",
-            scope="mcp:read mcp:write",
-        )
-        if client_id
-        else None
-    )
-    storage = MemoryStorage(preregistered)
+    # The SDK registers itself (RFC 7591), with the scope of the first challenge.
+    storage = MemoryStorage(None)
     provider = OAuthClientProvider(
         server_url=url,
         client_metadata=OAuthClientMetadata(
@@ -148,7 +138,11 @@ async def main(url: str, client_id: str | None) -> None:
             await call(client, "add", {"a": 2, "b": 3})
             # add_note needs mcp:write: 403 insufficient_scope -> the SDK authorizes again for the wider scope.
             await call(client, "add_note", {"text": "from python"})
+            # shell is denied by policy: a 403 whose body is a JSON-RPC error, which the SDK raises as
+            # the call's error; no challenge, so no authorization.
             await call(client, "shell", {"command": "id"})
+            # The session goes on after a denial.
+            await call(client, "echo", {"message": "still here"})
     emit("done", scope=storage.tokens.scope if storage.tokens else None)
 
 
@@ -161,7 +155,7 @@ def leaves(err: BaseException) -> list[BaseException]:
 
 if __name__ == "__main__":
     try:
-        asyncio.run(main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None))
+        asyncio.run(main(sys.argv[1]))
     except BaseException as err:  # noqa: BLE001 - reported to the test, then a failing exit
         causes = [{"error": type(leaf).__name__, "message": str(leaf)} for leaf in leaves(err)]
         emit("crashed", error=type(err).__name__, causes=causes, trace=traceback.format_exc())
