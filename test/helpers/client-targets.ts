@@ -4,7 +4,7 @@
 // - `route`: a test gateway from configuration files, the built-in AS with the dev login, in front of
 //   the demo MCP server, whose rules deny `shell` by an allow-list (`allow_clients`) rather than
 //   `deny`: both kinds of denial reach clients the same way (DESIGN §8.4).
-// Both: `mcp:read` to connect, `add_note` needs `mcp:write`, `shell` is denied by policy.
+// Both: `mcp:read` to connect, `add_note` and `delete_note` need `mcp:write`, `shell` is denied by policy.
 import { existsSync } from 'node:fs';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { startDemoMcpServer } from '../../src/demo/demo-mcp-server.js';
@@ -35,6 +35,7 @@ export async function startRouteTarget(): Promise<ClientTarget> {
         required_scopes: ['mcp:read'],
         rules: [
           { match: { method: 'tools/call', tool: 'add_note' }, require_scopes: ['mcp:write'] },
+          { match: { method: 'tools/call', tool: 'delete_*' }, require_scopes: ['mcp:write'] },
           { match: { method: 'tools/call', tool: 'shell' }, allow_clients: ['ops-console'] },
         ],
         filter_tools_list: true,
