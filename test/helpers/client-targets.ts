@@ -31,7 +31,9 @@ export async function startRouteTarget(): Promise<ClientTarget> {
     routes: {
       'notes.yaml': {
         path: '/notes/mcp',
-        scopes_supported: ['mcp:read', 'mcp:write'],
+        // A third scope no rule needs: an operation's challenge (mcp:read mcp:write) is then not the
+        // whole list, which mcp-remote 0.15 treats differently (mcp-remote-client.test.ts).
+        scopes_supported: ['mcp:read', 'mcp:write', 'mcp:admin'],
         required_scopes: ['mcp:read'],
         rules: [
           { match: { method: 'tools/call', tool: 'add_note' }, require_scopes: ['mcp:write'] },
