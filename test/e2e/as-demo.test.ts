@@ -11,7 +11,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
-import type { OAuthClientInformationMixed } from '@modelcontextprotocol/sdk/shared/auth.js';
 import { connectWithOAuth } from '../helpers/mcp-client.js';
 import { freePort } from '../helpers/net.js';
 import { headlessUser, type HeadlessUserLog } from '../helpers/authorization-server.js';
@@ -62,19 +61,12 @@ describe('mcp-auth-gateway demo', () => {
     expect(mcpUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/demo\/mcp$/);
     const log: HeadlessUserLog = { consentPages: [], loginPages: [] };
     // Without a refresh token the SDK's step-up starts a new authorization for the wider scope (with
-    // one, SDK 1.32 refreshes instead, which cannot widen the scope, and gives up). The client
-    // registers for both scopes itself: a registered scope bounds what it may later obtain
-    // (SECURITY J46), and the SDK would register with the first challenge's scope only (SEP-835).
-    const redirectUrl = `http://127.0.0.1:${await freePort()}/callback`;
-    const registration = await fetch(new URL('/register', mcpUrl), {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ client_name: 'demo app', redirect_uris: [redirectUrl], grant_types: ['authorization_code'], token_endpoint_auth_method: 'none', scope: 'mcp:read mcp:write' }),
-    });
-    expect(registration.status).toBe(201);
-    const registeredClient = (await registration.json()) as OAuthClientInformationMixed;
-    const conn = await connectWithOAuth(mcpUrl, { onPage: headlessUser('newcomer', { log }), redirectUrl, registeredClient });
+    // one, SDK 1.32 refreshes instead, which cannot widen the scope, and gives up: ts-sdk-client.test.ts).
+    // Nothing is registered ahead: the SDK registers with the first challenge's scope (SEP-835), which
+    // bounds nothing (DESIGN §8.3).
+    const conn = await connectWithOAuth(mcpUrl, { onPage: headlessUser('newcomer', { log }), clientMetadata: { grant_types: ['authorization_code'] } });
     try {
+      expect(conn.provider.clientInformation()).toMatchObject({ scope: 'mcp:read' });
       expect(log.consentPages).toHaveLength(1);
       expect(log.loginPages).toHaveLength(1);
       // mcp:read only: the write tools and the denied one are filtered out of the list.
@@ -99,17 +91,9 @@ describe('mcp-auth-gateway demo', () => {
     const memoryUrl = /stdio server URL:\s+(\S+)/.exec(stdout)?.[1];
     expect(memoryUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/memory\/mcp$/);
     expect(stdout).toContain('Each process runs in a bubblewrap sandbox');
-    const register = async () => {
-      const redirectUrl = `http://127.0.0.1:${await freePort()}/callback`;
-      const registration = await fetch(new URL('/register', memoryUrl), {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ client_name: 'memory app', redirect_uris: [redirectUrl], grant_types: ['authorization_code'], token_endpoint_auth_method: 'none', scope: 'mcp:read mcp:write' }),
-      });
-      return { redirectUrl, registeredClient: (await registration.json()) as OAuthClientInformationMixed };
-    };
-    const alice = await connectWithOAuth(memoryUrl!, { onPage: headlessUser('alice'), ...(await register()) });
-    const bob = await connectWithOAuth(memoryUrl!, { onPage: headlessUser('bob'), ...(await register()) });
+    const connect = (user: string) => connectWithOAuth(memoryUrl!, { onPage: headlessUser(user), clientMetadata: { grant_types: ['authorization_code'] } });
+    const alice = await connect('alice');
+    const bob = await connect('bob');
     try {
       // mcp:read: only the reading tools are listed.
       expect((await bob.client.listTools()).tools.map((t) => t.name).sort()).toEqual(['open_nodes', 'read_graph', 'search_nodes']);
