@@ -65,15 +65,15 @@ class BrowserApp implements OAuthClientProvider {
   ) {}
 
   static async start(context: BrowserContext, username: string, grantTypes: string[]): Promise<BrowserApp> {
-    let app: BrowserApp | undefined;
+    const started: { app?: BrowserApp } = {};
     const server = createServer((req, res) => {
       const url = new URL(req.url ?? '/', 'http://127.0.0.1');
       res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><p>Signed in. You can close this window.</p>');
-      if (url.pathname === '/callback') app?.received(url);
+      if (url.pathname === '/callback') started.app?.received(url);
     });
     const port = await listen(server);
-    app = new BrowserApp(server, `http://127.0.0.1:${port}/callback`, grantTypes, context, username);
-    return app;
+    started.app = new BrowserApp(server, `http://127.0.0.1:${port}/callback`, grantTypes, context, username);
+    return started.app;
   }
 
   get clientMetadata(): OAuthClientMetadata {
