@@ -1,5 +1,6 @@
 /**
- * The MCP TypeScript SDK (@modelcontextprotocol/sdk 1.32.2), unmodified, as an application uses it:
+ * The MCP TypeScript SDK (@modelcontextprotocol/sdk 1.32.2, and its 2.x client
+ * @modelcontextprotocol/client 2.4), unmodified, as an application uses it:
  * its own `auth()` and `StreamableHTTPClientTransport`, an `OAuthClientProvider` that opens the
  * authorization URL in a browser (Chromium here) and a loopback callback server (RFC 8252) that
  * receives the code, then `transport.finishAuth(code)` — through the demo and through a route of a
@@ -15,8 +16,9 @@
  * - registered for `refresh_token` too (what most apps do), SDK 1.32 refreshes instead — a refresh
  *   cannot widen a grant (RFC 6749 §6) and the SDK sends no scope with it — meets the same 403 and
  *   gives up with "Server returned 403 after trying upscoping", without opening a browser. That is
- *   the SDK's own limit, asserted as it happens; the SDK's 2.x client (which mcp-remote bundles)
- *   re-authorizes when the challenge asks for more than the token holds (mcp-remote-client.test.ts).
+ *   the SDK's own limit, asserted as it happens. The SDK's 2.x client (`@modelcontextprotocol/client`
+ *   2.4, which mcp-remote bundles) re-authorizes when the challenge asks for more than the token
+ *   holds, refresh token or not: the last test runs it the same way.
  * Denial: `shell` is denied by policy: 403 without a challenge, whose JSON-RPC body the SDK puts in
  * the call's error ("denied by policy"), and no authorization starts (DESIGN §8.4).
  */
@@ -28,6 +30,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { UnauthorizedError, type OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
+import * as sdk2 from '@modelcontextprotocol/client';
 import { launchChromium, startDemoTarget, startRouteTarget, userAuthorizes, type ClientTarget, type UserVisit } from '../helpers/client-targets.js';
 import { closeServer, listen } from '../helpers/net.js';
 
@@ -55,6 +58,8 @@ class BrowserApp implements OAuthClientProvider {
   private expectedState?: string;
   private pendingCode?: (code: string) => void;
   private code?: Promise<string>;
+  /** RFC 9207 `iss` of the last authorization response (the 2.x client checks it). */
+  iss?: string;
 
   private constructor(
     private readonly server: Server,
@@ -115,6 +120,7 @@ class BrowserApp implements OAuthClientProvider {
   private received(url: URL): void {
     if (url.searchParams.get('state') !== this.expectedState) return;
     const code = url.searchParams.get('code');
+    this.iss = url.searchParams.get('iss') ?? undefined;
     if (code) this.pendingCode?.(code);
   }
 
@@ -196,6 +202,48 @@ describe.each(['demo', 'route'] as const)('the MCP TypeScript SDK 1.32 through t
       await expect(client.callTool({ name: 'add_note', arguments: { text: 'from ts' } })).rejects.toThrow('Server returned 403 after trying upscoping');
       expect(app.authorizationUrls).toHaveLength(1);
       expect(app.tokens()!.scope).toBe('mcp:read');
+      await client.close();
+    } finally {
+      await app.close();
+      await context.close();
+    }
+  }, 60_000);
+});
+
+describe.each(['demo', 'route'] as const)('the MCP TypeScript SDK 2.4 client (@modelcontextprotocol/client) through the %s, browser steps in Chromium', (name) => {
+  it('registered for refresh_token too, as most apps: step-up opens a new consent naming mcp:write with the same client, the call succeeds; a denial reads as one', async () => {
+    const context = await browser.newContext();
+    const app = await BrowserApp.start(context, 'ts2-carol', ['authorization_code', 'refresh_token']);
+    const url = new URL(targets[name]!.mcpUrl);
+    try {
+      let transport = new sdk2.StreamableHTTPClientTransport(url, { authProvider: app });
+      let client = new sdk2.Client({ name: 'ts-sdk-2-test-app', version: '1.0.0' });
+      await expect(client.connect(transport)).rejects.toThrow(sdk2.UnauthorizedError);
+      await transport.finishAuth(await app.takeCode(), app.iss);
+      await client.close();
+      transport = new sdk2.StreamableHTTPClientTransport(url, { authProvider: app });
+      client = new sdk2.Client({ name: 'ts-sdk-2-test-app', version: '1.0.0' });
+      await client.connect(transport);
+      expect(app.tokens()!.refresh_token).toBeTruthy();
+      expect(app.clientInformation()).toMatchObject({ scope: 'mcp:read' });
+      expect((await client.listTools()).tools.map((t) => t.name).sort()).toEqual(['add', 'echo', 'list_notes']);
+
+      await expect(client.callTool({ name: 'add_note', arguments: { text: 'from ts 2' } })).rejects.toThrow(sdk2.UnauthorizedError);
+      const stepUp = app.authorizationUrls[1]!;
+      expect(scopesOf(stepUp)).toEqual(['mcp:read', 'mcp:write']);
+      expect(stepUp.searchParams.get('client_id')).toBe(app.authorizationUrls[0]!.searchParams.get('client_id'));
+      expect(app.visits[1]!.consent).toContain('mcp:write');
+      await transport.finishAuth(await app.takeCode(), app.iss);
+      expect(app.tokens()!.scope?.split(' ').sort()).toEqual(['mcp:read', 'mcp:write']);
+      expect(await client.callTool({ name: 'add_note', arguments: { text: 'from ts 2' } })).toMatchObject({ content: [{ type: 'text', text: expect.stringMatching(/^added note \d+$/) as unknown }] });
+
+      const denial = await client.callTool({ name: 'shell', arguments: { command: 'id' } }).then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      expect(denial).toBeInstanceOf(sdk2.SdkHttpError);
+      expect((denial as Error).message).toMatch(/denied by policy: the tool 'shell' is not allowed/);
+      expect(app.authorizationUrls).toHaveLength(2);
       await client.close();
     } finally {
       await app.close();
