@@ -23,6 +23,7 @@
  * scopes_supported); this is mcp-remote's limit, said so in the README.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
+import { connect } from 'node:net';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -92,6 +93,9 @@ class Bridge {
       this.answered++;
       this.authorizationUrls.push(new URL(url));
       this.visiting = this.visiting.then(async () => {
+        // Mid-session, mcp-remote prints the URL before its callback server listens again; a person
+        // takes longer than that to sign in, Chromium does not: wait for the port, as a person would.
+        await listening(Number(new URL(new URL(url).searchParams.get('redirect_uri')!).port));
         const page = await this.context.newPage();
         page.setDefaultTimeout(10_000);
         try {
@@ -103,6 +107,11 @@ class Bridge {
     }
   }
 
+  /** Every browser visit started so far has finished. */
+  async settled(): Promise<void> {
+    await this.visiting;
+  }
+
   log(): string {
     return this.stderr.slice(-6000);
   }
@@ -111,6 +120,21 @@ class Bridge {
     await this.visiting.catch(() => undefined);
     await this.client.close().catch(() => undefined);
     await rm(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** Resolves once something accepts connections on the loopback port (at most 10 s). */
+async function listening(port: number): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const open = await new Promise<boolean>((resolve) => {
+      const socket = connect(port, '127.0.0.1');
+      socket.once('connect', () => (socket.destroy(), resolve(true)));
+      socket.once('error', () => resolve(false));
+    });
+    if (open) return;
+    if (Date.now() > deadline) throw new Error(`nothing listens on 127.0.0.1:${port}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
 
@@ -126,6 +150,7 @@ async function connected(bridge: Bridge, mcpUrl: string): Promise<URL> {
   expect(first!.searchParams.get('resource')).toBe(mcpUrl);
   expect(first!.searchParams.get('code_challenge_method')).toBe('S256');
   expect(scopesOf(first!)).toEqual(['mcp:read']);
+  await bridge.settled();
   expect(bridge.visits[0]!.consent).toContain('mcp:read');
   expect((await bridge.client.listTools()).tools.map((t) => t.name).sort()).toEqual(['add', 'echo', 'list_notes']);
   expect(textOf(await bridge.client.callTool({ name: 'add', arguments: { a: 2, b: 3 } }))).toBe('5');
@@ -157,6 +182,7 @@ describe('mcp-remote 0.15 through a route of a test gateway, browser steps in Ch
       // add_note's 403 insufficient_scope, scope="mcp:read mcp:write": mcp-remote authorizes again
       // mid-session for it, with the client it registered for mcp:read, and retries the call.
       expect(await addNote(bridge), bridge.log()).toMatch(/^added note \d+$/);
+      await bridge.settled();
       expect(bridge.authorizationUrls).toHaveLength(2);
       const stepUp = bridge.authorizationUrls[1]!;
       expect(scopesOf(stepUp)).toEqual(['mcp:read', 'mcp:write']);
@@ -183,6 +209,8 @@ describe('mcp-remote 0.15 through the demo, browser steps in Chromium', () => {
       // (remembered consent: the login only), meets the same 403, and gives up.
       const outcome = await addNote(bridge);
       expect(outcome, bridge.log()).toMatch(/MCP error -32001: mcp-remote: Unauthorized/);
+      // Its last URL comes as it gives up, with no callback server behind it: that visit cannot finish.
+      await bridge.settled().catch(() => undefined);
       const again = bridge.authorizationUrls.slice(1);
       expect(again.length, bridge.log()).toBeGreaterThanOrEqual(1);
       for (const url of again) expect(url.searchParams.get('scope')).toBe('mcp:read');
