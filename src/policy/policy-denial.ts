@@ -7,7 +7,7 @@
 // (DESIGN §8.4). A batch gets one error per denied member.
 import { GatewayError } from '../errors/gateway-error.js';
 import type { MessageDecision } from './evaluate.js';
-import { idOf, type JsonRpcId, type JsonRpcMessage, type Operation } from './json-rpc.js';
+import { idOf, subscribedUris, type JsonRpcId, type JsonRpcMessage, type Operation } from './json-rpc.js';
 
 /** JSON-RPC error code of a request denied by policy (implementation-defined server error range). */
 export const DENIED_BY_POLICY_CODE = -32003;
@@ -44,7 +44,10 @@ export function policyDenial(messages: readonly JsonRpcMessage[], decisions: rea
   const denied: DeniedMember[] = [];
   decisions.forEach((decision, i) => {
     if (decision.allow || decision.reason === 'scope') return;
-    denied.push({ id: idOf(messages[i]!) ?? null, message: `denied by policy: ${describe(decision.operation)} is not allowed ${WHY[decision.reason] ?? ''}`.trimEnd() });
+    const message = messages[i]!;
+    // A subscription is refused for a resource it watches (evaluate.ts), not for its method.
+    const what = subscribedUris(message).length > 0 ? 'a resource this subscription watches' : describe(decision.operation);
+    denied.push({ id: idOf(message) ?? null, message: `denied by policy: ${what} is not allowed ${WHY[decision.reason] ?? ''}`.trimEnd() });
   });
   return new PolicyDenialError(denied, batch);
 }

@@ -60,4 +60,14 @@ describe('policyDenial: one JSON-RPC error per message a rule denied', () => {
     const err = policyDenial([{ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'shell' } }], [{ allow: false, reason: 'deny', operation: { method: 'tools/call', name: 'shell' }, requiredScopes: [] }], false);
     expect(JSON.parse(err.body())).toEqual({ jsonrpc: '2.0', id: 7, error: { code: -32003, message: "denied by policy: the tool 'shell' is not allowed and no scope would allow it", data: { error: 'access_denied' } } });
   });
+
+  it('a subscription refused for a resource it watches names that, not its method', () => {
+    for (const message of [
+      { jsonrpc: '2.0', id: 'l1', method: 'subscriptions/listen', params: { notifications: { resourceSubscriptions: ['file:///public/a', 'file:///secret/b'] } } },
+      { jsonrpc: '2.0', id: 'l1', method: 'resources/subscribe', params: { uri: 'file:///secret/b' } },
+    ]) {
+      const err = policyDenial([message], [{ allow: false, reason: 'deny', operation: { method: message.method }, requiredScopes: [] }], false);
+      expect(JSON.parse(err.body())).toMatchObject({ id: 'l1', error: { code: -32003, message: 'denied by policy: a resource this subscription watches is not allowed and no scope would allow it' } });
+    }
+  });
 });
