@@ -108,7 +108,7 @@ export async function startOAuthProtectedUpstream(opts: { accessTokenTtl: number
 }
 
 /** One stateless SDK server per request, its `whoami` answering the token's `sub`. */
-async function serveMcp(req: IncomingMessage, res: ServerResponse, sub: string): Promise<void> {
+export async function serveMcp(req: IncomingMessage, res: ServerResponse, sub: string): Promise<void> {
   const mcp = new McpServer({ name: 'oauth-protected-upstream', version: '1.0.0' });
   mcp.tool('whoami', 'the account whose token came with this call', async () => ({ content: [{ type: 'text', text: sub }] }));
   const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
