@@ -25,6 +25,8 @@ export const ACCOUNT_PATHS = {
 
 /** user_oauth: the one callback of a route's upstream AS (one path per route, so no AS can answer for another's). */
 export const upstreamCallbackPath = (routePath: string): `/${string}` => `/account/upstream-callback${routePath === '/' ? '' : routePath}`;
+/** user_oauth: the gateway's client ID metadata document for a route's upstream AS (its URL is the client_id there). */
+export const upstreamClientDocumentPath = (routePath: string): `/${string}` => `/account/upstream-client${routePath === '/' ? '' : routePath}`;
 
 export const OPERATIONS_PATHS = { health: '/healthz', ready: '/readyz', metrics: '/metrics' } as const;
 

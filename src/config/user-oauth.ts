@@ -20,7 +20,7 @@ export function userOAuthSchema({ HttpUrl, SecretRef, Scope }: UserOAuthSchemaPa
       authorization_endpoint: HttpUrl.optional().describe('for an AS without metadata (GitHub): with token_endpoint, used instead of any metadata'),
       token_endpoint: HttpUrl.optional().describe('for an AS without metadata (GitHub): with authorization_endpoint'),
       revocation_endpoint: HttpUrl.optional().describe('RFC 7009, called on Disconnect; default: from the metadata, else none (the grant is only deleted)'),
-      client_id: z.string().min(1).optional().describe("the gateway's client at the upstream AS; default: dynamic registration there (RFC 7591), kept in the store for every user"),
+      client_id: z.string().min(1).optional().describe("the gateway's client at the upstream AS; default: its client ID metadata document where the AS supports them and public_url is https, else dynamic registration there (RFC 7591), kept in the store for every user"),
       client_secret: SecretRef.optional().describe('sent as client_secret_basic (client_secret_post when the metadata lists only that); omitted: a public client'),
       scopes: z.array(Scope).default([]).describe('asked of the upstream AS; default: the scopes its RFC 9728 metadata lists, else none'),
       resource: HttpUrl.optional().describe('RFC 8707 resource of the upstream grant; default: the upstream URL'),

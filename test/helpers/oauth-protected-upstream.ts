@@ -12,7 +12,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { chooseIdpLogin, onIdpTokens } from './gateway-idp.js';
 import { closeServer, listen } from './net.js';
-import { startOidcProvider, type OidcProviderHandle } from './oidc-provider.js';
+import { startOidcProvider, type OidcProviderHandle, type OidcProviderOptions } from './oidc-provider.js';
 
 export const UPSTREAM_SCOPES = ['files:read'];
 
@@ -43,11 +43,12 @@ export interface OAuthProtectedUpstream {
   close(): Promise<void>;
 }
 
-export async function startOAuthProtectedUpstream(opts: { accessTokenTtl: number }): Promise<OAuthProtectedUpstream> {
+/** `as`: more of the AS's settings (e.g. client ID metadata documents enabled, and the `fetch` that reaches them). */
+export async function startOAuthProtectedUpstream(opts: { accessTokenTtl: number; as?: Pick<OidcProviderOptions, 'features' | 'fetch'> }): Promise<OAuthProtectedUpstream> {
   const server = createServer();
   const port = await listen(server);
   const url = `http://127.0.0.1:${port}/mcp`;
-  const as = await startOidcProvider({ resources: [url], scopes: UPSTREAM_SCOPES, accessTokenTtl: opts.accessTokenTtl });
+  const as = await startOidcProvider({ resources: [url], scopes: UPSTREAM_SCOPES, accessTokenTtl: opts.accessTokenTtl, ...opts.as });
   let account: string | undefined;
   chooseIdpLogin(as, () => (account === undefined ? { error: 'access_denied', error_description: 'the user declined' } : { accountId: account }));
   const handle: OAuthProtectedUpstream = {

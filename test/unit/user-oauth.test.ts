@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { deriveKey } from '../../src/config/account-tokens.js';
 import { AccountTokenCipher } from '../../src/authorization-server/upstream-accounts/account-token-cipher.js';
 import { refreshDue } from '../../src/authorization-server/upstream-accounts/upstream-tokens.js';
+import { clientDocumentUsable, upstreamClientDocument } from '../../src/authorization-server/upstream-accounts/client-metadata-document.js';
 import { asConnectElicitation, ConnectElicitation } from '../../src/routes/connect-elicitation.js';
 import { UpstreamAccountRequired } from '../../src/upstream-auth/user-oauth.js';
 
@@ -98,6 +99,20 @@ describe('refreshDue', () => {
         expect(refreshDue(grant, obtainedAt)).toBe(false);
         const remaining = lifetime - (now - obtainedAt);
         expect(refreshDue(grant, now)).toBe(remaining <= Math.min(60_000, lifetime / 4));
+      }),
+    );
+  });
+});
+
+describe("user_oauth: the gateway's client ID metadata document", () => {
+  it('is used only where the AS says it supports them (exactly true) and the URL is https; it names itself and the one redirect URI, and holds no secret', () => {
+    fc.assert(
+      fc.property(fc.webUrl({ validSchemes: ['http', 'https'] }), fc.webUrl(), fc.constantFrom<unknown>(true, false, 'true', 1, undefined, null), (documentUrl, redirectUri, supported) => {
+        const server = supported === undefined ? { issuer: 'https://as.example' } : { issuer: 'https://as.example', client_id_metadata_document_supported: supported };
+        expect(clientDocumentUsable(server, documentUrl)).toBe(supported === true && new URL(documentUrl).protocol === 'https:');
+        const doc = upstreamClientDocument(documentUrl, redirectUri);
+        expect([doc.client_id, doc.redirect_uris, doc.token_endpoint_auth_method]).toEqual([documentUrl, [redirectUri], 'none']);
+        expect(Object.keys(doc).some((k) => k.startsWith('client_secret'))).toBe(false);
       }),
     );
   });

@@ -4,7 +4,8 @@
 //   the link is then taken (single use) and connects only when the signed-in
 //   user is the principal it was made for. Then off to the upstream AS.
 // - GET each route's callback: the upstream AS's answer, redeemed for the
-//   principal and browser the flow was started for.
+//   principal and browser the flow was started for; and each route's client
+//   ID metadata document (the gateway's client_id where the AS takes them).
 // - POST /account/apps/disconnect: the account page's form (same-site, CSRF
 //   token, session of this browser); revokes upstream and deletes the grant.
 import { Hono, type Context } from 'hono';
@@ -25,7 +26,11 @@ export type UpstreamConnectDeps = Pick<AccountDeps, 'sessions' | 'browser' | 'in
 export function upstreamConnectRoutes(ctx: AsContext, deps: UpstreamConnectDeps): Hono {
   const app = new Hono();
   app.get(ACCOUNT_PATHS.connect, (c) => guarded(c, () => connectPage(c, ctx, deps)));
-  for (const route of deps.accounts.routes.values()) app.get(route.callbackPath, (c) => guarded(c, () => callback(c, deps, route)));
+  for (const route of deps.accounts.routes.values()) {
+    app.get(route.callbackPath, (c) => guarded(c, () => callback(c, deps, route)));
+    // Public, fetched by the upstream AS: the same for everyone, cacheable.
+    app.get(route.clientDocument.path, (c) => c.json(route.clientDocument.body, 200, { 'cache-control': 'public, max-age=3600' }));
+  }
 
   app.post(ACCOUNT_PATHS.disconnect, (c) =>
     guarded(c, async () => {

@@ -5,10 +5,11 @@
 // deleted).
 import * as oauth from 'oauth4webapi';
 import type { AccountTokensConfig } from '../../config/account-tokens.js';
-import { upstreamCallbackPath } from '../../config/reserved-paths.js';
+import { upstreamCallbackPath, upstreamClientDocumentPath } from '../../config/reserved-paths.js';
 import type { RouteConfig, UserOAuthConfig } from '../../config/types.js';
 import { endpointUrl, type AsContext } from '../context.js';
 import { AccountTokenCipher } from './account-token-cipher.js';
+import { upstreamClientDocument } from './client-metadata-document.js';
 import { ConnectFlow } from './connect-flow.js';
 import { ConnectLinks } from './connect-links.js';
 import { upstreamAccountEvents, type UpstreamAccountEvents } from './upstream-account-events.js';
@@ -21,6 +22,8 @@ export interface RouteAccount {
   routePath: string;
   upstream: string;
   callbackPath: `/${string}`;
+  /** Where the gateway serves its client ID metadata document for this route, and the document. */
+  clientDocument: { path: `/${string}`; body: Record<string, unknown> };
   server: UpstreamServer;
   flow: ConnectFlow;
   tokens: UpstreamTokens;
@@ -62,11 +65,14 @@ export class UpstreamAccounts {
   #routeAccount(route: RouteConfig, config: UserOAuthConfig, cipher: AccountTokenCipher, timeoutMs: number): RouteAccount {
     const callbackPath = upstreamCallbackPath(route.path);
     const redirectUri = endpointUrl(this.ctx.issuer, callbackPath);
+    const documentPath = upstreamClientDocumentPath(route.path);
+    const clientDocumentUrl = endpointUrl(this.ctx.issuer, documentPath);
     const { store } = this.ctx;
-    const server = new UpstreamServer({ routePath: route.path, upstream: route.upstream, config, redirectUri, store, cipher, timeoutMs });
+    const server = new UpstreamServer({ routePath: route.path, upstream: route.upstream, config, redirectUri, clientDocumentUrl, store, cipher, timeoutMs });
     const flow = new ConnectFlow({ server, grants: this.grants, store, cipher, redirectUri, resource: config.resource });
     const tokens = new UpstreamTokens({ routePath: route.path, resource: config.resource, server, grants: this.grants, store, events: this.events, connectLink: (owner) => this.links.linkFor(owner) });
-    return { routePath: route.path, upstream: route.upstream, callbackPath, server, flow, tokens };
+    const clientDocument = { path: documentPath, body: upstreamClientDocument(clientDocumentUrl, redirectUri) };
+    return { routePath: route.path, upstream: route.upstream, callbackPath, clientDocument, server, flow, tokens };
   }
 
   /** The upstream accounts one user of this AS has connected, in route order. */

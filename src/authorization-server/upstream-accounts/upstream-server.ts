@@ -12,6 +12,7 @@ import { upstreamClientKey } from '../../store/key-names.js';
 import type { Store } from '../../store/store.js';
 import { readBoundedText } from '../helpers/request-body.js';
 import type { AccountTokenCipher } from './account-token-cipher.js';
+import { clientDocumentUsable, UPSTREAM_CLIENT_NAME } from './client-metadata-document.js';
 import type { GrantOwner } from './upstream-grants.js';
 
 /** A request to the upstream AS or the upstream failed; the message is safe to log (nothing the AS sent). */
@@ -43,6 +44,8 @@ export interface UpstreamServerOptions {
   config: UserOAuthConfig;
   /** This route's callback at the gateway: the one redirect URI registered. */
   redirectUri: string;
+  /** The URL of this route's client ID metadata document at the gateway. */
+  clientDocumentUrl: string;
   store: Store;
   cipher: AccountTokenCipher;
   timeoutMs: number;
@@ -52,7 +55,6 @@ export interface UpstreamServerOptions {
 const RESOLVED_TTL_MS = 3600_000;
 /** A registration is kept this long in the store (renewed when used after a reload). */
 const REGISTRATION_TTL_MS = 365 * 24 * 3600_000;
-const CLIENT_NAME = 'MCP auth gateway';
 
 export class UpstreamServer {
   #resolved: { at: number; value: Promise<UpstreamClient> } | undefined;
@@ -88,6 +90,7 @@ export class UpstreamServer {
       const client = { client_id: config.clientId };
       return { server: found.server, client, auth: clientAuth(found.server, config.clientSecret), scopes, insecure };
     }
+    if (clientDocumentUsable(found.server, this.o.clientDocumentUrl)) return { server: found.server, client: { client_id: this.o.clientDocumentUrl }, auth: oauth.None(), scopes, insecure };
     const client = await this.#registered(found.server, insecure);
     return { server: found.server, client, auth: oauth.None(), scopes, insecure };
   }
@@ -161,7 +164,7 @@ export class UpstreamServer {
     if (!server.registration_endpoint) throw new UpstreamAsError('the upstream authorization server offers no dynamic registration: set upstream_auth.client_id');
     let client: oauth.Client;
     try {
-      const metadata = { redirect_uris: [this.o.redirectUri], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none', client_name: CLIENT_NAME };
+      const metadata = { redirect_uris: [this.o.redirectUri], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none', client_name: UPSTREAM_CLIENT_NAME };
       const response = await oauth.dynamicClientRegistrationRequest(server, metadata, this.requestOptions(insecure));
       client = { client_id: (await oauth.processDynamicClientRegistrationResponse(response)).client_id };
     } catch (err) {
