@@ -95,7 +95,8 @@ function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHan
       const body = formBody ?? (req.method === 'POST' ? await readBody(req, route.maxBodyBytes) : EMPTY_BODY);
       // Synchronous unless the route has rate limits, which ask the store.
       const checked = deps.policy?.check(req, body, auth, span);
-      const transform = (checked instanceof Promise ? await checked : checked)?.transform;
+      const outcome = checked instanceof Promise ? await checked : checked;
+      const transform = outcome?.transform;
       // Admitted by policy and rate limits: only now is the DPoP proof's jti spent.
       if (auth.dpopProof && deps.dpop) await spendDpopProof(deps.dpop, auth);
       const credential = deps.credential.headersFor(auth);
@@ -103,8 +104,10 @@ function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHan
       if (cors) for (const name in cors) res.setHeader(name, cors[name]!);
       endWithAuthorization(res, req.method, auth, deps.verifier);
       const upstream401 = { seen: false };
-      await deps.forwarder.forward(req, res, { auth, body, injected, transform, span, ...(deps.credential.rejected && { rejected: () => (upstream401.seen = true) }) });
-      if (upstream401.seen) await forwardAgain(req, res, deps, { auth, body, injected, transform, span });
+      // The policy's body in place of the client's (a substituted task id).
+      const sent = outcome?.body ?? body;
+      await deps.forwarder.forward(req, res, { auth, body: sent, injected, transform, span, ...(deps.credential.rejected && { rejected: () => (upstream401.seen = true) }) });
+      if (upstream401.seen) await forwardAgain(req, res, deps, { auth, body: sent, injected, transform, span });
       span?.setStatus(res.statusCode);
       finish(res.statusCode, 'allow', started);
     } catch (thrown) {
