@@ -47,6 +47,8 @@ export interface PolicyOutcome {
   transform?: ResponseTransform;
   /** The body to forward in place of the client's (task-binding.ts). */
   body?: Buffer;
+  /** Headers to forward in place of the client's, with the body (task-binding.ts). */
+  headers?: Record<string, string>;
 }
 
 export interface PolicyStep {
@@ -115,7 +117,7 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
       if (span) spanRequest(span, request);
       if (onlyValidate) {
         if (span) spanDecision(span, undefined, route);
-        return tasks ? bindPost(tasks, request, auth, answers.ofPost(auth, request)) : answers.ofPost(auth, request);
+        return tasks ? bindPost(tasks, request, req.headers, auth, answers.ofPost(auth, request)) : answers.ofPost(auth, request);
       }
       const decision = evaluate(policy, request, auth);
       if (!decision.allow || !limited) decisionAudit.decided(auth, decision.messages, !decision.allow);
@@ -123,7 +125,7 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
       if (!decision.allow) throw refusal(decision, request);
       const outcome = answers.ofPost(auth, request);
       const admitted = limited ? limited(auth, decision.messages, outcome, span) : outcome;
-      return tasks ? bindPost(tasks, request, auth, admitted) : admitted;
+      return tasks ? bindPost(tasks, request, req.headers, auth, admitted) : admitted;
     },
   };
 }
@@ -153,11 +155,11 @@ function answerReading(route: RouteConfig, policy: RoutePolicy) {
 }
 
 /** The task binding's body and answer reader, after whatever else reads the answer. */
-async function bindPost(tasks: TaskBinding, request: ParsedRequest, auth: AuthContext, admitted: PolicyOutcome | Promise<PolicyOutcome>): Promise<PolicyOutcome> {
+async function bindPost(tasks: TaskBinding, request: ParsedRequest, headers: IncomingHttpHeaders, auth: AuthContext, admitted: PolicyOutcome | Promise<PolicyOutcome>): Promise<PolicyOutcome> {
   const outcome = await admitted;
-  const bound = await tasks.forPost(request, auth);
+  const bound = await tasks.forPost(request, headers, auth);
   const transform = bound.transform ? chainTransforms(outcome.transform, bound.transform) : outcome.transform;
-  return { transform, body: bound.body };
+  return { transform, body: bound.body, headers: bound.headers };
 }
 
 /** A GET stream: its `Last-Event-ID` must be the caller's (400, audited, else); its events are read after whatever else reads them. */

@@ -19,6 +19,7 @@ import { createOwnedIds } from './owned-ids.js';
 import { createTaskOwnership } from './task-ownership.js';
 import { taskRequestsOf } from './task-requests.js';
 import { substituteTasks } from './task-substitution.js';
+import { decodeHeaderValue } from './mcp-headers.js';
 
 export interface TaskBindingLogger {
   warn(obj: object, msg: string): void;
@@ -27,12 +28,14 @@ export interface TaskBindingLogger {
 export interface BoundRequest {
   /** The body to forward in place of the client's (a foreign task id substituted). */
   body?: Buffer;
+  /** Headers to forward in place of the client's: an `Mcp-Name` that named the substituted task names its substitute. */
+  headers?: Record<string, string>;
   transform?: ResponseTransform;
 }
 
 export interface TaskBinding {
   /** Before a POST is forwarded: its body (when a task id was substituted) and its answer's reader. */
-  forPost(request: ParsedRequest, auth: AuthContext): Promise<BoundRequest>;
+  forPost(request: ParsedRequest, headers: IncomingHttpHeaders, auth: AuthContext): Promise<BoundRequest>;
   /** Before a GET (or any request) is forwarded: refuses (400) a `Last-Event-ID` not passed on to this principal; the GET stream's reader. */
   forStream(headers: IncomingHttpHeaders, auth: AuthContext): Promise<ResponseTransform>;
 }
@@ -67,7 +70,7 @@ export function createTaskBinding(routePath: string, store: Store, logger?: Task
   }
 
   return {
-    async forPost(request, auth) {
+    async forPost(request, headers, auth) {
       const asks = taskRequestsOf(request);
       const record = recorders(auth);
       if (asks === undefined) return { transform: boundAnswers({ ...record, maxBytes: MAX_ANSWER_BYTES }) };
@@ -77,6 +80,7 @@ export function createTaskBinding(routePath: string, store: Store, logger?: Task
       const ownIds = asks.lists ? await tasks.ownIds(auth) : undefined;
       return {
         body: substitution?.body,
+        headers: substitution && mcpNameOf(request, headers, substitution.restore),
         transform: boundAnswers({ ...record, readJson: asks.mayCreate, ownIds, restore: substitution?.restore, maxBytes: MAX_ANSWER_BYTES }),
       };
     },
@@ -87,4 +91,17 @@ export function createTaskBinding(routePath: string, store: Store, logger?: Task
       return boundAnswers({ ...recorders(auth), ownIds: await tasks.ownIds(auth), maxBytes: MAX_ANSWER_BYTES });
     },
   };
+}
+
+/**
+ * A single request's `Mcp-Name` (2026-07-28: the task id, on `tasks/*`) that named the substituted
+ * task is sent naming the substitute, so the upstream finds header and body agreeing, as they
+ * would for any unknown task; a header that disagreed with the body is left to disagree.
+ */
+function mcpNameOf(request: ParsedRequest, headers: IncomingHttpHeaders, restore: ReadonlyMap<string, string>): Record<string, string> | undefined {
+  const raw = headers['mcp-name'];
+  if (request.batch || typeof raw !== 'string') return undefined;
+  const name = decodeHeaderValue(raw);
+  for (const [substitute, original] of restore) if (name === original) return { 'mcp-name': substitute };
+  return undefined;
 }
