@@ -8,7 +8,7 @@
 // bounded); in an event stream each event as it completes. An answer that must
 // be cut and cannot be read one way only is refused (fail closed); one that is
 // only read for records and cannot be read records nothing.
-import type { BodyTransform, ResponseTransform } from '../proxy/response-transform.js';
+import { isSuccess, type BodyTransform, type ResponseTransform } from '../proxy/response-transform.js';
 import { hashKeyPart } from '../store/key-names.js';
 import { AmbiguousMemberError, checkMemberNames, readNames, type ReadNames } from './member-names.js';
 import { SseEventSplitter, formatSseEvent, parseSseEvent } from './sse-events.js';
@@ -44,7 +44,9 @@ const TASK_MEMBERS = readNames('taskId', 'ttl', 'ttlMs');
 const TASK_NOTIFICATION = /^notifications\/tasks(\/|$)/;
 
 export function boundAnswers(options: BoundAnswersOptions): ResponseTransform {
-  return (headers) => {
+  return (headers, status) => {
+    // An error answer is read only to put back a substituted task id (it creates and lists nothing).
+    if (!isSuccess(status)) return options.restore ? boundAnswers({ restore: options.restore, maxBytes: options.maxBytes })(headers, 200) : undefined;
     const type = (joined(headers['content-type']) ?? '').trimStart().toLowerCase();
     const isSse = type.includes('text/event-stream');
     if (!isSse && !type.includes('json')) return undefined;

@@ -4,9 +4,9 @@ import type { BodyTransform, ResponseTransform } from '../proxy/response-transfo
 
 export function chainTransforms(first: ResponseTransform | undefined, second: ResponseTransform): ResponseTransform {
   if (first === undefined) return second;
-  return (headers) => {
-    const a = first(headers);
-    const b = second(headers);
+  return (headers, status) => {
+    const a = first(headers, status);
+    const b = second(headers, status);
     return a && b ? chained(a, b) : (a ?? b);
   };
 }

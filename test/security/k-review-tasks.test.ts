@@ -21,11 +21,14 @@ import { InMemoryTaskStore } from '@modelcontextprotocol/sdk/experimental/tasks'
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { closeServer, listen } from '../helpers/net.js';
 import { gatewayYaml, jwtRoute, resourceOf, startTestIssuer, type TestIssuer } from '../helpers/security-fixtures.js';
+import { startStatelessTaskServer, type StatelessTaskServer } from '../helpers/stateless-task-server.js';
 
 const PATH = '/tasks/mcp';
 const SSE_PATH = '/tasks-sse/mcp';
+const V2_PATH = '/tasks-v2/mcp';
 let issuer: TestIssuer;
 let upstream: Server;
+let v2: StatelessTaskServer;
 let upstreamUrl: string;
 let gw: TestGateway;
 
@@ -64,18 +67,20 @@ async function startTaskServer(): Promise<Server> {
 }
 
 beforeAll(async () => {
-  [issuer, upstream] = await Promise.all([startTestIssuer('ES256'), startTaskServer()]);
+  [issuer, upstream, v2] = await Promise.all([startTestIssuer('ES256'), startTaskServer(), startStatelessTaskServer()]);
   upstreamUrl = `http://127.0.0.1:${(upstream.address() as { port: number }).port}/mcp`;
   gw = await startTestGateway({
     'gateway.yaml': gatewayYaml({ log_level: 'warn' }),
     'tasks.yaml': jwtRoute(PATH, upstreamUrl, issuer),
     'tasks-sse.yaml': jwtRoute(SSE_PATH, `${upstreamUrl}?sse=1`, issuer),
+    'tasks-v2.yaml': jwtRoute(V2_PATH, v2.url, issuer),
   });
 }, 60_000);
 afterAll(async () => {
   await gw?.stop();
   await issuer?.close();
   if (upstream) await closeServer(upstream);
+  await v2?.close();
 });
 
 type Answer = { status: number; body: Record<string, unknown> };
@@ -217,5 +222,52 @@ describe('[K67] tasks created through an event-stream answer are bound too', () 
     const taskId = await createTask('alice', 'route-bound', SSE_PATH);
     const other = await rpc('alice', 'tasks/result', { taskId }, PATH);
     expect(JSON.stringify(other.body)).not.toContain('route-bound');
+  });
+});
+
+const V2_META = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': {} } } };
+
+/** A 2026-07-28 request with its routing headers (`Mcp-Name`: the task id on tasks/*), through the gateway or straight to the upstream. */
+async function v2rpc(sub: string | undefined, method: string, params: Record<string, unknown>, meta: Record<string, unknown> = V2_META): Promise<Answer> {
+  const name = method.startsWith('tasks/') ? params.taskId : params.name;
+  const headers: Record<string, string> = { ...HEADERS, 'mcp-protocol-version': '2026-07-28', 'mcp-method': method, ...(typeof name === 'string' && { 'mcp-name': name }) };
+  if (sub !== undefined) headers.authorization = `Bearer ${await issuer.mint({ aud: resourceOf(V2_PATH), sub, client_id: 'app', scope: 'mcp:read' })}`;
+  const res = await fetch(sub === undefined ? v2.url : `${gw.url}${V2_PATH}`, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: { ...params, _meta: meta } }) });
+  return answerOf(res);
+}
+
+describe('[K67] the 2026-07-28 tasks extension: flat task results, routing headers, the upstream\'s own errors', () => {
+  it("bob's tasks/get, tasks/update and tasks/cancel of alice's task get the upstream's answer for an unknown task (-32602, not a header mismatch); hers still works", async () => {
+    const created = await v2rpc('alice', 'tools/call', { name: 'slow_compute', arguments: { seconds: 60, label: 'alice-v2' } });
+    const taskId = (created.body.result as { taskId: string; resultType: string }).taskId;
+    expect((created.body.result as { resultType: string }).resultType).toBe('task');
+    for (const [method, extra] of [['tasks/get', {}], ['tasks/update', { inputResponses: {} }], ['tasks/cancel', {}]] as const) {
+      const bob = await v2rpc('bob', method, { taskId, ...extra });
+      // What the upstream answers for an id it does not know, sent straight to it, the id put in its place.
+      const unknownId = '00000000-0000-4000-8000-000000000000';
+      const unknown = await v2rpc(undefined, method, { taskId: unknownId, ...extra });
+      expect(bob, method).toEqual(JSON.parse(JSON.stringify(unknown).replaceAll(unknownId, taskId)) as Answer);
+      expect((bob.body.error as { code: number }).code).toBe(-32602);
+      // The upstream saw a substitute in the body and in Mcp-Name alike.
+      const seen = v2.named.at(-2)!;
+      expect(seen.taskId).not.toBe(taskId);
+      expect(seen.mcpName).toBe(seen.taskId);
+    }
+    expect((await v2rpc('alice', 'tasks/get', { taskId })).body.result).toMatchObject({ taskId, status: 'working' });
+    expect((await v2rpc('alice', 'tasks/cancel', { taskId })).body.result).toEqual({ resultType: 'complete' });
+    expect((await v2rpc('alice', 'tasks/get', { taskId })).body.result).toMatchObject({ status: 'cancelled' });
+  });
+
+  it("each revision's own errors stay the upstream's: -32021 without the extension, -32601 for the removed tasks/list and tasks/result", async () => {
+    const created = await v2rpc('alice', 'tools/call', { name: 'slow_compute', arguments: { seconds: 60, label: 'v2-errors' } });
+    const taskId = (created.body.result as { taskId: string }).taskId;
+    const noExtension = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
+    expect(((await v2rpc('bob', 'tasks/get', { taskId }, noExtension)).body.error as { code: number }).code).toBe(-32021);
+    expect(((await v2rpc('alice', 'tasks/get', { taskId }, noExtension)).body.error as { code: number }).code).toBe(-32021);
+    for (const method of ['tasks/list', 'tasks/result']) {
+      const through = await v2rpc('bob', method, method === 'tasks/result' ? { taskId } : {});
+      expect((through.body.error as { code: number }).code, method).toBe(-32601);
+    }
+    await v2rpc('alice', 'tasks/cancel', { taskId });
   });
 });

@@ -165,6 +165,15 @@ describe('the answer reader', () => {
     expect(() => gz.push(Buffer.from('x'))).toThrow(/gzip/);
   });
 
+  it('an error answer (any status) gets a substituted id back, and is read for nothing else', () => {
+    const restore = new Map([['sub-123', 'orig"1']]);
+    const error = JSON.stringify({ jsonrpc: '2.0', id: 1, error: { code: -32602, message: 'Task not found: sub-123' } });
+    const transform = boundAnswers({ maxBytes: 1 << 20, restore, task: () => expect.unreachable() })({ 'content-type': 'application/json' }, 400)!;
+    const out = Buffer.concat([transform.push(Buffer.from(error)), transform.end()]).toString('utf8');
+    expect(JSON.parse(out)).toEqual({ jsonrpc: '2.0', id: 1, error: { code: -32602, message: 'Task not found: orig"1' } });
+    expect(boundAnswers({ maxBytes: 10, ownIds: new Set(), eventId: () => undefined })({ 'content-type': 'text/event-stream' }, 404)).toBeUndefined();
+  });
+
   it('takes the event id a client would send back: the last id field, none when empty or holding NUL', () => {
     expect(eventIdOf(['id: a', 'event: x', 'id:b'])).toBe('b');
     expect(eventIdOf(['id'])).toBeUndefined();
