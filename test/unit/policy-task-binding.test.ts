@@ -7,7 +7,12 @@ import { parseJsonRpcBody } from '../../src/policy/json-rpc.js';
 import { SseEventSplitter } from '../../src/policy/sse-events.js';
 import { taskRequestsOf } from '../../src/policy/task-requests.js';
 import { restoreTaskIds, substituteTaskId, substituteTasks } from '../../src/policy/task-substitution.js';
-import { hashKeyPart } from '../../src/store/key-names.js';
+import type { AuthContext } from '../../src/auth/principal.js';
+import { createOwnedIds, type OwnedIds } from '../../src/policy/owned-ids.js';
+import { createTaskOwnership, MAX_LISTED_TASKS, type TaskOwnership } from '../../src/policy/task-ownership.js';
+import { eventIdOwnerKey, hashKeyPart } from '../../src/store/key-names.js';
+import { memoryClassBudget } from '../../src/store/memory-class-budgets.js';
+import { MemoryStore } from '../../src/store/memory-store.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
@@ -207,5 +212,43 @@ describe('the SSE splitter', () => {
     expect(() => {
       for (let i = 0; i < 200; i++) splitter.push(Buffer.from('data: xxxxxxxx'));
     }).toThrow(/exceeds 1000 bytes/);
+  });
+});
+
+describe('the records of tasks and event ids in the memory store', () => {
+  const alice = { issuer: 'https://iss', subject: 'alice', clientId: 'app' } as AuthContext;
+  const mallory = { issuer: 'https://iss', subject: 'mallory', clientId: 'app' } as AuthContext;
+
+  it('property: a principal flooding task or event-id records loses only its own oldest; another principal\'s stay hers', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 20, max: 200 }), fc.integer({ min: 1, max: 400 }), fc.constantFrom('task', 'event'), async (maxEntries, flood, kind) => {
+        const store = new MemoryStore({ maxEntries });
+        const route = '/r/mcp';
+        const ids = kind === 'task' ? createTaskOwnership(store, route) : createOwnedIds(store, (id) => eventIdOwnerKey(route, id), 'x');
+        const record = (id: string, who: AuthContext) => (kind === 'task' ? (ids as TaskOwnership).record(id, who, 60_000) : (ids as OwnedIds).record(id, who, 60_000));
+        const share = memoryClassBudget(kind === 'task' ? 'task' : 'event-id', maxEntries).perOwner!;
+        for (let i = 0; i < Math.min(share, 5); i++) await record(`alice-${i}`, alice);
+        for (let i = 0; i < flood; i++) await record(`mallory-${i}`, mallory);
+        for (let i = 0; i < Math.min(share, 5); i++) expect(await ids.owns(`alice-${i}`, alice)).toBe(true);
+        // Mallory keeps her newest `share`; her oldest are nobody's now (refused to her too: fail closed).
+        expect(await ids.owns(`mallory-${flood - 1}`, mallory)).toBe(true);
+        if (flood > share) expect(await ids.owns('mallory-0', mallory)).toBe(false);
+        // An id recorded as alice's stays hers when an upstream hands it to mallory too.
+        await record('alice-0', mallory);
+        expect(await ids.owns('alice-0', mallory)).toBe(false);
+      }),
+      { numRuns: 40 },
+    );
+  });
+
+  it("a principal's tasks/list share is bounded: past MAX_LISTED_TASKS a task is still its own but not listed", async () => {
+    const store = new MemoryStore({ maxEntries: 100_000 });
+    const tasks = createTaskOwnership(store, '/r/mcp');
+    for (let i = 0; i < MAX_LISTED_TASKS + 5; i++) await tasks.record(`t-${i}`, alice, 60_000);
+    const listed = await tasks.ownIds(alice);
+    expect(listed.size).toBe(MAX_LISTED_TASKS);
+    expect(listed.has(hashKeyPart('t-0'))).toBe(true);
+    expect(await tasks.owns(`t-${MAX_LISTED_TASKS + 4}`, alice)).toBe(true);
+    expect((await tasks.ownIds(mallory)).size).toBe(0);
   });
 });
