@@ -37,6 +37,8 @@ const MAX_READ_ONLY_BYTES = 1024 * 1024;
 /** An answer with none of these cannot hold a member any reader takes for a task. */
 // eslint-disable-next-line no-control-regex -- the class is everything outside ASCII
 const MIGHT_HOLD_TASKS = /task|\\u|[^\x00-\x7f]/i;
+/** What a text must hold to be read for records only. */
+const NAMES_A_TASK = /task/i;
 const MESSAGE_MEMBERS = readNames('jsonrpc', 'id', 'method', 'result', 'error', 'params');
 const RESULT_MEMBERS = readNames('task', 'tasks', 'taskId', 'resultType', 'ttlMs');
 const TASK_MEMBERS = readNames('taskId', 'ttl', 'ttlMs');
@@ -121,10 +123,14 @@ function keepOwn(result: { tasks: unknown[] }, ownIds: ReadonlySet<string>): boo
   return true;
 }
 
-/** One JSON text read and rewritten as the options say; throws only where a rewrite is needed. */
+/**
+ * One JSON text read and rewritten as the options say; throws only where a rewrite is needed.
+ * Only read for records, a text without the word is skipped: a task id hidden behind escapes is
+ * not recorded, so it is refused to its owner too (fail closed), never given to another.
+ */
 function rewriteText(text: string, options: BoundAnswersOptions): string | undefined {
   const restored = options.restore ? restoreTaskIds(text, options.restore) : text;
-  if (!MIGHT_HOLD_TASKS.test(restored)) return restored === text ? undefined : restored;
+  if (!(options.ownIds === undefined ? NAMES_A_TASK : MIGHT_HOLD_TASKS).test(restored)) return restored === text ? undefined : restored;
   if (options.ownIds === undefined) {
     try {
       readPayload(restored, options);
