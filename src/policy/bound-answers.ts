@@ -84,32 +84,79 @@ function members(object: object, names: ReadNames, where: string): Record<string
   return object as Record<string, unknown>;
 }
 
-/** Records the tasks a payload carries and cuts its task lists; the payload when it changed, else undefined. Throws when it cannot be read one way only. */
-function readPayload(text: string, options: BoundAnswersOptions): unknown {
-  let payload: unknown;
-  try {
-    payload = parseStrictJson(text, { maxDepth: MAX_ANSWER_DEPTH });
-  } catch (err) {
-    throw new Error(`the answer cannot be read one way only: ${(err as Error).message}`);
-  }
-  let changed = false;
-  for (const message of Array.isArray(payload) ? payload : [payload]) {
-    if (!isObject(message)) continue;
-    const { result, method, params } = members(message, MESSAGE_MEMBERS, 'a message');
-    if (options.task && typeof method === 'string' && TASK_NOTIFICATION.test(method) && isObject(params)) recordTask(params, options.task);
-    if (!isObject(result)) continue;
-    const { task, tasks, resultType } = members(result, RESULT_MEMBERS, 'a result');
-    if (options.task && isObject(task)) recordTask(task, options.task);
-    // 2026-07-28: a CreateTaskResult is the task itself, flat, with resultType "task".
-    if (options.task && resultType === 'task') recordTask(result, options.task);
-    if (options.ownIds && Array.isArray(tasks)) changed = keepOwn(result as { tasks: unknown[] }, options.ownIds) || changed;
-  }
-  return changed ? payload : undefined;
-}
+/** What is left of a payload none of whose messages is the caller's to see (task notifications of tasks not its own). */
+const HIDDEN = Symbol('hidden');
+type Rewritten = string | undefined | typeof HIDDEN;
 
-function recordTask(task: Record<string, unknown>, record: (taskId: string, ttl: unknown) => void): void {
-  const { taskId, ttl, ttlMs } = members(task, TASK_MEMBERS, 'a task');
-  if (typeof taskId === 'string') record(taskId, ttl ?? ttlMs);
+/** One answer's reader: the tasks created in it so far (an event stream may notify of them later). */
+class AnswerReader {
+  private readonly created = new Set<string>();
+  private changed = false;
+
+  constructor(private readonly options: BoundAnswersOptions) {}
+
+  /**
+   * One JSON text read and rewritten as the options say: the text to send instead, undefined to
+   * send it as it came, HIDDEN to send nothing. Throws only where a list must be cut. Only read for
+   * records, a text without the word is skipped: a task id hidden behind escapes is not recorded,
+   * so it is refused to its owner too (fail closed), never given to another.
+   */
+  rewrite(text: string): Rewritten {
+    const { ownIds, restore } = this.options;
+    const restored = restore ? restoreTaskIds(text, restore) : text;
+    const same = restored === text ? undefined : restored;
+    if (!(ownIds === undefined ? NAMES_A_TASK : MIGHT_HOLD_TASKS).test(restored)) return same;
+    let read: unknown;
+    try {
+      read = this.read(restored);
+    } catch (err) {
+      // Only read for records: an unreadable answer records nothing (its task is then refused to everyone).
+      if (ownIds !== undefined) throw err;
+      return same;
+    }
+    if (read === HIDDEN) return HIDDEN;
+    return read === undefined ? same : JSON.stringify(read);
+  }
+
+  /** The payload when it changed, HIDDEN when nothing of it is left, else undefined. Throws when it cannot be read one way only. */
+  private read(text: string): unknown {
+    let payload: unknown;
+    try {
+      payload = parseStrictJson(text, { maxDepth: MAX_ANSWER_DEPTH });
+    } catch (err) {
+      throw new Error(`the answer cannot be read one way only: ${(err as Error).message}`);
+    }
+    this.changed = false;
+    const messages = Array.isArray(payload) ? payload : [payload];
+    const shown = messages.filter((message) => this.message(message));
+    if (shown.length < messages.length) return Array.isArray(payload) && shown.length > 0 ? shown : HIDDEN;
+    return this.changed ? payload : undefined;
+  }
+
+  /** Records the tasks a message creates, cuts its task lists; false when the caller may not see it. */
+  private message(message: unknown): boolean {
+    if (!isObject(message)) return true;
+    const { result, method, params } = members(message, MESSAGE_MEMBERS, 'a message');
+    if (typeof method === 'string' && TASK_NOTIFICATION.test(method) && isObject(params)) {
+      const { taskId } = members(params, TASK_MEMBERS, 'a task');
+      // Notifications are optional (clients poll tasks/get): one not attributable to the caller is not shown.
+      return typeof taskId === 'string' && (this.created.has(hashKeyPart(taskId)) || this.options.ownIds?.has(hashKeyPart(taskId)) === true);
+    }
+    if (!isObject(result)) return true;
+    const { task, tasks, resultType } = members(result, RESULT_MEMBERS, 'a result');
+    if (isObject(task)) this.record(task);
+    // 2026-07-28: a CreateTaskResult is the task itself, flat, with resultType "task".
+    if (resultType === 'task') this.record(result);
+    if (this.options.ownIds && Array.isArray(tasks) && keepOwn(result as { tasks: unknown[] }, this.options.ownIds)) this.changed = true;
+    return true;
+  }
+
+  private record(task: Record<string, unknown>): void {
+    const { taskId, ttl, ttlMs } = members(task, TASK_MEMBERS, 'a task');
+    if (typeof taskId !== 'string' || !this.options.task) return;
+    this.created.add(hashKeyPart(taskId));
+    this.options.task(taskId, ttl ?? ttlMs);
+  }
 }
 
 /** Cuts `result.tasks` down to the caller's own; a task without a string id is not shown. */
@@ -123,34 +170,16 @@ function keepOwn(result: { tasks: unknown[] }, ownIds: ReadonlySet<string>): boo
   return true;
 }
 
-/**
- * One JSON text read and rewritten as the options say; throws only where a rewrite is needed.
- * Only read for records, a text without the word is skipped: a task id hidden behind escapes is
- * not recorded, so it is refused to its owner too (fail closed), never given to another.
- */
-function rewriteText(text: string, options: BoundAnswersOptions): string | undefined {
-  const restored = options.restore ? restoreTaskIds(text, options.restore) : text;
-  if (!(options.ownIds === undefined ? NAMES_A_TASK : MIGHT_HOLD_TASKS).test(restored)) return restored === text ? undefined : restored;
-  if (options.ownIds === undefined) {
-    try {
-      readPayload(restored, options);
-    } catch {
-      // Only read for records: an unreadable answer records nothing (its task is then refused to everyone).
-    }
-    return restored === text ? undefined : restored;
-  }
-  const changed = readPayload(restored, options);
-  if (changed !== undefined) return JSON.stringify(changed);
-  return restored === text ? undefined : restored;
-}
-
 /** application/json that must be rewritten (a task list, a restored id): held whole, bounded. */
 class HeldJson implements BodyTransform {
   readonly perCaller = true;
   private readonly chunks: Buffer[] = [];
   private size = 0;
+  private readonly reader: AnswerReader;
 
-  constructor(private readonly options: BoundAnswersOptions) {}
+  constructor(private readonly options: BoundAnswersOptions) {
+    this.reader = new AnswerReader(options);
+  }
 
   push(chunk: Buffer): Buffer {
     this.size += chunk.length;
@@ -161,8 +190,9 @@ class HeldJson implements BodyTransform {
 
   end(): Buffer {
     const body = Buffer.concat(this.chunks, this.size);
-    const rewritten = rewriteText(body.toString('utf8'), this.options);
-    return rewritten === undefined ? body : Buffer.from(rewritten, 'utf8');
+    const rewritten = this.reader.rewrite(body.toString('utf8'));
+    // A JSON answer holds no notification: nothing of it is ever hidden.
+    return typeof rewritten === 'string' ? Buffer.from(rewritten, 'utf8') : body;
   }
 }
 
@@ -170,8 +200,11 @@ class HeldJson implements BodyTransform {
 class ReadJson implements BodyTransform {
   private chunks: Buffer[] | undefined = [];
   private size = 0;
+  private readonly reader: AnswerReader;
 
-  constructor(private readonly options: BoundAnswersOptions) {}
+  constructor(options: BoundAnswersOptions) {
+    this.reader = new AnswerReader(options);
+  }
 
   push(chunk: Buffer): Buffer {
     if (this.chunks) {
@@ -183,7 +216,7 @@ class ReadJson implements BodyTransform {
   }
 
   end(): Buffer {
-    if (this.chunks) rewriteText(Buffer.concat(this.chunks, this.size).toString('utf8'), this.options);
+    if (this.chunks) this.reader.rewrite(Buffer.concat(this.chunks, this.size).toString('utf8'));
     this.chunks = undefined;
     return EMPTY;
   }
@@ -193,11 +226,14 @@ class ReadJson implements BodyTransform {
 class SseAnswers implements BodyTransform {
   readonly perCaller: boolean;
   private readonly splitter: SseEventSplitter;
+  private readonly reader: AnswerReader;
   private first = true;
 
   constructor(private readonly options: BoundAnswersOptions) {
-    this.perCaller = options.ownIds !== undefined || options.restore !== undefined;
+    // Task notifications are shown to their task's principal only: every stream is the caller's own.
+    this.perCaller = true;
     this.splitter = new SseEventSplitter(options.maxBytes);
+    this.reader = new AnswerReader(options);
   }
 
   push(chunk: Buffer): Buffer {
@@ -216,10 +252,11 @@ class SseAnswers implements BodyTransform {
     const bom = this.first && raw[0] === 0xef && raw[1] === 0xbb && raw[2] === 0xbf;
     this.first = false;
     const event = parseSseEvent(bom ? raw.subarray(3) : raw);
+    const rewritten = (event.type !== '' && event.type !== 'message') || event.data === undefined ? undefined : this.reader.rewrite(event.data);
+    if (rewritten === HIDDEN) return EMPTY;
+    // Recorded before the event passes on: the client may resume after it at once.
     const id = eventIdOf(event.otherLines);
     if (id !== undefined && this.options.eventId) this.options.eventId(id);
-    if ((event.type !== '' && event.type !== 'message') || event.data === undefined) return raw;
-    const rewritten = rewriteText(event.data, this.options);
     if (rewritten === undefined) return raw;
     event.data = rewritten;
     return formatSseEvent(event);

@@ -91,7 +91,7 @@ function misbehave(kind: Misbehaviour, id: unknown, args: Json, res: ServerRespo
     case 'unasked-ids':
       sse(res);
       return void res.end(
-        event({ jsonrpc: '2.0', id: 'never-asked', result: { task: { taskId: String(args.taskId ?? 'x') } } }) +
+        event({ jsonrpc: '2.0', id: 'never-asked', result: { task: { taskId: `unasked-${String(args.taskId ?? 'x')}` } } }) +
           event({ jsonrpc: '2.0', method: 'notifications/tasks/status', params: { taskId: String(args.taskId ?? 'x'), status: 'completed' } }) +
           event({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: 'for nobody' } }) +
           event(result({ content: [] })),

@@ -158,10 +158,13 @@ describe('[K67] an upstream claiming one principal\'s task for another does not 
     expect(hostile.askedTaskIds.at(-1)).toBe(taskId);
   });
 
-  it("a task-status notification for alice's task on bob's stream does not make it his", async () => {
+  it("a task-status notification for alice's task on bob's stream is not shown to him and does not make it his", async () => {
     const taskId = `alice-notified-${Date.now()}`;
     await misbehave('alice', 'foreign-task', { taskId });
-    await misbehave('bob', 'unasked-ids', { taskId });
+    const onBobs = await misbehave('bob', 'unasked-ids', { taskId });
+    expect(onBobs.status).toBe(200);
+    expect(onBobs.text).toContain('for nobody');
+    expect(onBobs.text).not.toContain(`"taskId":"${taskId}"`);
     await call('bob', HOSTILE, 'tasks/get', { taskId });
     expect(hostile.askedTaskIds.at(-1)).not.toBe(taskId);
   });
