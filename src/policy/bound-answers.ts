@@ -22,8 +22,8 @@ export interface BoundAnswersOptions {
   readJson?: boolean;
   /** Told each event id of an event stream. */
   eventId?(id: string): void;
-  /** The hashed ids (`hashKeyPart`) of the caller's own tasks: every task list is cut down to them. */
-  ownIds?: ReadonlySet<string>;
+  /** The caller's own tasks by hashed id (`hashKeyPart`): every task list is cut down to them. */
+  ownIds?: { has(hashedId: string): boolean };
   /** Substitute → original task ids (task-substitution.ts). */
   restore?: ReadonlyMap<string, string>;
   /** Upper bound of a JSON body or one event held in memory. */
@@ -160,7 +160,7 @@ class AnswerReader {
 }
 
 /** Cuts `result.tasks` down to the caller's own; a task without a string id is not shown. */
-function keepOwn(result: { tasks: unknown[] }, ownIds: ReadonlySet<string>): boolean {
+function keepOwn(result: { tasks: unknown[] }, ownIds: NonNullable<BoundAnswersOptions['ownIds']>): boolean {
   const kept = result.tasks.filter((task) => {
     const taskId = isObject(task) ? members(task, TASK_MEMBERS, 'a task').taskId : undefined;
     return typeof taskId === 'string' && ownIds.has(hashKeyPart(taskId));

@@ -27,9 +27,19 @@ export interface TaskOwnership {
   record(taskId: string, auth: AuthContext, ttl: unknown): Promise<void>;
   /** Whether the task was recorded as this principal's. */
   owns(taskId: string, auth: AuthContext): Promise<boolean>;
-  /** The hashed ids (`hashKeyPart`) of this principal's listed tasks. */
-  ownIds(auth: AuthContext): Promise<ReadonlySet<string>>;
+  /**
+   * This principal's tasks by hashed id (`hashKeyPart`): those its log lists now, and those this
+   * replica records for it later (a GET stream opened before a task was created sees it too).
+   */
+  ownIds(auth: AuthContext): Promise<IdSet>;
 }
+
+export interface IdSet {
+  has(hashedId: string): boolean;
+}
+
+/** Principals whose recent tasks this replica remembers, each its MAX_LISTED_TASKS newest: bounded memory. */
+const MAX_RECENT_PRINCIPALS = 10_000;
 
 /** The record's lifetime: the task's own `ttl` (2025-11-25) or `ttlMs` (2026-07-28) in ms when a positive integer, capped; else the default. */
 export function taskTtlMs(ttl: unknown): number {
@@ -42,8 +52,10 @@ export function createTaskOwnership(store: Store, routePath: string): TaskOwners
   const logKey = (auth: AuthContext) => principalTasksKey(routePath, principalKey(auth));
   /** Records (owner and log) still being written on this replica: a list asked meanwhile waits for them. */
   const recording = new Set<Promise<void>>();
+  const recent = recentTasks();
   async function recordBoth(taskId: string, auth: AuthContext, ttl: unknown): Promise<void> {
     if (!(await owners.record(taskId, auth, taskTtlMs(ttl)))) return;
+    recent.add(principalKey(auth), hashKeyPart(taskId));
     const key = logKey(auth);
     const listed = await storeCall(() => store.readLog(key, 0), UNAVAILABLE);
     const member = hashKeyPart(taskId);
@@ -64,7 +76,26 @@ export function createTaskOwnership(store: Store, routePath: string): TaskOwners
     async ownIds(auth) {
       await Promise.allSettled(recording);
       const log = await storeCall(() => store.readLog(logKey(auth), 0), UNAVAILABLE);
-      return new Set(log.map((entry) => entry.member));
+      const listed = new Set(log.map((entry) => entry.member));
+      const principal = principalKey(auth);
+      return { has: (hashedId) => listed.has(hashedId) || recent.has(principal, hashedId) };
     },
+  };
+}
+
+/** The tasks this replica recorded lately, per principal: Map and Set keep insertion order, so the oldest go first. */
+function recentTasks() {
+  const byPrincipal = new Map<string, Set<string>>();
+  return {
+    add(principal: string, hashedId: string): void {
+      let ids = byPrincipal.get(principal);
+      if (ids === undefined) {
+        if (byPrincipal.size >= MAX_RECENT_PRINCIPALS) byPrincipal.delete(byPrincipal.keys().next().value!);
+        byPrincipal.set(principal, (ids = new Set()));
+      }
+      ids.add(hashedId);
+      if (ids.size > MAX_LISTED_TASKS) ids.delete(ids.values().next().value!);
+    },
+    has: (principal: string, hashedId: string): boolean => byPrincipal.get(principal)?.has(hashedId) === true,
   };
 }

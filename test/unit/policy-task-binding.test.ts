@@ -10,7 +10,8 @@ import { restoreTaskIds, substituteTaskId, substituteTasks } from '../../src/pol
 import type { AuthContext } from '../../src/auth/principal.js';
 import { createOwnedIds, type OwnedIds } from '../../src/policy/owned-ids.js';
 import { createTaskOwnership, MAX_LISTED_TASKS, type TaskOwnership } from '../../src/policy/task-ownership.js';
-import { eventIdOwnerKey, hashKeyPart } from '../../src/store/key-names.js';
+import { principalKey } from '../../src/auth/principal.js';
+import { eventIdOwnerKey, hashKeyPart, principalTasksKey } from '../../src/store/key-names.js';
 import { memoryClassBudget } from '../../src/store/memory-class-budgets.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 
@@ -252,10 +253,19 @@ describe('the records of tasks and event ids in the memory store', () => {
     const store = new MemoryStore({ maxEntries: 100_000 });
     const tasks = createTaskOwnership(store, '/r/mcp');
     for (let i = 0; i < MAX_LISTED_TASKS + 5; i++) await tasks.record(`t-${i}`, alice, 60_000);
-    const listed = await tasks.ownIds(alice);
-    expect(listed.size).toBe(MAX_LISTED_TASKS);
-    expect(listed.has(hashKeyPart('t-0'))).toBe(true);
+    const log = await store.readLog(principalTasksKey('/r/mcp', principalKey(alice)), 0);
+    expect(log.length).toBe(MAX_LISTED_TASKS);
+    expect((await tasks.ownIds(alice)).has(hashKeyPart('t-0'))).toBe(true);
     expect(await tasks.owns(`t-${MAX_LISTED_TASKS + 4}`, alice)).toBe(true);
-    expect((await tasks.ownIds(mallory)).size).toBe(0);
+    expect((await tasks.ownIds(mallory)).has(hashKeyPart('t-0'))).toBe(false);
+  });
+
+  it('a task this replica records after a stream opened counts as the caller\'s on that stream', async () => {
+    const tasks = createTaskOwnership(new MemoryStore({ maxEntries: 1000 }), '/r/mcp');
+    const own = await tasks.ownIds(alice);
+    expect(own.has(hashKeyPart('later'))).toBe(false);
+    await tasks.record('later', alice, 60_000);
+    expect(own.has(hashKeyPart('later'))).toBe(true);
+    expect((await tasks.ownIds(mallory)).has(hashKeyPart('later'))).toBe(false);
   });
 });
