@@ -34,7 +34,7 @@ export interface BoundRequest {
 }
 
 export interface TaskBinding {
-  /** Before a POST is forwarded: its body (when a task id was substituted) and its answer's reader. */
+  /** Before a POST is forwarded: refuses (400) a `Last-Event-ID` not passed on to this principal; its body (when a task id was substituted) and its answer's reader. */
   forPost(request: ParsedRequest, headers: IncomingHttpHeaders, auth: AuthContext): Promise<BoundRequest>;
   /** Before a GET (or any request) is forwarded: refuses (400) a `Last-Event-ID` not passed on to this principal; the GET stream's reader. */
   forStream(headers: IncomingHttpHeaders, auth: AuthContext): Promise<ResponseTransform>;
@@ -47,12 +47,22 @@ export const EVENT_ID_TTL_MS = 60 * 60 * 1000;
 /** SSE allows any id; the transport specification's ids are short. Past this the header is refused unread. */
 const MAX_EVENT_ID_LENGTH = 1024;
 
+/** At most one warning this often per kind of record that could not be written. */
+const WARN_INTERVAL_MS = 10_000;
+
 const unattributed = () => new GatewayError(400, 'invalid_request', 'Last-Event-ID names no event this gateway passed on to you');
 
 export function createTaskBinding(routePath: string, store: Store, logger?: TaskBindingLogger): TaskBinding {
   const tasks = createTaskOwnership(store, routePath);
   const events = createOwnedIds(store, (id) => eventIdOwnerKey(routePath, id), 'Event store unavailable');
-  const failed = (what: string) => (err: unknown) => logger?.warn({ route: routePath, err }, `could not record ${what}: it is refused to everyone`);
+  // A store outage under an endless stream would fail every event's write: one line per kind and interval.
+  const lastWarned = new Map<string, number>();
+  const failed = (what: string) => (err: unknown) => {
+    const now = Date.now();
+    if (now - (lastWarned.get(what) ?? 0) < WARN_INTERVAL_MS) return;
+    lastWarned.set(what, now);
+    logger?.warn({ route: routePath, err }, `could not record ${what}: it is refused to everyone`);
+  };
 
   // Started as the answer passes; until stored, the id is refused to others and waited for by its owner on this replica.
   const recorders = (auth: AuthContext) => ({
@@ -71,6 +81,8 @@ export function createTaskBinding(routePath: string, store: Store, logger?: Task
 
   return {
     async forPost(request, headers, auth) {
+      // Resumption is a GET's, but an upstream may read the header on any request.
+      await checkLastEventId(headers, auth);
       const asks = taskRequestsOf(request);
       const record = recorders(auth);
       if (asks === undefined) return { transform: boundAnswers({ ...record, maxBytes: MAX_ANSWER_BYTES }) };

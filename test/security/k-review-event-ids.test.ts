@@ -215,6 +215,19 @@ describe('[K68] Last-Event-ID resumes only a stream passed on to the caller', ()
     );
   });
 
+  it("a POST carrying alice's event id as Last-Event-ID is refused too (400), and does not reach the upstream", async () => {
+    const bob = await openSession('bob');
+    const before = resumedUpstream.length;
+    const res = await fetch(`${gw.url}${PATH}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${await tokenOf('bob')}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25', 'mcp-session-id': bob, 'last-event-id': aliceEvents[0]!.id! },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'diary', arguments: {} } }),
+    });
+    expect(res.status).toBe(400);
+    expect(await res.text()).not.toContain('diary');
+    expect(resumedUpstream.length).toBe(before);
+  });
+
   it('a Last-Event-ID past the length bound is refused unread', async () => {
     const res = await resume('alice', alice, 'x'.repeat(5000));
     expect(res.status).toBe(400);
