@@ -9,6 +9,24 @@ const CR = 0x0d;
 const LF = 0x0a;
 const COLON = 0x3a;
 
+/**
+ * The index of the next CR or LF at or after `from` (the chunk's length when none), for `from`
+ * rising: each byte is searched at most once per kind, so a chunk costs linear time.
+ */
+function lineEndFinder(chunk: Buffer): (from: number) => number {
+  let cr = -1;
+  let lf = -1;
+  const next = (byte: number, from: number) => {
+    const at = chunk.indexOf(byte, from);
+    return at === -1 ? chunk.length : at;
+  };
+  return (from) => {
+    if (cr < from && cr !== chunk.length) cr = next(CR, from);
+    if (lf < from && lf !== chunk.length) lf = next(LF, from);
+    return Math.min(cr, lf);
+  };
+}
+
 export class EventTooLargeError extends Error {
   override readonly name = 'EventTooLargeError';
 }
@@ -31,6 +49,7 @@ export class SseEventSplitter {
   /** Feeds a chunk; returns the events it completes (raw bytes, each with its blank line). */
   push(chunk: Buffer): Buffer[] {
     const events: Buffer[] = [];
+    const lineEnds = lineEndFinder(chunk);
     let start = 0;
     for (let i = 0; i < chunk.length; i++) {
       const byte = chunk[i]!;
@@ -44,7 +63,10 @@ export class SseEventSplitter {
       this.afterCR = byte === CR;
       if (byte !== CR && byte !== LF) {
         if (this.lineLength === 0) this.lineIsComment = byte === COLON;
-        this.lineLength++;
+        // The rest of the line at once (native search, not a byte at a time).
+        const end = lineEnds(i + 1);
+        this.lineLength += end - i;
+        i = end - 1;
         continue;
       }
       const blank = this.lineLength === 0;
