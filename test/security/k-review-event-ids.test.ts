@@ -127,7 +127,7 @@ async function resume(sub: string, sessionId: string, lastEventId: string): Prom
   // A replay arrives at once; the stream then stays open for the session's notifications.
   let text = '';
   const reader = res.body!.getReader();
-  const deadline = setTimeout(() => controller.abort(), 1500);
+  const deadline = setTimeout(() => controller.abort(), 5000);
   try {
     for (;;) {
       const { done, value } = await reader.read();
