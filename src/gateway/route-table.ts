@@ -12,6 +12,7 @@ import { ConfigError } from '../config/config-error.js';
 import type { GatewayConfig, RouteConfig } from '../config/types.js';
 import { createPolicyStep } from '../policy/policy-step.js';
 import type { RateLimiterDeps } from '../policy/rate-limiter.js';
+import { createTaskBinding } from '../policy/task-binding.js';
 import type { Forwarder, ProxyMetrics } from '../proxy/forwarder.js';
 import { createHttpForwarder } from '../proxy/http-forwarder.js';
 import { createSessionBinding, type SessionBinding } from '../proxy/session-binding.js';
@@ -72,7 +73,7 @@ export async function buildRouteTable(config: GatewayConfig, services: Services,
       metrics,
       logger,
       selfOrigin,
-      policy: createPolicyStep(route, { audit, rateLimits: rateLimitDeps(route, config, services) }),
+      policy: createPolicyStep(route, { audit, tasks: bindsTasks(route) ? createTaskBinding(route.path, store, logger) : undefined, rateLimits: rateLimitDeps(route, config, services) }),
       tracing: services.tracing,
       dpop,
       benchmarkPrincipal: options.benchmarkPrincipal,
@@ -119,6 +120,9 @@ function createRouteForwarder(route: RouteConfig, sessions: SessionBinding, { lo
     }),
   );
 }
+
+/** An HTTP upstream's tasks and event ids need binding; a stdio or legacy SSE route's sessions (and their streams) are the gateway's own, one per principal. */
+const bindsTasks = (route: RouteConfig): boolean => !route.stdio && !route.sse;
 
 /** One-use proofs through the store; nonces from `dpop_nonce_key`, else the same ones the built-in AS hands out. */
 function dpopChecks(config: GatewayConfig, { store }: Services, as: AuthorizationServer | undefined): DpopChecks {

@@ -4,7 +4,9 @@
 // limits (429 over one; rate-limiter.ts), write the audit line, and hand the
 // proxy the response transform for this request: the `tools/list` filter
 // when the route filters, else a reader of the answers to its `tools/list`
-// requests that learns the tools' Mcp-Param headers (tool-param-registry.ts).
+// requests that learns the tools' Mcp-Param headers (tool-param-registry.ts);
+// on routes with task binding, the reader of task and event ids too, and the
+// body with a foreign task id substituted (task-binding.ts).
 import type { IncomingHttpHeaders } from 'node:http';
 import type { AuthContext } from '../auth/principal.js';
 import type { RouteConfig } from '../config/types.js';
@@ -24,6 +26,8 @@ import { checkProtocolVersion } from './protocol-version.js';
 import { createRateLimiter, type RateLimiter, type RateLimiterDeps } from './rate-limiter.js';
 import { compilePolicy, type RoutePolicy } from './route-policy.js';
 import { ToolsListAnswers } from './tools-list-answers.js';
+import { chainTransforms } from './chained-transform.js';
+import type { TaskBinding } from './task-binding.js';
 import { toolsListFilter } from './tools-list-filter.js';
 import { toolsListLearner } from './tools-list-learner.js';
 import { ToolParamRegistry } from './tool-param-registry.js';
@@ -41,6 +45,10 @@ export interface PolicyRequest {
 export interface PolicyOutcome {
   /** Set when the answer must be read: filtered (tools/list), or learnt from. */
   transform?: ResponseTransform;
+  /** The body to forward in place of the client's (task-binding.ts). */
+  body?: Buffer;
+  /** Headers to forward in place of the client's, with the body (task-binding.ts). */
+  headers?: Record<string, string>;
 }
 
 export interface PolicyStep {
@@ -49,7 +57,7 @@ export interface PolicyStep {
    * Throws a GatewayError (400 not JSON-RPC, 403 refused — a JSON-RPC body
    * when denied by policy, policy-denial.ts —, 429 over a rate
    * limit) or a HeaderMismatchError (400, -32020); nothing is forwarded then.
-   * Synchronous unless the route has rate limits (they ask the store). `span`:
+   * Synchronous unless the route has rate limits or binds tasks (they ask the store). `span`:
    * the request's, told the MCP operation and the decision.
    */
   check(req: PolicyRequest, body: Buffer, auth: AuthContext, span?: GatewaySpan): PolicyOutcome | Promise<PolicyOutcome>;
@@ -57,6 +65,8 @@ export interface PolicyStep {
 
 export interface PolicyStepDeps {
   audit: Audit;
+  /** The route's binding of MCP tasks and event ids to principals; without it they are not bound (stdio and SSE routes, whose sessions are the gateway's; explain). */
+  tasks?: TaskBinding;
   /** The store and counters of the route's `rate_limits`; without it, they are not enforced (tools that only decide, such as explain). */
   rateLimits?: RateLimiterDeps;
 }
@@ -76,6 +86,7 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
   const onlyValidate = policy.rules.length === 0 && !route.filterToolsList && !audit.enabled && !limiter;
 
   const answers = answerReading(route, policy);
+  const { tasks } = deps;
 
   return {
     policy,
@@ -88,7 +99,8 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
           throw err;
         }
         const outcome = req.method === 'GET' ? answers.ofGet(auth) : NOTHING_TO_DO;
-        return limited ? limited(auth, undefined, outcome, span) : outcome;
+        const admitted = limited ? limited(auth, undefined, outcome, span) : outcome;
+        return req.method === 'GET' && tasks ? bindStream(tasks, decisionAudit, req, auth, admitted) : admitted;
       }
       let request: ParsedRequest;
       try {
@@ -105,14 +117,15 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
       if (span) spanRequest(span, request);
       if (onlyValidate) {
         if (span) spanDecision(span, undefined, route);
-        return answers.ofPost(auth, request);
+        return tasks ? bindPost(tasks, request, req.headers, auth, answers.ofPost(auth, request)) : answers.ofPost(auth, request);
       }
       const decision = evaluate(policy, request, auth);
       if (!decision.allow || !limited) decisionAudit.decided(auth, decision.messages, !decision.allow);
       if (span) spanDecision(span, decision, route);
       if (!decision.allow) throw refusal(decision, request);
       const outcome = answers.ofPost(auth, request);
-      return limited ? limited(auth, decision.messages, outcome, span) : outcome;
+      const admitted = limited ? limited(auth, decision.messages, outcome, span) : outcome;
+      return tasks ? bindPost(tasks, request, req.headers, auth, admitted) : admitted;
     },
   };
 }
@@ -139,6 +152,27 @@ function answerReading(route: RouteConfig, policy: RoutePolicy) {
       return asked ? { transform: toolsListLearner(learn, MAX_FILTERED_BYTES, asked) } : NOTHING_TO_DO;
     },
   };
+}
+
+/** The task binding's body and answer reader, after whatever else reads the answer. */
+async function bindPost(tasks: TaskBinding, request: ParsedRequest, headers: IncomingHttpHeaders, auth: AuthContext, admitted: PolicyOutcome | Promise<PolicyOutcome>): Promise<PolicyOutcome> {
+  const outcome = await admitted;
+  const bound = await tasks.forPost(request, headers, auth);
+  const transform = bound.transform ? chainTransforms(outcome.transform, bound.transform) : outcome.transform;
+  return { transform, body: bound.body, headers: bound.headers };
+}
+
+/** A GET stream: its `Last-Event-ID` must be the caller's (400, audited, else); its events are read after whatever else reads them. */
+async function bindStream(tasks: TaskBinding, decisionAudit: DecisionAudit, req: PolicyRequest, auth: AuthContext, admitted: PolicyOutcome | Promise<PolicyOutcome>): Promise<PolicyOutcome> {
+  const outcome = await admitted;
+  let transform;
+  try {
+    transform = await tasks.forStream(req.headers, auth);
+  } catch (err) {
+    if (err instanceof GatewayError && err.status === 400) decisionAudit.rejected(auth, 'foreign_event_id', 400);
+    throw err;
+  }
+  return { transform: chainTransforms(outcome.transform, transform) };
 }
 
 /** After the policy allowed: the rate limits, then the audit lines (naming the limit when one refused). */

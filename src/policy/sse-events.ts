@@ -9,10 +9,22 @@ const CR = 0x0d;
 const LF = 0x0a;
 const COLON = 0x3a;
 
-/** Only line ends between `from` and `to`: what is pending before a line holds no field. */
-function onlyLineEnds(buf: Buffer, from: number, to: number): boolean {
-  for (let i = from; i < to; i++) if (buf[i] !== CR && buf[i] !== LF) return false;
-  return true;
+/**
+ * The index of the next CR or LF at or after `from` (the chunk's length when none), for `from`
+ * rising: each byte is searched at most once per kind, so a chunk costs linear time.
+ */
+function lineEndFinder(chunk: Buffer): (from: number) => number {
+  let cr = -1;
+  let lf = -1;
+  const next = (byte: number, from: number) => {
+    const at = chunk.indexOf(byte, from);
+    return at === -1 ? chunk.length : at;
+  };
+  return (from) => {
+    if (cr < from && cr !== chunk.length) cr = next(CR, from);
+    if (lf < from && lf !== chunk.length) lf = next(LF, from);
+    return Math.min(cr, lf);
+  };
 }
 
 export class EventTooLargeError extends Error {
@@ -20,13 +32,15 @@ export class EventTooLargeError extends Error {
 }
 
 export class SseEventSplitter {
-  private pending: Buffer = Buffer.alloc(0);
-  /** Where scanning resumes in `pending`. */
-  private scanned = 0;
+  /** The bytes of the piece not yet complete, as they came: joined once, when it completes (a hostile stream of small chunks costs linear time, not quadratic). */
+  private pending: Buffer[] = [];
+  private pendingLength = 0;
   /** Length of the line being scanned (0: at a line start). */
   private lineLength = 0;
-  /** Where the line being scanned starts in `pending`. */
-  private lineStart = 0;
+  /** The line being scanned opens with `:` (a comment). */
+  private lineIsComment = false;
+  /** The piece being scanned holds a line other than line ends before the current one. */
+  private pieceHasLine = false;
   /** The last byte scanned was a CR: an LF right after it belongs to that line end. */
   private afterCR = false;
 
@@ -34,55 +48,66 @@ export class SseEventSplitter {
 
   /** Feeds a chunk; returns the events it completes (raw bytes, each with its blank line). */
   push(chunk: Buffer): Buffer[] {
-    const buf = this.pending.length === 0 ? chunk : Buffer.concat([this.pending, chunk]);
     const events: Buffer[] = [];
+    const lineEnds = lineEndFinder(chunk);
     let start = 0;
-    for (let i = this.scanned; i < buf.length; i++) {
-      const byte = buf[i]!;
+    for (let i = 0; i < chunk.length; i++) {
+      const byte = chunk[i]!;
       if (byte === LF && this.afterCR) {
         this.afterCR = false;
         // The LF of a CRLF that ended an event: it travels with the next one
         // (a stray line end that no parser turns into an event) unless the
         // event is still here to take it.
-        this.lineStart = i + 1;
         continue;
       }
       this.afterCR = byte === CR;
       if (byte !== CR && byte !== LF) {
-        this.lineLength++;
+        if (this.lineLength === 0) this.lineIsComment = byte === COLON;
+        // The rest of the line at once (native search, not a byte at a time).
+        const end = lineEnds(i + 1);
+        this.lineLength += end - i;
+        i = end - 1;
         continue;
       }
       const blank = this.lineLength === 0;
       this.lineLength = 0;
       // A blank line ends the event; a comment before any field (a keep-alive)
       // goes on at once, as a piece of its own: no reader waits for it.
-      if (blank || (buf[this.lineStart] === COLON && onlyLineEnds(buf, start, this.lineStart))) {
-        let end = i + 1;
-        // With the LF of a CRLF, when present.
-        if (byte === CR && buf[end] === LF) {
-          end++;
-          i++;
-          this.afterCR = false;
-        }
-        events.push(buf.subarray(start, end));
-        start = end;
+      if (!blank && !(this.lineIsComment && !this.pieceHasLine)) {
+        this.pieceHasLine = true;
+        continue;
       }
-      this.lineStart = i + 1;
+      let end = i + 1;
+      // With the LF of a CRLF, when present.
+      if (byte === CR && chunk[end] === LF) {
+        end++;
+        i++;
+        this.afterCR = false;
+      }
+      events.push(this.take(chunk.subarray(start, end)));
+      start = end;
     }
-    this.pending = buf.subarray(start);
-    this.scanned = this.pending.length;
-    this.lineStart -= start;
-    if (this.pending.length > this.maxEventBytes) throw new EventTooLargeError(`an event exceeds ${this.maxEventBytes} bytes`);
+    if (start < chunk.length) {
+      this.pending.push(chunk.subarray(start));
+      this.pendingLength += chunk.length - start;
+    }
+    if (this.pendingLength > this.maxEventBytes) throw new EventTooLargeError(`an event exceeds ${this.maxEventBytes} bytes`);
     return events;
   }
 
   /** The bytes of an event that never ended (the stream closed mid-event). */
   rest(): Buffer {
-    const rest = this.pending;
-    this.pending = Buffer.alloc(0);
-    this.scanned = 0;
-    this.lineStart = 0;
-    return rest;
+    return this.take(Buffer.alloc(0));
+  }
+
+  /** The held bytes and `tail`, as one piece; nothing is held after. */
+  private take(tail: Buffer): Buffer {
+    this.pieceHasLine = false;
+    if (this.pending.length === 0) return tail;
+    const piece = Buffer.concat([...this.pending, tail], this.pendingLength + tail.length);
+    this.pending = [];
+    this.pendingLength = 0;
+    return piece;
   }
 }
 

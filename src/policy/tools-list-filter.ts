@@ -14,7 +14,7 @@
 // intermediaries must not cache it) and the HTTP answer `Cache-Control: private`.
 // The answer to the tools/list request this exchange forwarded, whole, also
 // teaches the route its tools' Mcp-Param headers (tools-list-answers.ts).
-import type { BodyTransform, ResponseTransform } from '../proxy/response-transform.js';
+import { isSuccess, type BodyTransform, type ResponseTransform } from '../proxy/response-transform.js';
 import { MAX_NAME_LENGTH, nameFault } from './json-rpc.js';
 import { AmbiguousMemberError, checkMemberNames, readNames } from './member-names.js';
 import { SseEventSplitter, formatSseEvent, parseSseEvent } from './sse-events.js';
@@ -51,7 +51,8 @@ const PRIVATE = 'private';
 const TOOL_MEMBERS = readNames('name');
 
 export function toolsListFilter(options: ToolsListFilterOptions): ResponseTransform {
-  return (headers) => {
+  return (headers, status) => {
+    if (!isSuccess(status)) return undefined;
     const encoding = joinedHeader(headers['content-encoding']);
     const type = (joinedHeader(headers['content-type']) ?? '').trimStart().toLowerCase();
     // As clients look (the MCP SDKs test `includes`, event stream first): a

@@ -4,7 +4,7 @@
 // (tools-list-answers.ts). Every byte passes on at once, as it came; an
 // answer this reader cannot read, or one over the bound, only teaches
 // nothing. Filtering routes learn in the filter (tools-list-filter.ts).
-import type { BodyTransform, ResponseTransform } from '../proxy/response-transform.js';
+import { isSuccess, type BodyTransform, type ResponseTransform } from '../proxy/response-transform.js';
 import { AmbiguousMemberError, checkMemberNames, readNames } from './member-names.js';
 import { EventTooLargeError, SseEventSplitter, parseSseEvent } from './sse-events.js';
 import { JsonReadingError, parseStrictJson } from './strict-json.js';
@@ -21,7 +21,8 @@ const RESULT_MEMBERS = readNames('tools');
 
 /** `asked`: the tools/list requests of this exchange, whose answers alone teach. */
 export function toolsListLearner(learn: LearnTools, maxBytes: number, asked: ToolsListAnswers): ResponseTransform {
-  return (headers) => {
+  return (headers, status) => {
+    if (!isSuccess(status)) return undefined;
     const encoding = headers['content-encoding'];
     if (encoding !== undefined && String(encoding).toLowerCase() !== 'identity') return undefined;
     const type = String(headers['content-type'] ?? '').toLowerCase();

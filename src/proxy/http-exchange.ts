@@ -185,8 +185,8 @@ export class Exchange implements Dispatcher.DispatchHandler, IdleWatched {
     // Ended from outside meanwhile (shutdown drain): nothing more to write.
     if (res.writableEnded) return this.cancel('client');
     const out = filterResponseHeaders(headers);
-    if (this.transform && statusCode >= 200 && statusCode < 300) {
-      this.body = this.transform(headers);
+    if (this.transform) {
+      this.body = this.transform(headers, statusCode);
       // The rewritten body has another length: sent chunked instead.
       if (this.body) delete out['content-length'];
     }

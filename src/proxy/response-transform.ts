@@ -12,5 +12,12 @@ export interface BodyTransform {
   readonly perCaller?: boolean;
 }
 
-/** Picks the body transform for a 2xx response from its headers, or none. */
-export type ResponseTransform = (headers: Readonly<Record<string, string | string[] | undefined>>) => BodyTransform | undefined;
+/**
+ * Picks the body transform for a response from its headers and status (200 when not given), or
+ * none. The HTTP forwarder calls it for every final status: most transforms read 2xx answers only
+ * (`isSuccess`); one that puts back what the gateway changed in the request (a substituted task
+ * id) reads error answers too.
+ */
+export type ResponseTransform = (headers: Readonly<Record<string, string | string[] | undefined>>, status?: number) => BodyTransform | undefined;
+
+export const isSuccess = (status = 200): boolean => status >= 200 && status < 300;

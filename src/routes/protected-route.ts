@@ -95,16 +95,21 @@ function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHan
       const body = formBody ?? (req.method === 'POST' ? await readBody(req, route.maxBodyBytes) : EMPTY_BODY);
       // Synchronous unless the route has rate limits, which ask the store.
       const checked = deps.policy?.check(req, body, auth, span);
-      const transform = (checked instanceof Promise ? await checked : checked)?.transform;
+      const outcome = checked instanceof Promise ? await checked : checked;
+      const transform = outcome?.transform;
       // Admitted by policy and rate limits: only now is the DPoP proof's jti spent.
       if (auth.dpopProof && deps.dpop) await spendDpopProof(deps.dpop, auth);
       const credential = deps.credential.headersFor(auth);
-      const injected = credential instanceof Promise ? await credential.catch((err: unknown) => Promise.reject(asConnectElicitation(err, req, body))) : credential;
+      const swapped = credential instanceof Promise ? await credential.catch((err: unknown) => Promise.reject(asConnectElicitation(err, req, body))) : credential;
+      // The policy's header in place of the client's (a substituted task's Mcp-Name); never the credential's.
+      const injected = outcome?.headers ? { ...outcome.headers, ...swapped } : swapped;
       if (cors) for (const name in cors) res.setHeader(name, cors[name]!);
       endWithAuthorization(res, req.method, auth, deps.verifier);
       const upstream401 = { seen: false };
-      await deps.forwarder.forward(req, res, { auth, body, injected, transform, span, ...(deps.credential.rejected && { rejected: () => (upstream401.seen = true) }) });
-      if (upstream401.seen) await forwardAgain(req, res, deps, { auth, body, injected, transform, span });
+      // The policy's body in place of the client's (a substituted task id).
+      const sent = outcome?.body ?? body;
+      await deps.forwarder.forward(req, res, { auth, body: sent, injected, transform, span, ...(deps.credential.rejected && { rejected: () => (upstream401.seen = true) }) });
+      if (upstream401.seen) await forwardAgain(req, res, deps, { auth, body: sent, injected, transform, span }, outcome?.headers);
       span?.setStatus(res.statusCode);
       finish(res.statusCode, 'allow', started);
     } catch (thrown) {
@@ -117,10 +122,10 @@ function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHan
  * The upstream refused a credential that can renew itself (a user's own grant): renewed once and
  * the request sent once more; a second 401 is the usual 502, a grant that is gone the connect link.
  */
-async function forwardAgain(req: IncomingMessage, res: ServerResponse, deps: ProtectedRouteDeps, ctx: ForwardContext): Promise<void> {
+async function forwardAgain(req: IncomingMessage, res: ServerResponse, deps: ProtectedRouteDeps, ctx: ForwardContext, policyHeaders?: Record<string, string>): Promise<void> {
   try {
     await deps.credential.rejected!(ctx.auth, ctx.injected);
-    const injected = await deps.credential.headersFor(ctx.auth);
+    const injected = { ...policyHeaders, ...(await deps.credential.headersFor(ctx.auth)) };
     await deps.forwarder.forward(req, res, { ...ctx, injected });
   } catch (err) {
     throw asConnectElicitation(err, req, ctx.body);

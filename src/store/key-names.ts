@@ -24,6 +24,12 @@ export const RATE_LIMIT_CLASS = 'ratelimit';
 /** Session bindings: one per `initialize` of an authenticated principal, so the memory store also bounds them per principal and route. */
 export const SESSION_BINDING_CLASS = 'session';
 
+/** MCP task owners: one per task an upstream answered a principal with, so bounded per principal and route like sessions. */
+export const TASK_OWNER_CLASS = 'task';
+
+/** Event-stream event ids and the principal they were passed on to: bounded per principal and route like sessions. */
+export const EVENT_ID_CLASS = 'event-id';
+
 const REVOKED_GRANT_CLASS = 'grant';
 const USED_CODE_CLASS = 'code-used';
 const LOGOUT_TOKEN_CLASS = 'idp-logout-jti';
@@ -44,6 +50,15 @@ export const NEVER_EVICTED_CLASSES: readonly string[] = [REVOKED_GRANT_CLASS, US
 
 /** Principal that created an upstream session (`Mcp-Session-Id`) on a route. */
 export const sessionBindingKey = (routePath: string, sessionId: string) => key(SESSION_BINDING_CLASS, routePath, sessionId);
+
+/** Principal an upstream answered with an MCP task id (`result.task.taskId`, a 2026-07-28 `taskId`, a task notification) on a route. */
+export const taskOwnerKey = (routePath: string, taskId: string) => key(TASK_OWNER_CLASS, routePath, taskId);
+
+/** The log (`Store.appendToLog`) of one principal's task ids on a route, hashed, capped in count by its writer: what its `tasks/list` may show. */
+export const principalTasksKey = (routePath: string, principal: string) => key('principal-tasks', routePath, principal);
+
+/** Principal an upstream event stream's event (its `id:` field) was passed on to on a route: whose `Last-Event-ID` may resume after it. */
+export const eventIdOwnerKey = (routePath: string, eventId: string) => key(EVENT_ID_CLASS, routePath, eventId);
 
 /**
  * The sliding window (`Store.admit`) of one route rate limit and one caller:

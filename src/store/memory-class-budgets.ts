@@ -8,6 +8,8 @@ import {
   PENDING_AUTHORIZATION_CLASS,
   RATE_LIMIT_CLASS,
   SESSION_BINDING_CLASS,
+  TASK_OWNER_CLASS,
+  EVENT_ID_CLASS,
 } from './key-names.js';
 
 export interface ClassBudget {
@@ -30,8 +32,11 @@ export interface ClassBudget {
 /** Flood classes get a tenth of `max_entries`, and never under this: enough for every user mid-login on a busy replica. */
 const MIN_FLOOD_CLASS_BUDGET = 1000;
 
-/** A client that reconnects all day stays far under this; past it, only its own oldest sessions go. */
+/** A client that reconnects all day stays far under this; past it, only its own oldest sessions go (so too its oldest task owners and event ids). */
 const MAX_SESSIONS_PER_PRINCIPAL = 1000;
+
+/** Classes whose entries name their principal in the value, shared per principal and route as sessions are. */
+const PER_PRINCIPAL_CLASSES: readonly string[] = [SESSION_BINDING_CLASS, TASK_OWNER_CLASS, EVENT_ID_CLASS];
 
 /**
  * The budget of `keyClass` for a store of `maxEntries`: every class may hold
@@ -45,7 +50,7 @@ export function memoryClassBudget(keyClass: string, maxEntries: number): ClassBu
     return { maxEntries: Math.max(MIN_FLOOD_CLASS_BUDGET, Math.floor(maxEntries / 10)), whenFull: 'evict' };
   }
   if (NEVER_EVICTED_CLASSES.includes(keyClass)) return { maxEntries, whenFull: 'refuse' };
-  if (keyClass === SESSION_BINDING_CLASS) {
+  if (PER_PRINCIPAL_CLASSES.includes(keyClass)) {
     return { maxEntries, whenFull: 'evict', perOwner: Math.max(1, Math.min(MAX_SESSIONS_PER_PRINCIPAL, Math.floor(maxEntries / 10))) };
   }
   return { maxEntries, whenFull: 'evict' };

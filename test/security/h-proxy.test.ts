@@ -535,18 +535,20 @@ describe('[H42] sessions are bound to the principal that created them', () => {
     ['another user, same client', 'bob', 'client-a'],
     ['the same user through another client', 'alice', 'client-b'],
   ];
-  it.each(others)('refuses %s: POST, GET with Last-Event-ID, DELETE → 404', async (_name, sub, clientId) => {
+  it.each(others)('refuses %s: POST, GET, DELETE → 404 (a GET with a Last-Event-ID not passed on to it: 400, K68)', async (_name, sub, clientId) => {
     const token = await tokenFor(PATH, sub, clientId);
     const sessionHeader: [string, string] = ['Mcp-Session-Id', session];
     const attempts = [
       raw(PATH, { token, headers: [sessionHeader] }),
-      raw(PATH, { method: 'GET', token, headers: [sessionHeader, ['Last-Event-ID', '5'], ['Accept', 'text/event-stream']] }),
+      raw(PATH, { method: 'GET', token, headers: [sessionHeader, ['Accept', 'text/event-stream']] }),
       raw(PATH, { method: 'DELETE', token, headers: [sessionHeader] }),
     ];
     for (const attempt of attempts) {
       const res = await nothingUpstream(() => attempt);
       expectRejection(simplifyRaw(res), { status: 404, error: 'not_found' }, tokenSecrets(token));
     }
+    const resumed = await nothingUpstream(() => raw(PATH, { method: 'GET', token, headers: [sessionHeader, ['Last-Event-ID', '5'], ['Accept', 'text/event-stream']] }));
+    expectRejection(simplifyRaw(resumed), { status: 400, error: 'invalid_request' }, tokenSecrets(token));
   });
 
   it('serves the creating principal (with a fresh token too) and passes Last-Event-ID through', async () => {
@@ -555,11 +557,16 @@ describe('[H42] sessions are bound to the principal that created them', () => {
     expect(result.status).toBe(200);
     expect(valuesOf(seen[0]!, 'mcp-session-id')).toEqual([session]);
 
+    // Her GET stream's first event carries `id: 1`; resuming after it reaches the upstream as sent.
+    const headers = { authorization: `Bearer ${fresh}`, 'mcp-session-id': session, accept: 'text/event-stream' };
+    const opened = await fetch(`${gw.url}${PATH}`, { headers });
+    expect(opened.status).toBe(200);
+    expect(JSON.parse((await readEvents(opened, 1, Date.now()))[0]!.data)).toMatchObject({ params: { lastEventId: null } });
     const started = Date.now();
-    const stream = await fetch(`${gw.url}${PATH}`, { headers: { authorization: `Bearer ${fresh}`, 'mcp-session-id': session, 'last-event-id': '7', accept: 'text/event-stream' } });
+    const stream = await fetch(`${gw.url}${PATH}`, { headers: { ...headers, 'last-event-id': '1' } });
     expect(stream.status).toBe(200);
     const [event] = await readEvents(stream, 1, started);
-    expect(JSON.parse(event!.data)).toMatchObject({ params: { lastEventId: '7' } });
+    expect(JSON.parse(event!.data)).toMatchObject({ params: { lastEventId: '1' } });
   });
 
   it('refuses the session on another route, an unknown id, and a malformed id', async () => {

@@ -503,11 +503,13 @@ describe('[J54] memory store: every key class has a budget of its own (second re
     'account-apps': (i) => keyNames.connectedAppsKey('https://as.example', `user-${i}`),
     'account-app-used': (i) => keyNames.appLastUsedKey('https://as.example', `user-${i}`, 'client'),
     'account-session': (i) => keyNames.accountSessionKey(`session-${i}`),
+    task: (i) => keyNames.taskOwnerKey('/r/mcp', `task-${i}`),
+    'event-id': (i) => keyNames.eventIdOwnerKey('/r/mcp', `event-${i}`),
   };
   const CLASS_NAMES = Object.keys(CLASSES);
 
   /** Time-ordered logs: kept apart from every LRU (appendToLog), so no class budget applies. */
-  const LOG_CLASSES = ['revoked-grants', 'idp-session', 'idp-subject'];
+  const LOG_CLASSES = ['revoked-grants', 'idp-session', 'idp-subject', 'principal-tasks'];
 
   it('[J54] the builders cover every class key-names.ts names, and each key lands in its namespace', () => {
     for (const [name, build] of Object.entries(CLASSES)) expect(build(1).split(':')[0]).toBe(name);
