@@ -505,6 +505,13 @@ describe('[J54] memory store: every key class has a budget of its own (second re
     'account-session': (i) => keyNames.accountSessionKey(`session-${i}`),
     task: (i) => keyNames.taskOwnerKey('/r/mcp', `task-${i}`),
     'event-id': (i) => keyNames.eventIdOwnerKey('/r/mcp', `event-${i}`),
+    'upstream-grant': (i) => keyNames.upstreamGrantKey('https://as.example', `user-${i}`, '/r/mcp'),
+    'upstream-refresh': (i) => keyNames.upstreamRefreshLockKey(`grant-${i}`),
+    'upstream-client': (i) => keyNames.upstreamClientKey('/r/mcp', `https://as-${i}.example`),
+    'upstream-connect': (i) => keyNames.upstreamConnectKey(`state-${i}`),
+    'connect-link': (i) => keyNames.connectLinkKey(`link-${i}`),
+    'connect-link-of': (i) => keyNames.connectLinkOfKey('https://as.example', `user-${i}`, '/r/mcp'),
+    'upstream-used': (i) => keyNames.upstreamUsedKey(`grant-${i}`),
   };
   const CLASS_NAMES = Object.keys(CLASSES);
 
