@@ -9,7 +9,7 @@ import { checkOnline } from './check/online-check.js';
 import { sandboxIssues } from './proxy/stdio/bubblewrap-check.js';
 import { uncontainedRoutes } from './proxy/stdio/containment.js';
 import { startGateway, type RunningGateway } from './gateway.js';
-import { watchConfig } from './config/watch.js';
+import { reloadOnChange } from './gateway/config-reloader.js';
 import { generateSigningKey } from './authorization-server/keys/signing-keys.js';
 import { demoCommand } from './demo/demo.js';
 import { EXPLAIN_OPTIONS, EXPLAIN_USAGE, explainCommand } from './policy/explain.js';
@@ -110,25 +110,6 @@ async function serve(source: string): Promise<number | undefined> {
   onSignal = shutdownOnSignal(gateway, watcher);
   if (early) onSignal(early);
   return undefined;
-}
-
-/** Reloads on a file change and on SIGHUP, one reload at a time; an invalid configuration leaves the last good one serving. */
-function reloadOnChange(source: string, gateway: RunningGateway): { close(): void } {
-  const { logger } = gateway;
-  let reloading = Promise.resolve();
-  const reload = (reason: string) => {
-    reloading = reloading.then(async () => {
-      try {
-        await gateway.reload(await loadConfig(source));
-        logger.info({ reason }, 'configuration reloaded');
-      } catch (err) {
-        if (err instanceof ConfigError) logger.error({ reason, issues: err.message.split('\n') }, 'invalid configuration ignored');
-        else logger.error({ reason, err }, 'reload failed');
-      }
-    });
-  };
-  process.on('SIGHUP', () => reload('SIGHUP'));
-  return watchConfig(source, () => reload('file change'));
 }
 
 /** The SIGTERM / SIGINT handler: drain, then exit. */

@@ -253,6 +253,8 @@ export interface TracesConfig {
 export interface GatewayConfig {
   /** The directory or file the configuration was loaded from. */
   source: string;
+  /** sha256 of the files as read (config-files.ts); undefined when built in code. */
+  digest?: string;
   host: string;
   port: number;
   /** No trailing slash. */
