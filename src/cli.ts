@@ -8,6 +8,7 @@ import { describeRoutes } from './config/describe.js';
 import { checkOnline } from './check/online-check.js';
 import { sandboxIssues } from './proxy/stdio/bubblewrap-check.js';
 import { uncontainedRoutes } from './proxy/stdio/containment.js';
+import { commandIssues } from './proxy/stdio/command-path.js';
 import { startGateway, type RunningGateway } from './gateway.js';
 import { reloadOnChange } from './gateway/config-reloader.js';
 import { generateSigningKey } from './authorization-server/keys/signing-keys.js';
@@ -82,10 +83,10 @@ async function check(source: string, online: boolean): Promise<number> {
   console.log(describeRoutes(config));
   // Where nothing here ends what a server leaves behind (DESIGN.md §8.3): said, not refused.
   for (const warning of uncontainedRoutes(config.routes)) console.log(`warning: ${warning}`);
-  // The same check a start makes: a stdio sandbox that cannot start on this host.
-  const sandboxes = await sandboxIssues(config.routes);
-  if (sandboxes.length > 0) {
-    console.error(new ConfigError(sandboxes).message);
+  // The same check a start makes: a stdio sandbox that cannot start on this host; and a stdio command that would not be found.
+  const problems = [...(await sandboxIssues(config.routes)), ...commandIssues(config.routes)];
+  if (problems.length > 0) {
+    console.error(new ConfigError(problems).message);
     return 1;
   }
   if (!online) return 0;

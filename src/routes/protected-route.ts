@@ -20,6 +20,7 @@ import type { UpstreamCredential } from '../upstream-auth/upstream-credential.js
 import type { Metrics, RequestOutcome } from '../observability/metrics.js';
 import type { TallyCount } from '../observability/counter-tally.js';
 import type { Logger } from '../observability/logger.js';
+import { findDiagnosis, SaidOnce } from '../errors/diagnosis.js';
 import type { GatewaySpan, Tracing } from '../observability/tracing.js';
 import type { ChallengeContext } from '../errors/respond.js';
 import { writeError } from '../errors/write-error.js';
@@ -144,8 +145,12 @@ type Finish = ReturnType<typeof routeOutcomeRecorder>;
 
 /** Whatever a step threw, answered once: logged, written with the challenge and CORS headers, counted. */
 function routeRefusal(logger: Logger, routeLabel: string, challenge: ChallengeContext, finish: Finish) {
+  const diagnosed = new SaidOnce();
   return function refuse(res: ServerResponse, thrown: unknown, cors: Record<string, string> | undefined, started: number, span?: GatewaySpan): void {
     const err = toGatewayError(thrown);
+    const diagnosis = err.status >= 500 ? findDiagnosis(err) : undefined;
+    // The cause an operator can fix, said once with what is configured and what was seen.
+    if (diagnosis && diagnosed.first(diagnosis.key)) logger.error({ route: routeLabel, cause: diagnosis.cause, ...diagnosis.fields }, diagnosis.message);
     if (err.status >= 500) logger.warn({ route: routeLabel, err: err.cause ?? err, status: err.status }, err.description);
     else logger.debug({ route: routeLabel, status: err.status, error: err.code }, err.description);
     writeError(res, err, challenge, cors);
