@@ -21,6 +21,7 @@ import type { Metrics, RequestOutcome } from '../observability/metrics.js';
 import type { TallyCount } from '../observability/counter-tally.js';
 import type { Logger } from '../observability/logger.js';
 import { findDiagnosis, SaidOnce } from '../errors/diagnosis.js';
+import { identityHeaderValues } from '../upstream-auth/identity-headers.js';
 import type { GatewaySpan, Tracing } from '../observability/tracing.js';
 import type { ChallengeContext } from '../errors/respond.js';
 import { writeError } from '../errors/write-error.js';
@@ -100,12 +101,13 @@ function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHan
       // Admitted by policy and rate limits: only now is the DPoP proof's jti spent.
       if (auth.dpopProof && deps.dpop) await spendDpopProof(deps.dpop, auth);
       const credential = deps.credential.headersFor(auth);
-      const injected = credential instanceof Promise ? await credential.catch((err: unknown) => Promise.reject(asConnectElicitation(err, req, body))) : credential;
+      const credentialHeaders = credential instanceof Promise ? await credential.catch((err: unknown) => Promise.reject(asConnectElicitation(err, req, body))) : credential;
+      const injected = withIdentity(route, auth, credentialHeaders);
       if (cors) for (const name in cors) res.setHeader(name, cors[name]!);
       endWithAuthorization(res, req.method, auth, deps.verifier);
       const upstream401 = { seen: false };
       await deps.forwarder.forward(req, res, { auth, body, injected, transform, span, ...(deps.credential.rejected && { rejected: () => (upstream401.seen = true) }) });
-      if (upstream401.seen) await forwardAgain(req, res, deps, { auth, body, injected, transform, span });
+      if (upstream401.seen) await forwardAgain(req, res, deps, { auth, body, injected, transform, span }, route);
       span?.setStatus(res.statusCode);
       finish(res.statusCode, 'allow', started);
     } catch (thrown) {
@@ -118,10 +120,10 @@ function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHan
  * The upstream refused a credential that can renew itself (a user's own grant): renewed once and
  * the request sent once more; a second 401 is the usual 502, a grant that is gone the connect link.
  */
-async function forwardAgain(req: IncomingMessage, res: ServerResponse, deps: ProtectedRouteDeps, ctx: ForwardContext): Promise<void> {
+async function forwardAgain(req: IncomingMessage, res: ServerResponse, deps: ProtectedRouteDeps, ctx: ForwardContext, route: RouteConfig): Promise<void> {
   try {
     await deps.credential.rejected!(ctx.auth, ctx.injected);
-    const injected = await deps.credential.headersFor(ctx.auth);
+    const injected = withIdentity(route, ctx.auth, await deps.credential.headersFor(ctx.auth));
     await deps.forwarder.forward(req, res, { ...ctx, injected });
   } catch (err) {
     throw asConnectElicitation(err, req, ctx.body);
@@ -134,6 +136,12 @@ function challengeOf(route: RouteConfig, deps: ProtectedRouteDeps): ChallengeCon
     resourceMetadataUrl: route.resourceMetadataUrl,
     ...(route.dpop && deps.dpop && { dpop: { algs: DPOP_ALGORITHMS, required: route.dpop.required } }),
   };
+}
+
+/** The upstream credential plus the route's identity_headers (from the verified token), the credential's names winning. */
+function withIdentity(route: RouteConfig, auth: AuthContext, credential: Readonly<Record<string, string>>): Readonly<Record<string, string>> {
+  if (!route.identityHeaders?.length) return credential;
+  return { ...identityHeaderValues(route.identityHeaders, auth), ...credential };
 }
 
 /** A request with a DPoP proof or a DPoP-scheme Authorization header. */
