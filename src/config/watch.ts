@@ -35,13 +35,16 @@ export function watchConfig(source: string, onChange: () => void, { debounceMs =
     if (!closed) timer = setTimeout(() => void compare(), debounceMs);
   };
   const compare = () =>
-    (comparing = comparing.then(async () => {
-      if (closed) return;
-      const { digest, directories } = await snapshotConfig(source);
-      follow(watchers, [...directories, ...(await fileDirectories(source))], schedule);
-      if (last !== undefined && digest !== last) onChange();
-      last = digest;
-    }));
+    (comparing = comparing
+      .then(async () => {
+        if (closed) return;
+        const { digest, directories } = await snapshotConfig(source);
+        follow(watchers, [...directories, ...(await fileDirectories(source))], schedule);
+        if (last !== undefined && digest !== last) onChange();
+        last = digest;
+      })
+      // A comparison that fails (a file vanishing mid-read) must not end the chain: the next event or poll compares again.
+      .catch(() => undefined));
 
   const poll = setInterval(() => void compare(), pollMs);
   poll.unref();
