@@ -29,7 +29,7 @@ export async function probeStdio(route: RouteConfig): Promise<Finding> {
   const noSessions = { admit: () => Promise.reject(new GatewayError(404, 'not_found', 'no sessions in check')), bind: () => Promise.resolve(), release: () => undefined };
   const pool = new ProcessPool(route.path, stdio, route.maxBodyBytes, { session: noSessions, logger });
   try {
-    const session = await pool.start('check --online', true);
+    const session = await pool.start('check --online', 'check --online', true);
     await initializeStdio(session, Math.min(route.upstreamTimeoutMs, MAX_HANDSHAKE_MS));
     return ok('upstream', `${stdio.command} (${resolution.found}) started and answered initialize`);
   } catch (err) {
