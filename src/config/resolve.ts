@@ -319,8 +319,7 @@ class Resolver {
           ...(r.allow_subjects && { allowSubjects: r.allow_subjects }),
         }),
       ),
-      filterToolsList: f.filter_tools_list,
-      identityHeaders: resolveIdentityHeaders(f.identity_headers),
+      ...{ filterToolsList: f.filter_tools_list, identityHeaders: resolveIdentityHeaders(f.identity_headers) },
       rateLimits: f.rate_limits.map(
         (l, i): RouteRateLimitConfig => ({
           per: l.per,

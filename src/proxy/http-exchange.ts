@@ -48,6 +48,8 @@ export class ExchangeScope {
   readonly stalledBodies: IdleSweep<Exchange>;
 
   private readonly diagnosed = new SaidOnce();
+  /** The route's identity_headers: the gateway's word, so a client's copy never passes, even when the token has no such claim. */
+  readonly identityNames: ReadonlySet<string> | undefined;
 
   constructor(
     readonly route: string,
@@ -57,8 +59,10 @@ export class ExchangeScope {
     readonly metrics?: ProxyMetrics,
     /** The configured upstream URL, for diagnoses (masked when logged). */
     readonly upstream = '',
+    identityHeaders: readonly { name: string }[] = [],
   ) {
     this.stalledBodies = new IdleSweep<Exchange>(bodyIdleMs, (exchange) => exchange.cancel('idle'));
+    this.identityNames = identityHeaders.length > 0 ? new Set(identityHeaders.map((h) => h.name)) : undefined;
   }
 
   /**
