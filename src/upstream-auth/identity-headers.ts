@@ -7,7 +7,7 @@
 // copy is removed either way (proxy/headers.ts, `strip`).
 import type { AuthContext } from '../auth/principal.js';
 import type { IdentityHeader } from '../config/identity-headers.js';
-import { deniedByPolicy } from '../errors/gateway-error.js';
+import { GatewayError } from '../errors/gateway-error.js';
 
 /** RFC 9110 §5.5 field-value, restricted to what every server reads alike: visible ASCII and inner spaces. */
 const HEADER_VALUE = /^[\x21-\x7E]([\x20-\x7E]*[\x21-\x7E])?$/;
@@ -31,7 +31,7 @@ const scalar = (value: unknown): string | undefined => (typeof value === 'string
 function headerValue(header: IdentityHeader, value: unknown): string | undefined {
   if (value === undefined || value === null || (Array.isArray(value) && value.length === 0)) return undefined;
   const parts = Array.isArray(value) ? value.map(scalar) : [scalar(value)];
-  const refuse = () => deniedByPolicy(`The token's ${header.from.join('.')} cannot be sent to the upstream as the ${header.name} header`);
+  const refuse = () => new GatewayError(403, 'access_denied', `The token's ${header.from.join('.')} cannot be sent to the upstream as the ${header.name} header`);
   if (parts.some((part) => part === undefined || (Array.isArray(value) && part.includes(',')))) throw refuse();
   const text = (parts as string[]).join(',');
   if (text.length > MAX_VALUE_LENGTH || !HEADER_VALUE.test(text)) throw refuse();
