@@ -8,8 +8,9 @@ import { describeRoutes } from './config/describe.js';
 import { checkOnline } from './check/online-check.js';
 import { sandboxIssues } from './proxy/stdio/bubblewrap-check.js';
 import { uncontainedRoutes } from './proxy/stdio/containment.js';
+import { commandIssues } from './proxy/stdio/command-path.js';
 import { startGateway, type RunningGateway } from './gateway.js';
-import { watchConfig } from './config/watch.js';
+import { reloadOnChange } from './gateway/config-reloader.js';
 import { generateSigningKey } from './authorization-server/keys/signing-keys.js';
 import { demoCommand } from './demo/demo.js';
 import { EXPLAIN_OPTIONS, EXPLAIN_USAGE, explainCommand } from './policy/explain.js';
@@ -82,10 +83,10 @@ async function check(source: string, online: boolean): Promise<number> {
   console.log(describeRoutes(config));
   // Where nothing here ends what a server leaves behind (DESIGN.md §8.3): said, not refused.
   for (const warning of uncontainedRoutes(config.routes)) console.log(`warning: ${warning}`);
-  // The same check a start makes: a stdio sandbox that cannot start on this host.
-  const sandboxes = await sandboxIssues(config.routes);
-  if (sandboxes.length > 0) {
-    console.error(new ConfigError(sandboxes).message);
+  // The same check a start makes: a stdio sandbox that cannot start on this host; and a stdio command that would not be found.
+  const problems = [...(await sandboxIssues(config.routes)), ...commandIssues(config.routes)];
+  if (problems.length > 0) {
+    console.error(new ConfigError(problems).message);
     return 1;
   }
   if (!online) return 0;
@@ -110,25 +111,6 @@ async function serve(source: string): Promise<number | undefined> {
   onSignal = shutdownOnSignal(gateway, watcher);
   if (early) onSignal(early);
   return undefined;
-}
-
-/** Reloads on a file change and on SIGHUP, one reload at a time; an invalid configuration leaves the last good one serving. */
-function reloadOnChange(source: string, gateway: RunningGateway): { close(): void } {
-  const { logger } = gateway;
-  let reloading = Promise.resolve();
-  const reload = (reason: string) => {
-    reloading = reloading.then(async () => {
-      try {
-        await gateway.reload(await loadConfig(source));
-        logger.info({ reason }, 'configuration reloaded');
-      } catch (err) {
-        if (err instanceof ConfigError) logger.error({ reason, issues: err.message.split('\n') }, 'invalid configuration ignored');
-        else logger.error({ reason, err }, 'reload failed');
-      }
-    });
-  };
-  process.on('SIGHUP', () => reload('SIGHUP'));
-  return watchConfig(source, () => reload('file change'));
 }
 
 /** The SIGTERM / SIGINT handler: drain, then exit. */

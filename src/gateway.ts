@@ -12,6 +12,7 @@ import { LiveRoutes, logWarnings } from './gateway/reload.js';
 import { buildRouteTable, closeForwarders, closeRouteTable } from './gateway/route-table.js';
 import { openServices } from './gateway/services.js';
 import type { StartOptions } from './gateway/start-options.js';
+import type { Services } from './gateway/services.js';
 
 export type { StartOptions } from './gateway/start-options.js';
 
@@ -51,6 +52,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
   const http = createHttpServer(config, () => live.table.listener);
   const { url, port } = await listen(http.server, config);
   services.readiness.ready = true;
+  recordLoaded(config, services);
   logger.info({ url, routes: config.routes.map((r) => r.path) }, 'gateway listening');
 
   let closed = false;
@@ -78,8 +80,19 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     logger,
     metrics,
     store,
-    reload: (next) => live.reload(next),
+    reload: async (next) => {
+      await live.reload(next);
+      recordLoaded(next, services);
+    },
     drain: ({ delayMs = live.config.drainDelayMs, graceMs = live.config.shutdownGraceMs }: DrainOptions = {}) => drain(shutdown, delayMs, graceMs),
     close: () => stop(shutdown),
   };
+}
+
+/** /readyz and the metrics name the live configuration: its hash and when it was loaded. */
+function recordLoaded(config: GatewayConfig, { readiness, metrics }: Pick<Services, 'readiness' | 'metrics'>): void {
+  readiness.config = { hash: config.digest, loadedAt: new Date() };
+  metrics.configLoaded.set(readiness.config.loadedAt.getTime() / 1000);
+  metrics.configInfo.reset();
+  metrics.configInfo.set({ hash: config.digest ?? 'none' }, 1);
 }

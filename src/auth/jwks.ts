@@ -5,6 +5,8 @@
 // jwks_uri, bounded fetches without redirects, and a backoff after failures
 // so an unreachable IdP is not hit by every request.
 import { createRemoteJWKSet, customFetch, errors, type JWTVerifyGetKey, type RemoteJWKSet } from 'jose';
+import { redactUrl } from '../config/urls.js';
+import type { Diagnosed, Diagnosis } from '../errors/diagnosis.js';
 import { fetchJson } from './fetch-json.js';
 
 /** The key set (or its discovery) cannot be reached: the request gets 503, never 200. */
@@ -22,6 +24,25 @@ export interface JwksOptions {
   /** First wait after a failed fetch; doubles on each failure up to retryMaxMs. */
   retryBaseMs?: number;
   retryMaxMs?: number;
+}
+
+/** RFC 8414 §3.3: the metadata names another issuer than the configured one (often only a trailing slash). */
+export class IssuerMismatch extends Error implements Diagnosed {
+  override readonly name = 'IssuerMismatch';
+  readonly diagnosis: Diagnosis;
+
+  constructor(configured: string, seen: unknown, url: string) {
+    super(`${url}: metadata issuer does not match ${configured}`);
+    const named = typeof seen === 'string' ? seen : JSON.stringify(seen ?? null).slice(0, 200);
+    const slash = named.replace(/\/$/, '') === configured.replace(/\/$/, '') ? ' (only a trailing slash differs)' : '';
+    this.diagnosis = {
+      cause: 'issuer_mismatch',
+      key: `issuer_mismatch ${configured} ${named}`,
+      message: `the issuer's metadata names another issuer${slash}: tokens cannot be verified until token.jwt.issuer equals it exactly (check --online says the same)`,
+      // Exactly as written (a slash is the difference that matters), user info removed.
+      fields: { configured: redactUrl(configured), seen: typeof seen === 'string' ? redactUrl(seen) : named, metadata: redactUrl(url) },
+    };
+  }
 }
 
 const MAX_METADATA_BYTES = 256 * 1024;
@@ -144,7 +165,7 @@ async function discoverJwksUri(issuer: string, timeoutMs: number): Promise<strin
       const metadata = await fetchJson(url, { timeoutMs, maxBytes: MAX_METADATA_BYTES });
       if (!isObject(metadata)) throw new Error(`${url}: metadata is not an object`);
       // RFC 8414 §3.3: metadata naming another issuer must not be used.
-      if (metadata.issuer !== issuer) throw new Error(`${url}: metadata issuer does not match ${issuer}`);
+      if (metadata.issuer !== issuer) throw new IssuerMismatch(issuer, metadata.issuer, url);
       if (typeof metadata.jwks_uri !== 'string') throw new Error(`${url}: metadata has no jwks_uri`);
       const jwksUri = new URL(metadata.jwks_uri);
       if (jwksUri.protocol !== 'https:' && jwksUri.protocol !== 'http:') throw new Error(`${url}: jwks_uri is not http(s)`);

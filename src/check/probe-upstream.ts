@@ -5,6 +5,7 @@ import type { RouteConfig } from '../config/types.js';
 import { redactUrl } from '../config/urls.js';
 import { error, ok, warn, type Finding } from './findings.js';
 import { describeStatus, probe, type ProbeAnswer } from './http-probe.js';
+import { probeStdio } from './probe-stdio.js';
 
 const INITIALIZE = JSON.stringify({
   jsonrpc: '2.0',
@@ -14,8 +15,8 @@ const INITIALIZE = JSON.stringify({
 });
 
 export async function probeUpstream(route: RouteConfig): Promise<Finding> {
-  // A process is started per session, on demand: there is nothing listening to reach yet.
-  if (route.stdio) return ok('upstream', `${route.upstream}: a stdio server, started per session (not probed)`);
+  // Started once for the handshake, as a session's process would be.
+  if (route.stdio) return probeStdio(route);
   const where = redactUrl(route.upstream);
   // An initialize POST means nothing to a legacy SSE URL (GET only): said plainly rather than judged wrongly.
   if (route.sse) return warn('upstream', `${where}: a legacy HTTP+SSE upstream; check --online does not probe its event stream`);

@@ -3,9 +3,10 @@
 // gateway.yaml, which may then list its routes under `routes:`. Every problem in
 // every file is collected before one ConfigError is thrown, so a user fixes
 // them all in one pass.
-import { readFile, readdir, stat } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { ConfigError, type ConfigIssue } from './config-error.js';
+import { ConfigDigest, GATEWAY_FILES, yamlFilesUnder } from './config-files.js';
 import { applyEnvOverrides, howToGiveByEnv, readEnvOverrides } from './env.js';
 import { resolveConfig, type Located } from './resolve.js';
 import { GatewayDocumentSchema, RouteSchema, type RouteFile } from './schema.js';
@@ -13,13 +14,12 @@ import type { GatewayConfig } from './types.js';
 import { validate } from './validate.js';
 import { parseYamlFile, type YamlFile } from './yaml-file.js';
 
-const GATEWAY_FILES = ['gateway.yaml', 'gateway.yml'];
-
 export async function loadConfig(source: string, env: NodeJS.ProcessEnv = process.env): Promise<GatewayConfig> {
   const { gatewayFile, routeFiles, configDir } = await findFiles(source);
   const { overrides, issues } = readEnvOverrides(env);
 
-  const gw = await readYaml(gatewayFile);
+  const digest = new ConfigDigest();
+  const gw = await readYaml(gatewayFile, digest);
   issues.push(...gw.issues);
   const gateway = gw.data === undefined ? undefined : validate(GatewayDocumentSchema, applyEnvOverrides(gw.data, overrides), gw.at, howToGiveByEnv);
   issues.push(...(gateway?.issues ?? []));
@@ -30,7 +30,7 @@ export async function loadConfig(source: string, env: NodeJS.ProcessEnv = proces
     at: (path, message, key) => gw.at(['routes', i, ...path], message, key),
   }));
   for (const file of routeFiles) {
-    const parsed = await readYaml(file);
+    const parsed = await readYaml(file, digest);
     const route = parsed.data === undefined ? undefined : validate(RouteSchema, parsed.data, parsed.at);
     issues.push(...parsed.issues, ...(route?.issues ?? []));
     if (route?.value) routes.push({ file, value: route.value, at: parsed.at });
@@ -44,7 +44,7 @@ export async function loadConfig(source: string, env: NodeJS.ProcessEnv = proces
   const resolved = await resolveConfig({ source, configDir, gateway: { file: gatewayFile, value: globals, at: gw.at }, routes, env });
   issues.push(...resolved.issues);
   if (issues.length > 0) throw fail();
-  return resolved.config;
+  return { ...resolved.config, digest: digest.value() };
 }
 
 /** Environment first, then file by file in load order, top to bottom. */
@@ -71,34 +71,11 @@ async function findFiles(source: string): Promise<{ gatewayFile: string; routeFi
   };
 }
 
-/** Relative paths of the YAML files under `dir`. */
-async function yamlFilesUnder(dir: string, prefix = ''): Promise<string[]> {
-  const found: string[] = [];
-  for (const entry of await readdir(join(dir, prefix), { withFileTypes: true })) {
-    // Hidden entries are skipped: Kubernetes mounts a ConfigMap as `..data/`
-    // plus symlinks to it, and editors leave `.#file` and `.swp` behind.
-    if (entry.name.startsWith('.')) continue;
-    const rel = join(prefix, entry.name);
-    // Symlinks to files are followed (that is how ConfigMaps appear); symlinks
-    // to directories are not, so a link loop cannot hang the loader.
-    const isFile = entry.isFile() || (entry.isSymbolicLink() && (await stat(join(dir, rel)).then((s) => s.isFile(), () => false)));
-    if (entry.isDirectory()) {
-      // A subdirectory with a gateway.yaml of its own is another configuration
-      // (policies/examples/*), not more routes of this one.
-      if (!(await holdsGatewayFile(join(dir, rel)))) found.push(...(await yamlFilesUnder(dir, rel)));
-    } else if (isFile && /\.ya?ml$/.test(entry.name)) found.push(rel);
-  }
-  return found;
-}
-
-async function holdsGatewayFile(dir: string): Promise<boolean> {
-  const names = await readdir(dir);
-  return names.some((name) => GATEWAY_FILES.includes(name));
-}
-
-async function readYaml(file: string): Promise<YamlFile> {
+async function readYaml(file: string, digest: ConfigDigest): Promise<YamlFile> {
   try {
-    return parseYamlFile(file, await readFile(file, 'utf8'));
+    const text = await readFile(file, 'utf8');
+    digest.add(file, text);
+    return parseYamlFile(file, text);
   } catch (err) {
     const issue: ConfigIssue = { file, line: 0, column: 0, message: `cannot read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}` };
     return { data: undefined, at: () => issue, issues: [issue] };

@@ -3,6 +3,7 @@
 // cross-file rules (unique paths and resources, reserved paths) checked.
 // Pure apart from reading secrets from the environment and files, and the
 // host facts a stdio route's isolation needs (stdio-isolation.ts).
+import { resolveIdentityHeaders } from './identity-headers.js';
 import { formatIssue, type ConfigIssue } from './config-error.js';
 import { parseDuration } from './duration.js';
 import { readSecret } from './secrets.js';
@@ -318,7 +319,7 @@ class Resolver {
           ...(r.allow_subjects && { allowSubjects: r.allow_subjects }),
         }),
       ),
-      filterToolsList: f.filter_tools_list,
+      ...{ filterToolsList: f.filter_tools_list, identityHeaders: resolveIdentityHeaders(f.identity_headers) },
       rateLimits: f.rate_limits.map(
         (l, i): RouteRateLimitConfig => ({
           per: l.per,

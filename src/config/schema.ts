@@ -1,6 +1,8 @@
 // The configuration file formats. Pure zod without transforms, so the same
 // schema validates files and generates schema/gateway.schema.json.
 import { z } from 'zod';
+import { WhenSchema } from './cel-when.js';
+import { IdentityHeadersSchema } from './identity-headers.js';
 import { parseDuration } from './duration.js';
 import { ASYMMETRIC_JWS_ALGORITHMS } from './jws-algorithms.js';
 import { GATEWAY_AUTHORIZE_PARAMS, isGatewayAuthorizeParam } from './idp-authorize-params.js';
@@ -85,18 +87,16 @@ export const TokenSchema = z
 const Glob = z.string().min(1);
 
 /** What a rule or a rate limit applies to: JSON-RPC messages by method and tool, resource or prompt name (globs). */
-const MatchSchema = z
-  .strictObject({
-    method: z.string().min(1).optional(),
-    tool: Glob.optional(),
-    uri: Glob.optional(),
-    prompt: Glob.optional(),
-  })
-  .refine((m) => Object.keys(m).length > 0, 'a match needs at least one of method, tool, uri, prompt');
+const MATCH_FIELDS = { method: z.string().min(1).optional(), tool: Glob.optional(), uri: Glob.optional(), prompt: Glob.optional() };
+const MatchSchema = z.strictObject(MATCH_FIELDS).refine((m) => Object.keys(m).length > 0, 'a match needs at least one of method, tool, uri, prompt');
+/** A rule's match may also hold a CEL condition (cel-when.ts). */
+const RuleMatchSchema = z
+  .strictObject({ ...MATCH_FIELDS, when: WhenSchema.optional() })
+  .refine((m) => Object.keys(m).length > 0, 'a match needs at least one of method, tool, uri, prompt, when');
 
 export const RuleSchema = z
   .strictObject({
-    match: MatchSchema,
+    match: RuleMatchSchema,
     require_scopes: z.array(Scope).optional(),
     deny: z.literal(true).optional(),
     allow_clients: z.array(z.string().min(1)).optional(),
@@ -281,6 +281,7 @@ export const RouteSchema = z.strictObject({
     })
     .default({ max_body_bytes: 4 * 1024 * 1024, upstream_timeout: '60s', max_get_streams_per_user: 16 }),
   upstream_auth: UpstreamAuthSchema.default({ kind: 'none' }),
+  identity_headers: IdentityHeadersSchema.optional(),
 }).meta({ id: 'RouteFile', description: 'One route: a file under the config directory other than gateway.yaml' });
 
 export const StoreSchema = z.discriminatedUnion('kind', [

@@ -1,5 +1,6 @@
 // The runtime configuration: files validated, defaults applied, durations in
 // milliseconds, secrets resolved, canonical URIs computed. Built once per load.
+import type { IdentityHeader } from './identity-headers.js';
 import type { JwtAlgorithm } from './jws-algorithms.js';
 import type { JWT_BEARER_GRANT_TYPE } from './schema.js';
 import type { UserOAuthConfig } from './user-oauth.js';
@@ -44,7 +45,7 @@ export interface DpopRouteConfig {
 }
 
 export interface RuleConfig {
-  match: { method?: string; tool?: string; uri?: string; prompt?: string };
+  match: { method?: string; tool?: string; uri?: string; prompt?: string; when?: string };
   requireScopes?: string[];
   deny?: true;
   allowClients?: string[];
@@ -136,6 +137,8 @@ export interface RouteConfig {
   requiredScopes: string[];
   rules: RuleConfig[];
   filterToolsList: boolean;
+  /** `identity_headers`, names lower-cased; undefined or empty: none. */
+  identityHeaders?: readonly IdentityHeader[];
   rateLimits: RouteRateLimitConfig[];
   allowedOrigins: string[];
   maxBodyBytes: number;
@@ -253,6 +256,8 @@ export interface TracesConfig {
 export interface GatewayConfig {
   /** The directory or file the configuration was loaded from. */
   source: string;
+  /** sha256 of the files as read (config-files.ts); undefined when built in code. */
+  digest?: string;
   host: string;
   port: number;
   /** No trailing slash. */

@@ -7,6 +7,7 @@
 // that the gateway starts per session, in a bubblewrap sandbox when bwrap
 // works here (the demo runs without it too). Configuration is embedded (validated by
 // the same schema and resolver as files), the store is in memory.
+import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { resolveConfig } from '../config/resolve.js';
@@ -20,7 +21,12 @@ import { sandboxProblem } from '../proxy/stdio/bubblewrap-check.js';
 import { startDemoMcpServer } from './demo-mcp-server.js';
 
 export const DEMO_ROUTE_PATH = '/demo/mcp';
+/** The machine client of the README's headless recipe; its secret is made at each start and printed. */
+export const DEMO_MACHINE_CLIENT = 'demo-ci';
+const DEMO_SECRET_ENV = 'MAG_DEMO_CI_SECRET';
 export const DEMO_MEMORY_ROUTE_PATH = '/memory/mcp';
+/** The MCP Inspector the README pins: its CLI has --header and runs on Node 20 (its engines field says 22; tried on 20.20 against the demo). */
+export const INSPECTOR_VERSION = '0.21.2';
 
 /** server-memory's bin script, resolved in node_modules (never fetched by npx). */
 export function memoryServerScript(): string {
@@ -53,7 +59,13 @@ export function demoConfigFiles(port: number, upstream: string, sandboxed = fals
       audit: { sink: 'stderr' },
       log_level: process.env.LOG_LEVEL ?? 'warn',
       // Two routes: a 2025-03-26 client that sends no `resource` gets the first one's.
-      authorization_server: { enabled: true, login: { kind: 'dev' }, default_resource: `${publicUrl}${DEMO_ROUTE_PATH}` },
+      authorization_server: {
+        enabled: true,
+        login: { kind: 'dev' },
+        default_resource: `${publicUrl}${DEMO_ROUTE_PATH}`,
+        // The README's headless recipe: client_credentials, without a browser.
+        clients: [{ client_id: DEMO_MACHINE_CLIENT, client_secret: { env: DEMO_SECRET_ENV }, grant_types: ['client_credentials'], scopes: ['mcp:read'] }],
+      },
     },
     route: {
       path: DEMO_ROUTE_PATH,
@@ -95,7 +107,7 @@ export function demoConfigFiles(port: number, upstream: string, sandboxed = fals
   };
 }
 
-export async function demoConfig(port: number, upstream: string, sandboxed = false): Promise<GatewayConfig> {
+export async function demoConfig(port: number, upstream: string, sandboxed = false, machineSecret = randomBytes(24).toString('base64url')): Promise<GatewayConfig> {
   const files = demoConfigFiles(port, upstream, sandboxed);
   const at: Locate = (path, message, key) => ({ file: 'demo', line: 0, column: 0, message: `${[...path, ...(key ? [key] : [])].join('.')}: ${message}` });
   const gateway = validate(GatewaySchema, files.gateway, at);
@@ -111,7 +123,7 @@ export async function demoConfig(port: number, upstream: string, sandboxed = fal
       { file: 'demo', value: route.value, at },
       { file: 'demo', value: memoryRoute.value, at },
     ],
-    env: process.env,
+    env: { ...process.env, [DEMO_SECRET_ENV]: machineSecret },
   });
   if (resolved.issues.length > 0) throw new ConfigError(resolved.issues);
   return resolved.config;
@@ -123,6 +135,8 @@ export interface RunningDemo {
   memoryUrl: string;
   /** Its processes run in a bubblewrap sandbox. */
   sandboxed: boolean;
+  /** The secret of DEMO_MACHINE_CLIENT, new at each start. */
+  machineSecret: string;
   close(): Promise<void>;
 }
 
@@ -130,8 +144,10 @@ export async function startDemo(port: number): Promise<RunningDemo> {
   const upstream = await startDemoMcpServer();
   try {
     const sandboxed = await demoCanSandbox();
-    const gateway = await startGateway(await demoConfig(port, upstream.url, sandboxed));
+    const machineSecret = randomBytes(24).toString('base64url');
+    const gateway = await startGateway(await demoConfig(port, upstream.url, sandboxed, machineSecret));
     return {
+      machineSecret,
       mcpUrl: `${gateway.url}${DEMO_ROUTE_PATH}`,
       memoryUrl: `${gateway.url}${DEMO_MEMORY_ROUTE_PATH}`,
       sandboxed,
@@ -168,7 +184,7 @@ export async function demoCommand(env: NodeJS.ProcessEnv = process.env): Promise
       '',
       `  MCP server URL:  ${demo.mcpUrl}`,
       '',
-      '  Point an MCP client at that URL, e.g. `npx @modelcontextprotocol/inspector` (transport: Streamable HTTP).',
+      `  Point an MCP client at that URL, e.g. \`npx @modelcontextprotocol/inspector@${INSPECTOR_VERSION}\` (transport: Streamable HTTP).`,
       '  It discovers the built-in authorization server, registers itself, and opens a consent page that',
       '  names it; then sign in with any user name (the dev login). Scopes: mcp:read lists and calls',
       '  echo, add, list_notes; mcp:write also add_note and delete_note; shell is denied by policy.',
@@ -181,6 +197,10 @@ export async function demoCommand(env: NodeJS.ProcessEnv = process.env): Promise
       demo.sandboxed
         ? '  Each process runs in a bubblewrap sandbox: its own directory, no network, no view of the gateway.'
         : '  Its processes run unsandboxed: bubblewrap (bwrap) is not available here (apt-get install bubblewrap).',
+      '',
+      `  Without a browser (the README's headless recipe): the machine client ${DEMO_MACHINE_CLIENT}, secret ${demo.machineSecret} (new at each start)`,
+      `    TOKEN=$(curl -s -u '${DEMO_MACHINE_CLIENT}:${demo.machineSecret}' -d grant_type=client_credentials -d resource=${demo.mcpUrl} ${new URL(demo.mcpUrl).origin}/token | jq -r .access_token)`,
+      `    npx @modelcontextprotocol/inspector@${INSPECTOR_VERSION} --cli ${demo.mcpUrl} --header "Authorization: Bearer $TOKEN" --method tools/list`,
       '',
       'Press Ctrl-C to stop.',
       '',

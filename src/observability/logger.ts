@@ -50,6 +50,8 @@ const MAX_ERROR_CODE_LENGTH = 40;
  * underscores: nothing like the random letters and digits of a secret).
  */
 export function censor(value: unknown, path: string[]): unknown {
+  // A process's exit code (a number, or null when a signal or a failed spawn ended it) is no secret.
+  if (path.at(-1) === 'code' && (value === null || typeof value === 'number')) return value;
   if (path.at(-1) !== 'code' || typeof value !== 'string' || value.length > MAX_ERROR_CODE_LENGTH) return CENSORED;
   return ERRNO_NAMES.has(value) || WORDS_ERROR_CODE.test(value) ? value : CENSORED;
 }

@@ -186,6 +186,28 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  // --- configuration reloads ------------------------------------------------------
+
+  readonly configLoaded = new Gauge({
+    name: 'mag_config_loaded_timestamp_seconds',
+    help: 'When the live configuration was loaded (start or the last successful reload)',
+    registers: [this.registry],
+  });
+
+  readonly configInfo = new Gauge({
+    name: 'mag_config_info',
+    help: 'Always 1: the live configuration, its hash (sha256 of its files as read, as /readyz shows it) in the label',
+    labelNames: ['hash'] as const,
+    registers: [this.registry],
+  });
+
+  readonly configReloads = new Counter({
+    name: 'mag_config_reloads_total',
+    help: 'Reloads by result: ok, invalid (the configuration has issues, logged with file:line; the last good one keeps serving) or failed (it did not build)',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'mag_' });
   }

@@ -10,15 +10,19 @@ export interface PolicyCaller {
   subject: string;
   clientId: string;
   scopes: readonly string[];
+  /** The verified token's claims: what a rule's `when` reads as `claims`. */
+  claims?: Readonly<Record<string, unknown>>;
 }
 
 /**
  * Why: allowed by the route's scopes alone (`route`), by a matching rule
  * (`rule`), or because the message is a response (`response`); refused for
- * lack of scope (`scope`), by a `deny` rule (`deny`), or because the client or
- * subject is not listed (`client`, `subject`).
+ * lack of scope (`scope`), by a `deny` rule (`deny`), because the client or
+ * subject is not listed (`client`, `subject`), or because a rule's `when`
+ * could not be evaluated on this message (`condition`: refused, never skipped,
+ * so a deny rule cannot be sidestepped by leaving out what it reads).
  */
-export type DecisionReason = 'route' | 'rule' | 'response' | 'scope' | 'deny' | 'client' | 'subject';
+export type DecisionReason = 'route' | 'rule' | 'response' | 'scope' | 'deny' | 'client' | 'subject' | 'condition';
 
 export interface RuleRef {
   index: number;
@@ -75,9 +79,16 @@ export function evaluateOperation(policy: RoutePolicy, operation: Operation, cal
   return combine(policy, [single]);
 }
 
-/** The first rule that matches the operation, if any. */
-function matchingRule(policy: RoutePolicy, operation: Operation): CompiledRule | undefined {
-  return policy.rules.find((rule) => matchesOperation(rule, operation));
+/** The first rule that matches the operation (its `when` true), if any; `failed`: a `when` on the way could not be evaluated. */
+function matchingRule(policy: RoutePolicy, operation: Operation, caller: PolicyCaller): { rule?: CompiledRule; failed?: true } {
+  for (const rule of policy.rules) {
+    if (!matchesOperation(rule, operation)) continue;
+    if (!rule.when) return { rule };
+    const result = rule.when.test({ operation, claims: caller.claims });
+    if (result === 'match') return { rule };
+    if (result === 'error') return { rule, failed: true };
+  }
+  return {};
 }
 
 // Per-rule results computed once: this runs on every request.
@@ -101,9 +112,10 @@ function refOf(rule: CompiledRule): RuleRef {
 }
 
 function decide(policy: RoutePolicy, operation: Operation, caller: PolicyCaller): MessageDecision {
-  const rule = matchingRule(policy, operation);
+  const { rule, failed } = matchingRule(policy, operation, caller);
   const requiredScopes = requiredScopesOf(policy, rule);
   const base = { operation, requiredScopes, ...(rule && { rule: refOf(rule) }) };
+  if (failed) return { ...base, allow: false, reason: 'condition' };
   if (rule?.deny) return { ...base, allow: false, reason: 'deny' };
   // No scope would help a client or subject that is not listed: checked first.
   if (rule?.allowClients && !rule.allowClients.has(caller.clientId)) return { ...base, allow: false, reason: 'client' };

@@ -17,6 +17,8 @@ export const EXPLAIN_OPTIONS = {
   scopes: { type: 'string' },
   client: { type: 'string' },
   subject: { type: 'string' },
+  claims: { type: 'string' },
+  arguments: { type: 'string' },
   json: { type: 'boolean' },
 } as const;
 
@@ -30,11 +32,14 @@ export interface ExplainArgs {
   scopes?: string;
   client?: string;
   subject?: string;
+  /** JSON objects: the token's claims and the call's arguments, for rules with `when`. */
+  claims?: string;
+  arguments?: string;
   json?: boolean;
 }
 
 export const EXPLAIN_USAGE =
-  'mcp-auth-gateway explain --config <dir> --route <path> --method <m> [--tool t | --uri u | --prompt p] [--scopes a,b] [--client id] [--subject sub] [--json]';
+  'mcp-auth-gateway explain --config <dir> --route <path> --method <m> [--tool t | --uri u | --prompt p] [--scopes a,b] [--client id] [--subject sub] [--claims json] [--arguments json] [--json]';
 
 export interface ExplainOutput {
   log(line: string): void;
@@ -46,8 +51,10 @@ class UsageError extends Error {}
 /** Exit code: 0 decided (allow or deny), 1 invalid configuration, 2 usage. */
 export async function explainCommand(source: string, args: ExplainArgs, out: ExplainOutput = console): Promise<number> {
   let operation: Operation;
+  let claims: Record<string, unknown> | undefined;
   try {
     operation = operationFrom(args);
+    claims = jsonObjectArg('claims', args.claims);
     if (!args.route) throw new UsageError('--route is required');
   } catch (err) {
     if (!(err instanceof UsageError)) throw err;
@@ -70,7 +77,7 @@ export async function explainCommand(source: string, args: ExplainArgs, out: Exp
   }
 
   const scopes = (args.scopes ?? '').split(/[\s,]+/).filter(Boolean);
-  const caller = { subject: args.subject ?? '', clientId: args.client ?? '', scopes };
+  const caller = { subject: args.subject ?? '', clientId: args.client ?? '', scopes, claims };
   const decision = evaluateOperation(compilePolicy(route), operation, caller);
   const missing = decision.requiredScopes.filter((s) => !scopes.includes(s));
 
@@ -104,7 +111,21 @@ function operationFrom(args: ExplainArgs): Operation {
   if (kind !== expected) {
     throw new UsageError(expected ? `${method} needs --${expected} (its params.${NAME_MEMBER[method]})` : `${method} carries no name: --${kind} does not apply`);
   }
-  return kind ? { method, name: args[kind] } : { method };
+  const callArguments = jsonObjectArg('arguments', args.arguments);
+  return kind ? { method, name: args[kind], ...(callArguments && { arguments: callArguments }) } : { method };
+}
+
+/** `--claims` / `--arguments`: a JSON object, or undefined when not given. */
+function jsonObjectArg(option: string, text: string | undefined): Record<string, unknown> | undefined {
+  if (text === undefined) return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    value = undefined;
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new UsageError(`--${option} must be a JSON object`);
+  return value as Record<string, unknown>;
 }
 
 const REASONS: Record<Decision['reason'], string> = {
@@ -115,6 +136,7 @@ const REASONS: Record<Decision['reason'], string> = {
   deny: 'denied by policy: no scope allows it',
   client: 'denied by policy: the client is not in allow_clients',
   subject: 'denied by policy: the subject is not in allow_subjects',
+  condition: "denied by policy: the rule's when could not be evaluated on this call (a claim or argument it reads is missing, or of another type)",
 };
 
 function describe(decision: Decision, operation: Operation, routePath: string, routeFile: string, missing: string[]): string[] {
@@ -125,6 +147,6 @@ function describe(decision: Decision, operation: Operation, routePath: string, r
     `decision  ${decision.allow ? 'allow' : 'deny'}  (${what} on ${routePath})`,
     `rule      ${rule ? `${rule.source ?? routeFile} rules[${rule.index}]: ${rule.description}` : `none (${routeFile}: required_scopes)`}`,
     `why       ${because}`,
-    `needs     ${decision.reason === 'deny' || decision.reason === 'client' || decision.reason === 'subject' ? '(no scope allows it)' : decision.requiredScopes.join(' ') || '(no scope)'}`,
+    `needs     ${['deny', 'client', 'subject', 'condition'].includes(decision.reason) ? '(no scope allows it)' : decision.requiredScopes.join(' ') || '(no scope)'}`,
   ];
 }

@@ -22,6 +22,8 @@ export interface Operation {
   method: string;
   /** `tools/call` params.name, `resources/read` params.uri, `prompts/get` params.name. */
   name?: string;
+  /** `tools/call` and `prompts/get` params.arguments, when an object: what a rule's `when` reads. */
+  arguments?: Readonly<Record<string, unknown>>;
 }
 
 export interface ParsedRequest {
@@ -192,11 +194,17 @@ export function operationOf(message: JsonRpcMessage): Operation | undefined {
   const params = message.params;
   const name = typeof params === 'object' && params !== null ? (params as Record<string, unknown>)[member] : undefined;
   if (typeof name !== 'string') throw notJsonRpc(`${method} without a string params.${member}`);
-  if (member === 'uri') return { method, name: checkedUri(name, 'params.uri') };
+  if (member === 'uri') return withArguments(params, { method, name: checkedUri(name, 'params.uri') });
   checkName(name, `params.${member}`);
   const why = nameFault(name);
   if (why !== undefined) throw ambiguous(`params.${member} ${why}`);
-  return { method, name };
+  return withArguments(params, { method, name });
+}
+
+/** The operation with `params.arguments` when it is an object: what a rule's `when` reads. */
+function withArguments(params: unknown, operation: Operation): Operation {
+  const args = (params as { arguments?: unknown }).arguments;
+  return typeof args === 'object' && args !== null && !Array.isArray(args) ? { ...operation, arguments: args as Record<string, unknown> } : operation;
 }
 
 const NO_URIS: readonly string[] = Object.freeze([]);

@@ -37,6 +37,7 @@ const WHY: Readonly<Record<string, string>> = {
   deny: 'and no scope would allow it',
   client: 'for this client',
   subject: 'for this user',
+  condition: "(a rule's when could not be evaluated on this call)",
 };
 
 /** `decisions` are `messages`' decisions, in order; those refused by a rule (not for a missing scope) get an error each. */

@@ -2,6 +2,7 @@
 // matchers, client and subject lists into sets, and a one-line description of
 // each rule for `explain` and the audit log.
 import type { RouteConfig, RuleConfig } from '../config/types.js';
+import { compileCondition, type CompiledCondition } from './cel-condition.js';
 import { compileGlob, type Glob } from './glob.js';
 import type { Operation } from './json-rpc.js';
 
@@ -11,6 +12,8 @@ export interface CompiledMatch {
   tool?: Glob;
   uri?: Glob;
   prompt?: Glob;
+  /** A rule's CEL condition, planned once. */
+  when?: CompiledCondition;
 }
 
 export interface CompiledRule extends CompiledMatch {
@@ -51,10 +54,11 @@ export function compileMatch(match: RuleConfig['match']): CompiledMatch {
     tool: match.tool === undefined ? undefined : compileGlob(match.tool),
     uri: match.uri === undefined ? undefined : compileGlob(match.uri),
     prompt: match.prompt === undefined ? undefined : compileGlob(match.prompt),
+    when: match.when === undefined ? undefined : compileCondition(match.when),
   };
 }
 
-/** Whether `match` applies to the operation. */
+/** Whether `match`'s method and names apply to the operation (its `when`, if any, is the caller's to test: evaluate.ts). */
 export function matchesOperation(match: CompiledMatch, { method, name }: Operation): boolean {
   if (match.method && !match.method.test(method)) return false;
   // A name pattern applies only to the method that carries that kind of name.
@@ -93,7 +97,7 @@ export function describeRule(rule: RuleConfig): string {
 export function describeMatch(match: RuleConfig['match']): string {
   const fields = Object.entries(match)
     .filter(([, value]) => value !== undefined)
-    .map(([key, value]) => `${key}: ${quoteIfGlob(value as string)}`)
+    .map(([key, value]) => `${key}: ${key === 'when' ? JSON.stringify(value) : quoteIfGlob(value as string)}`)
     .join(', ');
   return `match { ${fields} }`;
 }

@@ -164,6 +164,8 @@ export interface UpstreamHeaderOptions {
   injected: Readonly<Record<string, string>>;
   /** With tracing on, the gateway's W3C trace context: the client's `traceparent` and `tracestate` are replaced by it, never passed. */
   trace?: TraceHeaders;
+  /** Lower-case names the gateway alone may send (the route's identity_headers): the client's copies are removed, whether or not `injected` sets them. */
+  strip?: ReadonlySet<string>;
 }
 
 /** What the request policy makes of one header name, whatever its value. */
@@ -204,13 +206,13 @@ function judgeRequestHeader(raw: string): RequestHeaderName {
  * flat `[name, value, …]` list (duplicates kept in order).
  */
 export function buildUpstreamHeaders(rawHeaders: readonly string[], opts: UpstreamHeaderOptions): string[] {
-  const { injected, trace } = opts;
+  const { injected, trace, strip } = opts;
   const out: string[] = ['host', opts.hostHeader];
   let connectionValues: string[] | undefined;
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const header = judgeRequestHeader(rawHeaders[i]!);
     if (header.name === 'connection') (connectionValues ??= []).push(rawHeaders[i + 1]!);
-    if (header.dropped || Object.hasOwn(injected, header.name)) continue;
+    if (header.dropped || Object.hasOwn(injected, header.name) || strip?.has(header.name)) continue;
     if (trace !== undefined && (header.name === 'traceparent' || header.name === 'tracestate')) continue;
     out.push(header.name, rawHeaders[i + 1]!);
   }

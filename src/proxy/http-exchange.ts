@@ -4,6 +4,7 @@
 // through the response transform, and ends the response honestly when the
 // exchange fails. Everything the exchanges of one route share is in their
 // ExchangeScope, built once per forwarder.
+import { maskedUrl, SaidOnce } from '../errors/diagnosis.js';
 import type { ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { AuthContext } from '../auth/principal.js';
@@ -46,14 +47,33 @@ export class ExchangeScope {
   /** Event streams may idle for as long as they like (SECURITY H40); other bodies are cut once stalled this long. */
   readonly stalledBodies: IdleSweep<Exchange>;
 
+  private readonly diagnosed = new SaidOnce();
+  /** The route's identity_headers: the gateway's word, so a client's copy never passes, even when the token has no such claim. */
+  readonly identityNames: ReadonlySet<string> | undefined;
+
   constructor(
     readonly route: string,
     readonly session: SessionHook,
     bodyIdleMs: number,
     readonly logger?: ProxyLogger,
     readonly metrics?: ProxyMetrics,
+    /** The configured upstream URL, for diagnoses (masked when logged). */
+    readonly upstream = '',
+    identityHeaders: readonly { name: string }[] = [],
   ) {
     this.stalledBodies = new IdleSweep<Exchange>(bodyIdleMs, (exchange) => exchange.cancel('idle'));
+    this.identityNames = identityHeaders.length > 0 ? new Set(identityHeaders.map((h) => h.name)) : undefined;
+  }
+
+  /**
+   * A POST without a session (initialize, or a stateless request) answered
+   * 404 or 405: the URL is not an MCP endpoint. Said once per status, as
+   * `check --online` says it; the client still gets the upstream's answer.
+   */
+  diagnoseNotMcp(status: number): void {
+    if (!this.diagnosed.first(String(status))) return;
+    const hint = status === 404 ? 'is the path right? The gateway forwards to exactly this URL (an MCP endpoint usually ends in /mcp)' : 'POST is refused, so this is not a Streamable HTTP MCP endpoint';
+    this.logger?.error({ route: this.route, cause: 'upstream_not_mcp', configured: maskedUrl(this.upstream), seen: status }, `upstream answered initialize with ${status}: ${hint} (check --online says the same)`);
   }
 
   /** Counts and logs a failure that is the upstream's. */
@@ -153,6 +173,7 @@ export class Exchange implements Dispatcher.DispatchHandler, IdleWatched {
       controller.abort(new GatewayError(502, 'bad_gateway', "Upstream rejected the gateway's credential"));
       return;
     }
+    if ((statusCode === 404 || statusCode === 405) && this.sessionId === undefined && this.method === 'POST') this.scope.diagnoseNotMcp(statusCode);
     if (statusCode < 300) {
       if (this.method === 'DELETE' && this.sessionId !== undefined) this.scope.session.release(this.sessionId);
       const issued = soleHeader(headers['mcp-session-id']);

@@ -42,7 +42,7 @@ export function createHttpForwarder(route: RouteConfig, deps: HttpForwarderDeps)
   const hostHeader = target.host;
   const timeoutMs = route.upstreamTimeoutMs;
   const pool = createPool(target.origin, timeoutMs);
-  const scope = new ExchangeScope(route.path, deps.session, timeoutMs, deps.logger, deps.metrics);
+  const scope = new ExchangeScope(route.path, deps.session, timeoutMs, deps.logger, deps.metrics, route.upstream, route.identityHeaders);
   const streams = new StreamQuota(route.maxGetStreamsPerUser);
   // The upstream's address only: its URL's query may carry a credential.
   const spanAttributes = { 'server.address': target.hostname, 'server.port': Number(target.port || (target.protocol === 'https:' ? 443 : 80)) };
@@ -79,7 +79,7 @@ export function createHttpForwarder(route: RouteConfig, deps: HttpForwarderDeps)
         {
           path: upstreamPath,
           method,
-          headers: buildUpstreamHeaders(req.rawHeaders, { hostHeader, injected, trace: span?.traceHeaders() }),
+          headers: buildUpstreamHeaders(req.rawHeaders, { hostHeader, injected, trace: span?.traceHeaders(), strip: scope.identityNames }),
           body: ctx.body.length > 0 || method === 'POST' ? ctx.body : null,
         },
         exchange,

@@ -9,6 +9,8 @@ import type { Metrics } from '../observability/metrics.js';
 export interface Lifecycle {
   /** true once config is loaded and listeners are up, false again when draining. */
   ready: boolean;
+  /** The live configuration: its hash (undefined when built in code) and when it was loaded. */
+  config?: { hash?: string; loadedAt: Date };
 }
 
 export function operationsRoutes(deps: { lifecycle: Lifecycle; store: Store; metrics: Metrics; storeTimeoutMs: number }): Hono {
@@ -17,7 +19,9 @@ export function operationsRoutes(deps: { lifecycle: Lifecycle; store: Store; met
   app.get(OPERATIONS_PATHS.ready, async (c) => {
     const store = await probe(deps.store, deps.storeTimeoutMs);
     const ready = deps.lifecycle.ready;
-    return c.json({ status: ready ? 'ready' : 'not_ready', store }, ready ? 200 : 503);
+    const live = deps.lifecycle.config;
+    const config = live && { hash: live.hash ?? null, loaded_at: live.loadedAt.toISOString() };
+    return c.json({ status: ready ? 'ready' : 'not_ready', store, config }, ready ? 200 : 503);
   });
   app.get(OPERATIONS_PATHS.metrics, async (c) => {
     const body = await deps.metrics.registry.metrics();

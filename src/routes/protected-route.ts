@@ -20,6 +20,8 @@ import type { UpstreamCredential } from '../upstream-auth/upstream-credential.js
 import type { Metrics, RequestOutcome } from '../observability/metrics.js';
 import type { TallyCount } from '../observability/counter-tally.js';
 import type { Logger } from '../observability/logger.js';
+import { findDiagnosis, SaidOnce } from '../errors/diagnosis.js';
+import { identityHeaderValues } from '../upstream-auth/identity-headers.js';
 import type { GatewaySpan, Tracing } from '../observability/tracing.js';
 import type { ChallengeContext } from '../errors/respond.js';
 import { writeError } from '../errors/write-error.js';
@@ -101,15 +103,16 @@ function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHan
       if (auth.dpopProof && deps.dpop) await spendDpopProof(deps.dpop, auth);
       const credential = deps.credential.headersFor(auth);
       const swapped = credential instanceof Promise ? await credential.catch((err: unknown) => Promise.reject(asConnectElicitation(err, req, body))) : credential;
-      // The policy's header in place of the client's (a substituted task's Mcp-Name); never the credential's.
-      const injected = outcome?.headers ? { ...outcome.headers, ...swapped } : swapped;
+      // The policy's header in place of the client's (a substituted task's Mcp-Name); never the credential's or the identity's.
+      const forwarded = withIdentity(route, auth, swapped);
+      const injected = outcome?.headers ? { ...outcome.headers, ...forwarded } : forwarded;
       if (cors) for (const name in cors) res.setHeader(name, cors[name]!);
       endWithAuthorization(res, req.method, auth, deps.verifier);
       const upstream401 = { seen: false };
       // The policy's body in place of the client's (a substituted task id).
       const sent = outcome?.body ?? body;
       await deps.forwarder.forward(req, res, { auth, body: sent, injected, transform, span, ...(deps.credential.rejected && { rejected: () => (upstream401.seen = true) }) });
-      if (upstream401.seen) await forwardAgain(req, res, deps, { auth, body: sent, injected, transform, span }, outcome?.headers);
+      if (upstream401.seen) await forwardAgain(req, res, deps, { auth, body: sent, injected, transform, span }, route, outcome?.headers);
       span?.setStatus(res.statusCode);
       finish(res.statusCode, 'allow', started);
     } catch (thrown) {
@@ -122,10 +125,10 @@ function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHan
  * The upstream refused a credential that can renew itself (a user's own grant): renewed once and
  * the request sent once more; a second 401 is the usual 502, a grant that is gone the connect link.
  */
-async function forwardAgain(req: IncomingMessage, res: ServerResponse, deps: ProtectedRouteDeps, ctx: ForwardContext, policyHeaders?: Record<string, string>): Promise<void> {
+async function forwardAgain(req: IncomingMessage, res: ServerResponse, deps: ProtectedRouteDeps, ctx: ForwardContext, route: RouteConfig, policyHeaders?: Record<string, string>): Promise<void> {
   try {
     await deps.credential.rejected!(ctx.auth, ctx.injected);
-    const injected = { ...policyHeaders, ...(await deps.credential.headersFor(ctx.auth)) };
+    const injected = { ...policyHeaders, ...withIdentity(route, ctx.auth, await deps.credential.headersFor(ctx.auth)) };
     await deps.forwarder.forward(req, res, { ...ctx, injected });
   } catch (err) {
     throw asConnectElicitation(err, req, ctx.body);
@@ -140,6 +143,12 @@ function challengeOf(route: RouteConfig, deps: ProtectedRouteDeps): ChallengeCon
   };
 }
 
+/** The upstream credential plus the route's identity_headers (from the verified token), the credential's names winning. */
+function withIdentity(route: RouteConfig, auth: AuthContext, credential: Readonly<Record<string, string>>): Readonly<Record<string, string>> {
+  if (!route.identityHeaders?.length) return credential;
+  return { ...identityHeaderValues(route.identityHeaders, auth), ...credential };
+}
+
 /** A request with a DPoP proof or a DPoP-scheme Authorization header. */
 function isDpopRequest(req: IncomingMessage): boolean {
   return req.headers.dpop !== undefined || isDpopScheme(req.headers.authorization ?? '');
@@ -149,8 +158,12 @@ type Finish = ReturnType<typeof routeOutcomeRecorder>;
 
 /** Whatever a step threw, answered once: logged, written with the challenge and CORS headers, counted. */
 function routeRefusal(logger: Logger, routeLabel: string, challenge: ChallengeContext, finish: Finish) {
+  const diagnosed = new SaidOnce();
   return function refuse(res: ServerResponse, thrown: unknown, cors: Record<string, string> | undefined, started: number, span?: GatewaySpan): void {
     const err = toGatewayError(thrown);
+    const diagnosis = err.status >= 500 ? findDiagnosis(err) : undefined;
+    // The cause an operator can fix, said once with what is configured and what was seen.
+    if (diagnosis && diagnosed.first(diagnosis.key)) logger.error({ route: routeLabel, cause: diagnosis.cause, ...diagnosis.fields }, diagnosis.message);
     if (err.status >= 500) logger.warn({ route: routeLabel, err: err.cause ?? err, status: err.status }, err.description);
     else logger.debug({ route: routeLabel, status: err.status, error: err.code }, err.description);
     writeError(res, err, challenge, cors);

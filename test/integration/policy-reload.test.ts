@@ -5,8 +5,9 @@
  * what the file watcher cannot see (a secret file outside the directory); a
  * request in flight finishes under the configuration it started with.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -177,6 +178,39 @@ describe('hot reload of the rules (CLI process)', () => {
     const res = await inFlight;
     expect(res.status).toBe(200);
     expect(await res.json()).toMatchObject({ result: { content: [{ text: 'ran slow' }] } });
+  });
+
+  it('follows edits made by renaming over the file (sed -i), one after another, and names the live configuration in /readyz and the metrics', async () => {
+    const route = join(dir, 'route.yaml');
+    const sedI = (script: string) => new Promise((resolve, reject) => execFile('sed', ['-i', script, route], (err) => (err ? reject(err) : resolve(undefined))));
+    // The deny rule for `slow` (line 10) becomes one for `echo`, then for `ping`: each a rename over the watched file.
+    await sedI('10s/tool: slow/tool: echo/');
+    await eventually(async () => (await call('echo')).status === 403, 'the first sed -i edit to apply');
+    await sedI('10s/tool: echo/tool: ping/');
+    await eventually(async () => (await call('ping')).status === 403, 'the second sed -i edit to apply');
+    expect((await call('echo')).status).toBe(200);
+
+    const ready = (await (await fetch(new URL('/readyz', url))).json()) as { config: { hash: string; loaded_at: string } };
+    const digest = createHash('sha256');
+    for (const file of [join(dir, 'gateway.yaml'), route]) {
+      const text = await readFile(file, 'utf8');
+      digest.update(`${file}\0${text.length}\0${text}\0`);
+    }
+    expect(ready.config.hash).toBe(digest.digest('hex'));
+    expect(Date.now() - Date.parse(ready.config.loaded_at)).toBeLessThan(60_000);
+    expect(logged('configuration reloaded').at(-1)).toMatchObject({ hash: ready.config.hash });
+
+    const metrics = await (await fetch(new URL('/metrics', url))).text();
+    expect(metrics).toContain(`mag_config_info{hash="${ready.config.hash}"} 1`);
+    expect(metrics).toMatch(/mag_config_reloads_total\{result="invalid"\} [1-9]/);
+    expect(metrics).toMatch(/mag_config_reloads_total\{result="ok"\} [1-9]/);
+    expect(metrics).toMatch(/mag_config_loaded_timestamp_seconds \d/);
+  });
+
+  it('re-reads on SIGHUP even when no file changed', async () => {
+    const before = logged('configuration reloaded', 'SIGHUP').length;
+    child.kill('SIGHUP');
+    await eventually(() => logged('configuration reloaded', 'SIGHUP').length > before, 'the SIGHUP reload');
   });
 
   it('never logs the bearer token', () => {

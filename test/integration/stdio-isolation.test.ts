@@ -154,8 +154,10 @@ describe('sandbox: { kind: bubblewrap }', () => {
     // The fixture's folder is readable (so it can run) ...
     expect(report.file.ok).toContain('tiny MCP server');
     // ... and the sandbox's /tmp holds only the way to its own directory (the gateway's root of
-    // process directories, holding only its own), none of the host's entries.
-    expect(report.otherDir.ok).toEqual([cwd.slice(tmpdir().length + 1).split('/')[0]]);
+    // process directories, holding only its own) and the mount points of what it may read (when the
+    // checkout lies under the temporary directory), none of the host's other entries.
+    const mountPoints = FIXTURE_READABLE.filter((path) => path.startsWith(`${tmpdir()}/`)).map((path) => path.slice(tmpdir().length + 1).split('/')[0]!);
+    expect([...report.otherDir.ok!].sort()).toEqual([...new Set([cwd.slice(tmpdir().length + 1).split('/')[0]!, ...mountPoints])].sort());
     expect(hostTmp.length).toBeGreaterThan(1);
   });
 });

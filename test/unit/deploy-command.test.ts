@@ -16,7 +16,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { buildGatewayCli, spawnGateway, type GatewayCli, type GatewayProcess } from '../helpers/gateway-process.js';
-import { TEST_SECRETS, containerEnv, renderBuiltin, type EnvVar, type K8sObject } from '../helpers/kustomize.js';
+import { TEST_SECRETS, containerEnv, renderWithKubectl, type EnvVar, type K8sObject } from '../helpers/kustomize.js';
 import { startLocalIssuer, type LocalIssuer } from '../helpers/local-issuer.js';
 import { freePort } from '../helpers/net.js';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
@@ -34,7 +34,7 @@ interface Container {
 }
 
 function manifest(overlay: Overlay) {
-  const objects = renderBuiltin(join(REPO, 'deploy/kubernetes/overlays', overlay));
+  const objects = renderWithKubectl(join(REPO, 'deploy/kubernetes/overlays', overlay));
   const deployment = objects.find((o) => o.kind === 'Deployment' && o.metadata.name === 'mcp-auth-gateway') as K8sObject & {
     spec: { template: { spec: { containers: Container[]; volumes: Array<{ name: string; configMap?: { name: string } }> } } };
   };

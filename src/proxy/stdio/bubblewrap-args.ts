@@ -12,7 +12,7 @@ import { lstatSync, readlinkSync } from 'node:fs';
 import type { StdioSandboxConfig } from '../../config/types.js';
 
 /** What a dynamically linked program (node, python, a shell) needs to start, resolve names and trust TLS. */
-const SYSTEM_DIRS = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
+export const SYSTEM_DIRS = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
 const SYSTEM_ETC = [
   '/etc/ld.so.cache',
   '/etc/ld.so.conf',

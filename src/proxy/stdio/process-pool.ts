@@ -10,6 +10,8 @@ import type { StdioUpstreamConfig } from '../../config/types.js';
 import { GatewayError } from '../../errors/gateway-error.js';
 import { admit, SessionAdmission, type AdmissionContext, type Slot } from '../session-admission.js';
 import { StatelessSessions } from '../stateless-init.js';
+import { SaidOnce } from '../../errors/diagnosis.js';
+import { childPath, resolveCommand } from './command-path.js';
 import { StdioChild } from './stdio-child.js';
 import type { ProcessEndReason, StdioForwarderDeps } from './stdio-deps.js';
 import { StdioSession } from './stdio-session.js';
@@ -27,6 +29,7 @@ export class ProcessPool {
   private readonly admission: SessionAdmission<StdioSession>;
   private readonly admissionContext: AdmissionContext;
   private live = 0;
+  private readonly diagnosed = new SaidOnce();
   private closing = false;
   private readonly sweep: NodeJS.Timeout;
 
@@ -87,6 +90,7 @@ export class ProcessPool {
             this.deps.metrics?.processEnded(reason);
             this.forget(session);
             this.admission.release(session);
+            if (error !== undefined) this.diagnoseSpawn(error);
             const level = reason === 'exited' || reason === 'spawn_failed' ? 'warn' : 'info';
             this.deps.logger[level]({ route: this.route, session: tag, code, signal, error, reason }, 'stdio server process ended');
             session.end(error !== undefined ? 'Upstream process could not start' : 'Upstream process exited');
@@ -107,6 +111,19 @@ export class ProcessPool {
     };
     if (session.id !== undefined) this.sessions.set(session.id, session);
     return session;
+  }
+
+  /** A command that cannot start, said once per error code: named, with its errno and where it was looked for (as `check` says it). */
+  private diagnoseSpawn(errno: string): void {
+    if (!this.diagnosed.first(errno)) return;
+    const { command, cwd } = this.config;
+    const parentEnv = this.deps.parentEnv ?? process.env;
+    const resolution = resolveCommand(this.config, parentEnv);
+    const why = 'problem' in resolution ? resolution.problem : `found at ${resolution.found}`;
+    this.deps.logger.error(
+      { route: this.route, cause: 'stdio_spawn', command, errno, path: childPath(this.config, parentEnv), ...(cwd !== undefined && { cwd }) },
+      `stdio server cannot start: ${command}: ${errno}; ${why} (check says the same)`,
+    );
   }
 
   /** Ends a session: its process is stopped and its id forgotten at once (its slot counts until the process exited). */
