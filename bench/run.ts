@@ -9,6 +9,7 @@
 //   memory      RSS per idle SSE stream through a fresh gateway
 //   stdio       tools/call on a stdio route against a direct stdio client (bench/stdio-route.ts)
 //   sse-upstream  tools/call on a legacy HTTP+SSE upstream against a direct SSE client (bench/sse-route.ts)
+//   user-oauth  CPU per request of a user_oauth route with a connected grant against static (bench/lib/user-oauth-phase.ts)
 // Writes bench/results/<date>.json, latest.md and latest.svg; exits 1 when
 // the gateway answered anything but 2xx under load.
 import { existsSync, readdirSync, statSync } from 'node:fs';
@@ -32,6 +33,7 @@ import { spread } from './lib/stats.js';
 import { compareStreams } from './lib/streaming.js';
 import { runPaced } from './lib/paced.js';
 import { ROUTE_PHASES, runRoutePhase } from './lib/route-phases.js';
+import { measureUserOAuth } from './lib/user-oauth-phase.js';
 
 const log = (...lines: string[]) => console.log(lines.join('\n'));
 
@@ -156,6 +158,15 @@ async function measure(env: BenchEnvironment, options: BenchOptions, loader: Loa
     if (!options.phases.includes(phase)) continue;
     log(`${phase}: ${ROUTE_PHASES[phase].title}`);
     results.routes = { ...results.routes, [phase]: await runRoutePhase(phase, { smoke: options.smoke, rounds: Math.max(options.rounds, 3) }, log) };
+  }
+
+  if (options.phases.includes('user-oauth')) {
+    log('user-oauth: CPU per request of a user_oauth route with a connected grant against the same route with static, one gateway (built-in AS, redis)');
+    results.userOAuth = await measureUserOAuth(
+      { upstreamOrigin: env.upstream.url, gatewayArgs: options.runtime === 'dist' ? [options.gatewayEntry] : ['--import', 'tsx', 'bench/lib/gateway-from-src.ts'], settings, rounds: Math.max(options.rounds, 3), warmupSec: options.warmupSec },
+      log,
+      loader.run,
+    );
   }
 
   if (options.phases.includes('profile')) {

@@ -7,6 +7,7 @@ import { TARGET_LABELS } from './results.js';
 import type { ShapeName } from './shapes.js';
 import { ratioSpread, type Spread } from './stats.js';
 import { renderChart, type Panel } from './svg-chart.js';
+import { userOAuthGoal } from './user-oauth-summary.js';
 
 const fmt = (value: number, digits = 0) => (Number.isFinite(value) ? value.toFixed(digits) : '–');
 const fmtInt = (value: number) => (Number.isFinite(value) ? Math.round(value).toLocaleString('en-US') : '–');
@@ -65,6 +66,8 @@ export function checkGoals(results: BenchResults): Goal[] {
       met: overhead === undefined ? null : overhead <= 1,
     });
   }
+  // Issue 23: each user's own upstream token costs next to nothing beside a shared one.
+  if (results.userOAuth) goals.push(userOAuthGoal(results.userOAuth));
   const loaded = [...Object.values(shapes).map((shape) => shape.targets.gateway), results.latency?.targets.gateway].filter(
     (t): t is TargetSummary => t !== undefined,
   );

@@ -10,6 +10,7 @@ import { LOADER_LIMIT_PCT, type LoaderInfo } from './loader.js';
 import { SHAPES, splitShapeKey, type ShapeName } from './shapes.js';
 import { ratioSpread, spread, type Spread } from './stats.js';
 import type { RoutePhase, RoutePhaseResult } from './route-phases.js';
+import type { UserOAuthPhaseResult } from './user-oauth-summary.js';
 
 export type TargetName = 'direct' | 'nginx' | 'http-proxy' | 'proxy-core' | 'gateway-auth-off' | 'gateway';
 
@@ -82,6 +83,8 @@ export interface BenchResults {
   profiles?: Omit<ProfileResult, 'summary'>[];
   /** The stdio and SSE-upstream phases: each script's report and its p50 overheads. */
   routes?: Partial<Record<RoutePhase, RoutePhaseResult>>;
+  /** CPU per request of a user_oauth route with a connected grant against the same route with static. */
+  userOAuth?: UserOAuthPhaseResult;
   goals: Goal[];
 }
 
