@@ -19,6 +19,7 @@ type Report = (path: ConfigPath, message: string) => void;
 /** The route's aggregate, or undefined for a route with one `upstream`; every problem goes to `issue`, located. */
 export async function resolveUpstreams(f: RouteFile, at: Locate, issue: (found: ConfigIssue) => void, resolveEntry: ResolveEntry): Promise<AggregateConfig | undefined> {
   const note: Report = (path, message) => issue(at(path, message));
+  checkUpstreamMatches(f, note);
   if (f.upstreams === undefined) {
     if (f.names !== undefined) note(['names'], 'names applies only to a route with upstreams');
     return undefined;
@@ -85,4 +86,14 @@ function checkCollisions(pattern: string, upstreams: readonly AggregateUpstreamC
 export function upstreamRoutes(route: RouteConfig): RouteConfig[] {
   if (!route.aggregate) return [route];
   return route.aggregate.upstreams.map(({ name, renames: _renames, ...entry }) => ({ ...route, ...entry, path: `${route.path}#${name}`, aggregate: undefined }));
+}
+
+/** `match: { upstream }` names one of the route's upstreams, and only an aggregated route has any. */
+function checkUpstreamMatches(f: RouteFile, note: Report): void {
+  const known = Object.keys(f.upstreams ?? {});
+  const matches = [...f.rules.map((r, i) => ({ at: ['rules', i, 'match', 'upstream'], upstream: r.match.upstream })), ...f.rate_limits.map((l, i) => ({ at: ['rate_limits', i, 'match', 'upstream'], upstream: l.match?.upstream }))];
+  for (const m of matches) {
+    if (m.upstream === undefined || known.includes(m.upstream)) continue;
+    note(m.at, f.upstreams === undefined ? 'match.upstream applies only to a route with upstreams' : `${m.upstream} is not one of this route's upstreams (${known.join(', ')})`);
+  }
 }
