@@ -21,6 +21,7 @@ import { createSseForwarder } from '../proxy/sse/sse-forwarder.js';
 import { sandboxIssues } from '../proxy/stdio/bubblewrap-check.js';
 import { uncontainedRoutes } from '../proxy/stdio/containment.js';
 import { createStdioForwarder } from '../proxy/stdio/stdio-forwarder.js';
+import { createAggregateRoute } from './aggregate-route.js';
 import { tracedRoutes } from '../routes/traced-routes.js';
 import { createProtectedRoute, type ProtectedRouteHandler } from '../routes/protected-route.js';
 import { createUpstreamCredential } from '../upstream-auth/create-upstream-credential.js';
@@ -48,7 +49,7 @@ export async function buildRouteTable(config: GatewayConfig, services: Services,
   const protectedRoutes = new Map<string, ProtectedRouteHandler>();
   const forwarders: Forwarder[] = [];
   for (const route of config.routes) {
-    const forwarder = createRouteForwarder(route, sessions, services);
+    const forwarder = route.aggregate ? createAggregateRoute({ ...route, aggregate: route.aggregate }, sessions, services, (sub) => createRouteForwarder(sub, sessions, services), as, config) : createRouteForwarder(route, sessions, services);
     forwarders.push(forwarder);
     const verifier = createTokenVerifier(route, {
       jwksSources: services.jwks,
