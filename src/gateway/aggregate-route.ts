@@ -8,6 +8,7 @@ import { createAggregateForwarder } from '../proxy/aggregate/aggregate-forwarder
 import type { Forwarder } from '../proxy/forwarder.js';
 import type { SessionBinding } from '../proxy/session-binding.js';
 import { sessionHook } from '../proxy/session-hook.js';
+import { upstreamRoutes } from '../config/upstreams.js';
 import { createUpstreamCredential } from '../upstream-auth/create-upstream-credential.js';
 import type { Services } from './services.js';
 
@@ -20,8 +21,9 @@ export function createAggregateRoute(
   config: GatewayConfig,
 ): Forwarder {
   const { metrics, logger, store } = services;
-  const upstreams = route.aggregate.upstreams.map((entry) => {
-    const sub: RouteConfig = { ...route, ...entry, path: `${route.path}#${entry.name}`, aggregate: undefined };
+  const subRoutes = upstreamRoutes(route);
+  const upstreams = route.aggregate.upstreams.map((entry, i) => {
+    const sub = subRoutes[i]!;
     const credential = createUpstreamCredential(entry.upstreamAuth, { upstream: entry.upstream, store, signer: as?.signer, publicUrl: config.publicUrl, idpTokens: as?.idpTokens });
     return { name: entry.name, forwarder: forwarderOf(sub), headersFor: credential.headersFor.bind(credential), timeoutMs: entry.upstreamTimeoutMs, maxBytes: route.maxBodyBytes };
   });

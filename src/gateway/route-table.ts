@@ -2,6 +2,7 @@
 // configured) and, per route, its forwarder, verifier, credential swap and
 // policy step, behind one request listener. A reload builds a new table;
 // in-flight requests keep the closures of the table they started with.
+import { upstreamRoutes } from '../config/upstreams.js';
 import { createApp, type NodeListener } from '../app.js';
 import { createTokenVerifier } from '../auth/create-token-verifier.js';
 import type { DpopChecks } from '../auth/dpop-binding.js';
@@ -37,7 +38,7 @@ export interface RouteTable {
 export async function buildRouteTable(config: GatewayConfig, services: Services, options: StartOptions): Promise<RouteTable> {
   const { store, logger, audit, metrics } = services;
   // A sandbox that cannot start here is refused now (start: exit 1; reload: the last good table stays), not per client.
-  const sandboxes = await sandboxIssues(config.routes);
+  const sandboxes = await sandboxIssues(config.routes.flatMap(upstreamRoutes));
   if (sandboxes.length > 0) throw new ConfigError(sandboxes);
   for (const warning of uncontainedRoutes(config.routes)) logger.warn({}, warning);
   const as = config.authorizationServer
