@@ -25,7 +25,7 @@ export function createAggregateRoute(
   const upstreams = route.aggregate.upstreams.map((entry, i) => {
     const sub = subRoutes[i]!;
     const credential = createUpstreamCredential(entry.upstreamAuth, { upstream: entry.upstream, store, signer: as?.signer, publicUrl: config.publicUrl, idpTokens: as?.idpTokens });
-    return { name: entry.name, forwarder: forwarderOf(sub), headersFor: credential.headersFor.bind(credential), timeoutMs: entry.upstreamTimeoutMs, maxBytes: route.maxBodyBytes };
+    return { name: entry.name, forwarder: forwarderOf(sub), headersFor: credential.headersFor.bind(credential), timeoutMs: entry.upstreamTimeoutMs, maxBytes: route.maxBodyBytes, perSession: entry.stdio !== undefined };
   });
   return createAggregateForwarder(route, {
     session: sessionHook(route.path, sessions, logger),

@@ -16,6 +16,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectClient, resultText, serverBin, startStdioStage, waitFor, type StdioStage } from '../helpers/stdio-stage.js';
 import { startEverythingServer, startRecordingHop, type RecordingHop, type UpstreamHandle } from '../helpers/upstream.js';
 import { freePort } from '../helpers/net.js';
+import { readFileSync } from 'node:fs';
+import { descendantsOf } from '../helpers/process-tree.js';
 
 const ALL = '/all/mcp';
 const RULED = '/ruled/mcp';
@@ -235,6 +237,37 @@ describe('failure isolation', () => {
       expect(resultText(await via.client.callTool({ name: 'far__echo', arguments: { message: 'back' } }))).toContain('back');
     } finally {
       await via.client.close();
+    }
+  }, 60_000);
+
+  it("a stdio upstream whose process is killed mid-session fails that session's calls only, and a new process serves the session later", async () => {
+    const memoryProcesses = () => descendantsOf(process.pid).filter((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('server-memory');
+      } catch {
+        return false;
+      }
+    });
+    const before = new Set(memoryProcesses());
+    // The session's initialize starts its own server-memory process: the one new since.
+    const via = await connectClient(stage.url(FLAKY), await stage.token(FLAKY, 'kill-test'));
+    const bystander = await connectClient(stage.url(FLAKY), await stage.token(FLAKY, 'bystander'));
+    try {
+      await via.client.callTool({ name: 'memory__create_entities', arguments: { entities: [{ name: 'before-kill', entityType: 'note', observations: [] }] } });
+      const mine = memoryProcesses().filter((pid) => !before.has(pid)).sort((a, b) => a - b);
+      expect(mine).toHaveLength(2);
+      const target = mine[0]!; // the first session's, started by the first initialize
+      process.kill(target, 'SIGKILL');
+      await waitFor(() => !memoryProcesses().includes(target), 10_000, 'the process to end');
+      await expect(via.client.callTool({ name: 'memory__read_graph', arguments: {} })).rejects.toThrow(/Upstream memory is unavailable/);
+      expect((await via.client.listTools()).tools.some((t) => t.name.startsWith('memory__'))).toBe(false);
+      // Another principal's session, its own process, is served throughout.
+      expect((await bystander.client.listTools()).tools.map((t) => t.name)).toContain('memory__read_graph');
+      expect(resultText(await bystander.client.callTool({ name: 'memory__read_graph', arguments: {} }))).toContain('entities');
+      await waitFor(async () => (await via.client.listTools()).tools.some((t) => t.name === 'memory__read_graph'), 20_000, 'memory to come back');
+      expect(resultText(await via.client.callTool({ name: 'memory__read_graph', arguments: {} }))).toContain('entities');
+    } finally {
+      await Promise.allSettled([via.client.close(), bystander.client.close()]);
     }
   }, 60_000);
 });

@@ -40,7 +40,7 @@ function fakeUpstream(answer: Answer): Forwarder {
   };
 }
 
-const link = (answer: Answer, timeoutMs = 1_000) => new UpstreamLink({ name: 'u', forwarder: fakeUpstream(answer), headersFor: () => ({}), timeoutMs, maxBytes: 64 * 1024 }, AUTH, HELLO);
+const link = (answer: Answer, timeoutMs = 1_000) => new UpstreamLink({ name: 'u', forwarder: fakeUpstream(answer), headersFor: () => ({}), timeoutMs, maxBytes: 64 * 1024, perSession: false }, AUTH, HELLO);
 
 describe('the answer to its own id, in JSON or an event stream', () => {
   it('property: found among other events (notifications, answers to other ids, comments, any line ending)', async () => {

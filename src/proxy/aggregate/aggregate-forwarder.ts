@@ -103,7 +103,7 @@ class AggregateForwarder implements Forwarder {
     const requested = typeof params.protocolVersion === 'string' ? params.protocolVersion : SUPPORTED_VERSIONS[0]!;
     const protocolVersion = SUPPORTED_VERSIONS.includes(requested) ? requested : SUPPORTED_VERSIONS[0]!;
     const hello: ClientHello = { protocolVersion, capabilities: {}, clientInfo: isRecord(params.clientInfo) ? params.clientInfo : { name: 'mcp-auth-gateway' } };
-    const upstreams = this.deps.upstreams.map((u, i) => ({ link: new UpstreamLink(u, ctx.auth, hello), health: this.health[i]! }));
+    const upstreams = this.deps.upstreams.map((u, i) => ({ link: new UpstreamLink(u, ctx.auth, hello), health: u.perSession ? this.sessionHealth(u.name) : this.health[i]! }));
     const results = await Promise.all(upstreams.map((u) => (u.health.down ? undefined : u.link.open(ctx.span).then((r) => (u.health.served(), r), (err: unknown) => void u.health.failed(err)))));
     const id = randomBytes(24).toString('base64url');
     await this.deps.session.bind(id, ctx.auth);
@@ -111,6 +111,16 @@ class AggregateForwarder implements Forwarder {
     res.setHeader('mcp-session-id', id);
     const result = { protocolVersion, capabilities: capabilitiesOf(results), serverInfo: { name: 'mcp-auth-gateway', title: `${this.route} (${this.deps.upstreams.map((u) => u.name).join(', ')})`, version: '0.1.0' } };
     this.reply(res, ctx, { jsonrpc: '2.0', id: message.id ?? null, result });
+  }
+
+  /**
+   * A process of this session's own failing says nothing of other sessions': a
+   * caller who crashes or wedges its process must not take the upstream from
+   * everyone else. Counted in the left-out metric, not in up/down.
+   */
+  private sessionHealth(name: string): UpstreamHealth {
+    const leftOut = this.deps.metrics?.leftOut.bind(this.deps.metrics);
+    return new UpstreamHealth(this.route, name, undefined, leftOut && { upstreamUp: () => undefined, leftOut });
   }
 
   private async answer(session: ClientSession, m: Message, ctx: ForwardContext): Promise<object | undefined> {

@@ -16,6 +16,8 @@ export interface AggregateUpstream {
   headersFor(auth: AuthContext): Readonly<Record<string, string>> | Promise<Readonly<Record<string, string>>>;
   timeoutMs: number;
   maxBytes: number;
+  /** Each client session has a server of its own (stdio): its failures are that session's, never the route's. */
+  perSession: boolean;
 }
 
 export interface JsonRpcAnswer {
