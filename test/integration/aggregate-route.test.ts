@@ -240,6 +240,17 @@ describe('failure isolation', () => {
     }
   }, 60_000);
 
+  it("one caller's call that outlives the upstream's timeout fails alone: the upstream stays in lists and serves the next call", async () => {
+    const via = await connectClient(stage.url(FLAKY), await stage.token(FLAKY, 'slow-caller'));
+    try {
+      await expect(via.client.callTool({ name: 'far__trigger-long-running-operation', arguments: { duration: 5, steps: 1 } })).rejects.toThrow(/Upstream far is unavailable/);
+      expect((await via.client.listTools()).tools.map((t) => t.name)).toContain('far__echo');
+      expect(resultText(await via.client.callTool({ name: 'far__echo', arguments: { message: 'still here' } }))).toContain('still here');
+    } finally {
+      await via.client.close();
+    }
+  }, 30_000);
+
   it("a stdio upstream whose process is killed mid-session fails that session's calls only, and a new process serves the session later", async () => {
     const memoryProcesses = () => descendantsOf(process.pid).filter((pid) => {
       try {

@@ -149,10 +149,20 @@ export class AggregateMethods {
       u.health.served();
       return answer;
     } catch (err) {
-      u.health.failed(err);
+      if (saysUpstreamIsDown(method, err)) u.health.failed(err);
       throw err;
     }
   }
+}
+
+/**
+ * A call that outlives its timeout may be one caller's slow tool: it fails
+ * alone, lest any caller could take an upstream from everyone by calling
+ * something slow. Lists, and every other failure, say the upstream is down.
+ */
+function saysUpstreamIsDown(method: string, err: unknown): boolean {
+  if (method in LISTS || !(err instanceof AggregateUpstreamError)) return true;
+  return err.reason !== 'timeout' && err.status !== 504;
 }
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
