@@ -1,5 +1,6 @@
 // Entry point: serve | check | keys generate. Exit codes: 0 ok, 1 invalid
 // configuration, failed start or a failed online check, 2 usage.
+import { upstreamRoutes } from './config/upstreams.js';
 import { parseArgs } from 'node:util';
 import { loadConfig } from './config/load.js';
 import { ConfigError } from './config/config-error.js';
@@ -82,9 +83,9 @@ async function check(source: string, online: boolean): Promise<number> {
   if (!config) return 1;
   console.log(describeRoutes(config));
   // Where nothing here ends what a server leaves behind (DESIGN.md §8.3): said, not refused.
-  for (const warning of uncontainedRoutes(config.routes)) console.log(`warning: ${warning}`);
+  for (const warning of uncontainedRoutes(config.routes.flatMap(upstreamRoutes))) console.log(`warning: ${warning}`);
   // The same check a start makes: a stdio sandbox that cannot start on this host; and a stdio command that would not be found.
-  const problems = [...(await sandboxIssues(config.routes)), ...commandIssues(config.routes)];
+  const problems = [...(await sandboxIssues(config.routes.flatMap(upstreamRoutes))), ...commandIssues(config.routes.flatMap(upstreamRoutes))];
   if (problems.length > 0) {
     console.error(new ConfigError(problems).message);
     return 1;

@@ -11,6 +11,7 @@ import { findMetadata, issuerFinding, probeJwks, probeJwtIssuer } from './probe-
 import { ASYMMETRIC_JWS_ALGORITHMS } from '../config/jws-algorithms.js';
 import { probeIntrospection } from './probe-introspection.js';
 import { probeUpstream } from './probe-upstream.js';
+import { upstreamRoutes } from '../config/upstreams.js';
 
 export interface OnlineReport {
   lines: string[];
@@ -54,9 +55,9 @@ async function routeFindings(route: RouteConfig, builtinIssuer: string | undefin
   const [token, servers, upstream] = await Promise.all([
     tokenFindings(route, once),
     Promise.all(advertisedServers(route, builtinIssuer).map((issuer) => once(`as ${issuer}`, () => authorizationServerFinding(issuer)))),
-    probeUpstream(route),
+    Promise.all(upstreamRoutes(route).map(probeUpstream)),
   ]);
-  return [...token, ...servers, upstream];
+  return [...token, ...servers, ...upstream];
 }
 
 function tokenFindings(route: RouteConfig, once: Once): Promise<Finding[]> {

@@ -37,6 +37,7 @@ import { signedCredentialTrust } from './signed-credential-trust.js';
 import { resolveSandbox, resolveUser, type IsolationProblem } from './stdio-isolation.js';
 import { resolveUserOAuth, userOAuthPlacementProblem } from './user-oauth.js';
 import { resolveAccountTokens } from './account-tokens.js';
+import { resolveUpstreams, upstreamRoutes } from './upstreams.js';
 
 export interface Located<T> {
   file: string;
@@ -61,6 +62,8 @@ const MIN_NONCE_KEY_LENGTH = 32;
 const HAS_SCHEME = /^[A-Za-z][A-Za-z0-9!#$%&'*+.^_`|~-]* \S/;
 
 type AsFile = NonNullable<GatewayFile['authorization_server']>;
+type UpstreamFile = NonNullable<RouteFile['upstream']>;
+type UpstreamAuthFile = RouteFile['upstream_auth'];
 
 export async function resolveConfig(input: ResolveInput): Promise<{ config: GatewayConfig; issues: ConfigIssue[] }> {
   return new Resolver(input).run();
@@ -84,7 +87,8 @@ class Resolver {
     for (const source of this.input.routes) {
       const route = await this.route(source, publicUrl, authorizationServer?.issuer);
       const { value: f, at: here } = source;
-      this.upstreamAuthPlacement(route, here, authorizationServer, g.account_tokens !== undefined);
+      // Each upstream's credential where it can work: an aggregated route's entries each as a route of its own.
+      for (const each of upstreamRoutes(route)) this.upstreamAuthPlacement(each, here, authorizationServer, g.account_tokens !== undefined);
       const samePath = byPath.get(route.path);
       const sameResource = byResource.get(route.resource);
       if (samePath) this.issue(here, ['path'], `${route.path} is already the path of the route in ${samePath}`);
@@ -282,14 +286,13 @@ class Resolver {
     const resource = canonicalUrl(f.resource ?? publicUrl + (f.path === '/' ? '' : f.path));
     if (isReservedPath(f.path)) this.issue(at, ['path'], `${f.path} is reserved for the gateway's own endpoints`);
     if (new URL(resource).search) this.issue(at, ['resource'], 'a resource URI has no query');
-    const stdio = typeof f.upstream === 'object' && 'stdio' in f.upstream ? await this.stdioUpstream(source, f.upstream.stdio) : undefined;
-    const sse = typeof f.upstream === 'object' && 'sse' in f.upstream ? this.sseUpstream(at, f.upstream.sse) : undefined;
-    const upstream = upstreamLabel(f);
-    if (!stdio) {
-      const upstreamAt = sse ? ['upstream', 'sse'] : ['upstream'];
-      this.warnHttp(at, upstreamAt, upstream);
-      this.warn(at, upstreamAt, upstreamWithoutPath(upstream));
-    }
+    const aggregate = await resolveUpstreams(f, at, (found) => this.issues.push(found), (e, here) =>
+      this.upstreamOf(here, e.upstream, e.upstream_auth ?? { kind: 'none' }, e.limits?.upstream_timeout ?? f.limits.upstream_timeout),
+    );
+    if (aggregate && f.upstream_auth.kind !== 'none') this.issue(at, ['upstream_auth'], 'an aggregated route takes upstream_auth in each of its upstreams');
+    const upstream = f.upstream !== undefined && !aggregate
+      ? await this.upstreamOf(at, f.upstream, f.upstream_auth, f.limits.upstream_timeout)
+      : { upstream: `aggregate:${aggregate?.upstreams.map((u) => u.name).join(',') ?? ''}`, upstreamAuth: { kind: 'none' as const }, upstreamTimeoutMs: parseDuration(f.limits.upstream_timeout) };
 
     let authorizationServers = f.authorization_servers;
     if (!authorizationServers) {
@@ -299,9 +302,8 @@ class Resolver {
     return {
       file: source.file,
       path: f.path,
-      upstream,
-      ...(stdio && { stdio }),
-      ...(sse && { sse }),
+      ...upstream,
+      ...(aggregate && { aggregate }),
       resource,
       resourceMetadataUrl: resourceMetadataUrl(resource),
       authorizationServers,
@@ -331,9 +333,7 @@ class Resolver {
       ),
       allowedOrigins: f.cors.allowed_origins,
       maxBodyBytes: f.limits.max_body_bytes,
-      upstreamTimeoutMs: parseDuration(f.limits.upstream_timeout),
       maxGetStreamsPerUser: f.limits.max_get_streams_per_user,
-      upstreamAuth: await this.upstreamAuth(source),
     };
   }
 
@@ -361,8 +361,20 @@ class Resolver {
     return { kind: 'builtin' };
   }
 
-  private async upstreamAuth({ value: f, at }: Located<RouteFile>): Promise<UpstreamAuthConfig> {
-    const u = f.upstream_auth;
+  /** A route's upstream, or an aggregated route's entry's (`at` then points into the entry). */
+  private async upstreamOf(at: Locate, u: UpstreamFile, auth: UpstreamAuthFile, timeout: string): Promise<Pick<RouteConfig, 'upstream' | 'stdio' | 'sse' | 'upstreamAuth' | 'upstreamTimeoutMs'>> {
+    const stdio = typeof u === 'object' && 'stdio' in u ? await this.stdioUpstream(at, auth.kind, u.stdio) : undefined;
+    const sse = typeof u === 'object' && 'sse' in u ? this.sseUpstream(at, u.sse) : undefined;
+    const upstream = upstreamLabel(u);
+    if (!stdio) {
+      const upstreamAt = sse ? ['upstream', 'sse'] : ['upstream'];
+      this.warnHttp(at, upstreamAt, upstream);
+      this.warn(at, upstreamAt, upstreamWithoutPath(upstream));
+    }
+    return { upstream, ...(stdio && { stdio }), ...(sse && { sse }), upstreamAuth: await this.upstreamAuth(at, auth, upstream), upstreamTimeoutMs: parseDuration(timeout) };
+  }
+
+  private async upstreamAuth(at: Locate, u: UpstreamAuthFile, label: string): Promise<UpstreamAuthConfig> {
     const base = ['upstream_auth'];
     switch (u.kind) {
       case 'none':
@@ -388,20 +400,20 @@ class Resolver {
         };
         return u.kind === 'client_credentials'
           ? { kind: u.kind, ...common, resource: u.resource }
-          : { kind: u.kind, ...common, audience: u.audience ?? upstreamLabel(f) };
+          : { kind: u.kind, ...common, audience: u.audience ?? label };
       }
       case 'signed':
-        return { kind: 'signed', audience: u.audience ?? upstreamLabel(f), ttlMs: parseDuration(u.ttl) };
+        return { kind: 'signed', audience: u.audience ?? label, ttlMs: parseDuration(u.ttl) };
       case 'user_oauth':
-        return resolveUserOAuth(u, upstreamLabel(f), { secret: (path, ref) => this.secret(at, path, ref), warnHttp: (path, url) => this.warnHttp(at, path, url) });
+        return resolveUserOAuth(u, label, { secret: (path, ref) => this.secret(at, path, ref), warnHttp: (path, url) => this.warnHttp(at, path, url) });
     }
   }
 
   /** A process the gateway starts: secrets in `env` read now, `cwd` made absolute, its sandbox and user checked. */
-  private async stdioUpstream({ value: f, at }: Located<RouteFile>, u: StdioUpstreamFile): Promise<StdioUpstreamConfig> {
+  private async stdioUpstream(at: Locate, authKind: UpstreamAuthFile['kind'], u: StdioUpstreamFile): Promise<StdioUpstreamConfig> {
     const base = ['upstream', 'stdio'];
     // The credential swap puts headers on an HTTP request; a process has none to carry them.
-    if (f.upstream_auth.kind !== 'none') this.issue(at, ['upstream_auth', 'kind'], 'a stdio upstream takes upstream_auth kind none (pass credentials in upstream.stdio.env)');
+    if (authKind !== 'none') this.issue(at, ['upstream_auth', 'kind'], 'a stdio upstream takes upstream_auth kind none (pass credentials in upstream.stdio.env)');
     const env: Record<string, string> = {};
     for (const [name, value] of Object.entries(u.env)) {
       env[name] = typeof value === 'string' ? value : await this.secret(at, [...base, 'env', name], value);
@@ -510,14 +522,8 @@ function rateLimits(r: AsFile['rate_limits']): AuthorizationServerRateLimits {
 }
 
 /** What audience-defaulting credential kinds name: the URL (a legacy server's SSE URL), or the stdio label. */
-const upstreamLabel = (f: RouteFile): string =>
-  typeof f.upstream === 'string'
-    ? f.upstream
-    : 'sse' in f.upstream
-      ? typeof f.upstream.sse === 'string'
-        ? f.upstream.sse
-        : f.upstream.sse.url
-      : `stdio:${f.upstream.stdio.command}`;
+const upstreamLabel = (u: UpstreamFile): string =>
+  typeof u === 'string' ? u : 'sse' in u ? (typeof u.sse === 'string' ? u.sse : u.sse.url) : `stdio:${u.stdio.command}`;
 
 /** An https URL, or an http one to a loopback host (nothing on the network can read or change it). */
 function isHttpsOrLoopback(url: string): boolean {

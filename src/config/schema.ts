@@ -8,6 +8,7 @@ import { ASYMMETRIC_JWS_ALGORITHMS } from './jws-algorithms.js';
 import { GATEWAY_AUTHORIZE_PARAMS, isGatewayAuthorizeParam } from './idp-authorize-params.js';
 import { userOAuthSchema } from './user-oauth.js';
 import { accountTokensSchema } from './account-tokens.js';
+import { aggregateRouteFields } from './upstreams-schema.js';
 
 /** A duration such as `500ms`, `60s`, `10m`, `12h`, `30d`. */
 export const Duration = z
@@ -87,12 +88,12 @@ export const TokenSchema = z
 const Glob = z.string().min(1);
 
 /** What a rule or a rate limit applies to: JSON-RPC messages by method and tool, resource or prompt name (globs). */
-const MATCH_FIELDS = { method: z.string().min(1).optional(), tool: Glob.optional(), uri: Glob.optional(), prompt: Glob.optional() };
-const MatchSchema = z.strictObject(MATCH_FIELDS).refine((m) => Object.keys(m).length > 0, 'a match needs at least one of method, tool, uri, prompt');
+const MATCH_FIELDS = { method: z.string().min(1).optional(), tool: Glob.optional(), uri: Glob.optional(), prompt: Glob.optional(), upstream: z.string().min(1).optional().describe('on an aggregated route: tools and prompts of this upstream (by its name under upstreams)') };
+const MatchSchema = z.strictObject(MATCH_FIELDS).refine((m) => Object.keys(m).length > 0, 'a match needs at least one of method, tool, uri, prompt, upstream');
 /** A rule's match may also hold a CEL condition (cel-when.ts). */
 const RuleMatchSchema = z
   .strictObject({ ...MATCH_FIELDS, when: WhenSchema.optional() })
-  .refine((m) => Object.keys(m).length > 0, 'a match needs at least one of method, tool, uri, prompt, when');
+  .refine((m) => Object.keys(m).length > 0, 'a match needs at least one of method, tool, uri, prompt, upstream, when');
 
 export const RuleSchema = z
   .strictObject({
@@ -249,21 +250,25 @@ const SseUpstream = z
   })
   .meta({ id: 'SseUpstream', description: 'A legacy HTTP+SSE MCP server (2024-11-05 transport): its SSE URL, or the URL with its session bounds' });
 
+/** Where a route's (or an aggregated route's entry's) MCP server is: Streamable HTTP, legacy SSE or a process. */
+export const UpstreamSchema = z
+  .union([HttpUrl, z.strictObject({ stdio: StdioUpstreamSchema }), SseUpstream], {
+    // `{ sse: ... }` gets the errors of its one key (validate.ts locates them).
+    error: (issue) =>
+      issue.input === undefined
+        ? 'required, but missing'
+        : typeof issue.input === 'object' && issue.input !== null && 'stdio' in issue.input
+          ? stdioIssue(issue)
+          : typeof issue.input === 'object' && issue.input !== null && 'sse' in issue.input
+            ? undefined
+            : 'expected an http(s) URL, { sse: URL } (legacy HTTP+SSE) or { stdio: { command, ... } }',
+  })
+  .describe('a Streamable HTTP URL, { sse: URL } (a legacy HTTP+SSE server), or { stdio: { command, ... } }');
+
 export const RouteSchema = z.strictObject({
   path: RoutePath,
-  upstream: z
-    .union([HttpUrl, z.strictObject({ stdio: StdioUpstreamSchema }), SseUpstream], {
-      // `{ sse: ... }` gets the errors of its one key (validate.ts locates them).
-      error: (issue) =>
-        issue.input === undefined
-          ? 'required, but missing'
-          : typeof issue.input === 'object' && issue.input !== null && 'stdio' in issue.input
-            ? stdioIssue(issue)
-            : typeof issue.input === 'object' && issue.input !== null && 'sse' in issue.input
-              ? undefined
-              : 'expected an http(s) URL, { sse: URL } (legacy HTTP+SSE) or { stdio: { command, ... } }',
-    })
-    .describe('a Streamable HTTP URL, { sse: URL } (a legacy HTTP+SSE server), or { stdio: { command, ... } }'),
+  upstream: UpstreamSchema.optional().describe('required unless upstreams is given'),
+  ...aggregateRouteFields({ upstream: UpstreamSchema, upstreamAuth: UpstreamAuthSchema, duration: Duration }),
   resource: HttpUrl.optional().describe('default: public_url + path'),
   authorization_servers: z.array(HttpUrl).min(1).optional().describe('default: the built-in AS'),
   token: TokenSchema.optional(),
@@ -282,7 +287,14 @@ export const RouteSchema = z.strictObject({
     .default({ max_body_bytes: 4 * 1024 * 1024, upstream_timeout: '60s', max_get_streams_per_user: 16 }),
   upstream_auth: UpstreamAuthSchema.default({ kind: 'none' }),
   identity_headers: IdentityHeadersSchema.optional(),
-}).meta({ id: 'RouteFile', description: 'One route: a file under the config directory other than gateway.yaml' });
+})
+  // Reported beside the route's other issues, not after them: hence `when`.
+  .refine((r) => r.upstream !== undefined || r.upstreams !== undefined, {
+    path: ['upstream'],
+    message: 'required, but missing',
+    when: ({ value }) => typeof value === 'object' && value !== null,
+  })
+  .meta({ id: 'RouteFile', description: 'One route: a file under the config directory other than gateway.yaml' });
 
 export const StoreSchema = z.discriminatedUnion('kind', [
   z.strictObject({

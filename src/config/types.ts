@@ -45,7 +45,7 @@ export interface DpopRouteConfig {
 }
 
 export interface RuleConfig {
-  match: { method?: string; tool?: string; uri?: string; prompt?: string; when?: string };
+  match: { method?: string; tool?: string; uri?: string; prompt?: string; when?: string; upstream?: string };
   requireScopes?: string[];
   deny?: true;
   allowClients?: string[];
@@ -146,7 +146,24 @@ export interface RouteConfig {
   /** Open GET streams of one user on a Streamable HTTP route (proxy/stream-quota.ts). */
   maxGetStreamsPerUser: number;
   upstreamAuth: UpstreamAuthConfig;
+  /** Set on an aggregated route (`upstreams:`, config/upstreams.ts); then `upstream` is a label. */
+  aggregate?: AggregateConfig;
 }
+
+/** One route in front of several servers (DESIGN §8.2). */
+export interface AggregateConfig {
+  /** `names:`, checked to hold {upstream} and {name} once each. */
+  pattern: string;
+  /** In configuration order (the first wins a resource URI clash). */
+  upstreams: AggregateUpstreamConfig[];
+}
+
+/** An entry of `upstreams:`: the route's upstream settings, its own. */
+export type AggregateUpstreamConfig = Pick<RouteConfig, 'upstream' | 'stdio' | 'sse' | 'upstreamAuth' | 'upstreamTimeoutMs'> & {
+  name: string;
+  /** The upstream's own tool or prompt name → the shown one. */
+  renames: Record<string, string>;
+};
 
 export type StoreConfig =
   | { kind: 'memory'; maxEntries: number }

@@ -2,6 +2,7 @@
 // configured) and, per route, its forwarder, verifier, credential swap and
 // policy step, behind one request listener. A reload builds a new table;
 // in-flight requests keep the closures of the table they started with.
+import { upstreamRoutes } from '../config/upstreams.js';
 import { createApp, type NodeListener } from '../app.js';
 import { createTokenVerifier } from '../auth/create-token-verifier.js';
 import type { DpopChecks } from '../auth/dpop-binding.js';
@@ -21,6 +22,7 @@ import { createSseForwarder } from '../proxy/sse/sse-forwarder.js';
 import { sandboxIssues } from '../proxy/stdio/bubblewrap-check.js';
 import { uncontainedRoutes } from '../proxy/stdio/containment.js';
 import { createStdioForwarder } from '../proxy/stdio/stdio-forwarder.js';
+import { createAggregateRoute } from './aggregate-route.js';
 import { tracedRoutes } from '../routes/traced-routes.js';
 import { createProtectedRoute, type ProtectedRouteHandler } from '../routes/protected-route.js';
 import { createUpstreamCredential } from '../upstream-auth/create-upstream-credential.js';
@@ -36,7 +38,7 @@ export interface RouteTable {
 export async function buildRouteTable(config: GatewayConfig, services: Services, options: StartOptions): Promise<RouteTable> {
   const { store, logger, audit, metrics } = services;
   // A sandbox that cannot start here is refused now (start: exit 1; reload: the last good table stays), not per client.
-  const sandboxes = await sandboxIssues(config.routes);
+  const sandboxes = await sandboxIssues(config.routes.flatMap(upstreamRoutes));
   if (sandboxes.length > 0) throw new ConfigError(sandboxes);
   for (const warning of uncontainedRoutes(config.routes)) logger.warn({}, warning);
   const as = config.authorizationServer
@@ -48,7 +50,7 @@ export async function buildRouteTable(config: GatewayConfig, services: Services,
   const protectedRoutes = new Map<string, ProtectedRouteHandler>();
   const forwarders: Forwarder[] = [];
   for (const route of config.routes) {
-    const forwarder = createRouteForwarder(route, sessions, services);
+    const forwarder = route.aggregate ? createAggregateRoute({ ...route, aggregate: route.aggregate }, sessions, services, (sub) => createRouteForwarder(sub, sessions, services), as, config) : createRouteForwarder(route, sessions, services);
     forwarders.push(forwarder);
     const verifier = createTokenVerifier(route, {
       jwksSources: services.jwks,

@@ -49,6 +49,20 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly aggregateUpstreamUp = new Gauge({
+    name: 'mag_aggregate_upstream_up',
+    help: 'Upstreams of aggregated routes: 1 served, 0 down (left out of lists, calls failed at once)',
+    labelNames: ['route', 'upstream'] as const,
+    registers: [this.registry],
+  });
+
+  readonly aggregateLeftOut = new Counter({
+    name: 'mag_aggregate_left_out_total',
+    help: 'Lists of aggregated routes answered without an upstream (down, slow or failing)',
+    labelNames: ['route', 'upstream'] as const,
+    registers: [this.registry],
+  });
+
   readonly openStreams = new Gauge({
     name: 'mag_open_streams',
     help: 'Event streams currently open through the gateway',

@@ -1,7 +1,8 @@
 // A route's rules compiled once per configuration load: globs turned into
 // matchers, client and subject lists into sets, and a one-line description of
 // each rule for `explain` and the audit log.
-import type { RouteConfig, RuleConfig } from '../config/types.js';
+import { ShownNames } from '../config/shown-names.js';
+import type { AggregateConfig, RouteConfig, RuleConfig } from '../config/types.js';
 import { compileCondition, type CompiledCondition } from './cel-condition.js';
 import { compileGlob, type Glob } from './glob.js';
 import type { Operation } from './json-rpc.js';
@@ -14,6 +15,8 @@ export interface CompiledMatch {
   prompt?: Glob;
   /** A rule's CEL condition, planned once. */
   when?: CompiledCondition;
+  /** `match.upstream` on an aggregated route: is this shown tool or prompt name that upstream's? */
+  upstream?: (shownName: string) => boolean;
 }
 
 export interface CompiledRule extends CompiledMatch {
@@ -39,17 +42,23 @@ export interface RoutePolicy {
   rules: readonly CompiledRule[];
 }
 
-export function compilePolicy(route: Pick<RouteConfig, 'path' | 'requiredScopes' | 'rules'> & { file?: string }): RoutePolicy {
+export function compilePolicy(route: Pick<RouteConfig, 'path' | 'requiredScopes' | 'rules'> & { file?: string; aggregate?: AggregateConfig }): RoutePolicy {
+  const names = shownNamesOf(route);
   return {
     route: route.path,
     file: route.file,
     requiredScopes: [...route.requiredScopes],
-    rules: route.rules.map((rule, index) => compileRule(rule, index)),
+    rules: route.rules.map((rule, index) => compileRule(rule, index, names)),
   };
 }
 
-export function compileMatch(match: RuleConfig['match']): CompiledMatch {
+/** The shown names of an aggregated route, for `match.upstream`. */
+export const shownNamesOf = (route: { aggregate?: AggregateConfig }): ShownNames | undefined => (route.aggregate ? new ShownNames(route.aggregate) : undefined);
+
+export function compileMatch(match: RuleConfig['match'], names?: ShownNames): CompiledMatch {
+  const { upstream } = match;
   return {
+    upstream: upstream === undefined ? undefined : (shown) => names?.owner(shown)?.upstream === upstream,
     method: match.method === undefined ? undefined : compileGlob(match.method),
     tool: match.tool === undefined ? undefined : compileGlob(match.tool),
     uri: match.uri === undefined ? undefined : compileGlob(match.uri),
@@ -65,16 +74,18 @@ export function matchesOperation(match: CompiledMatch, { method, name }: Operati
   if (match.tool && (method !== 'tools/call' || name === undefined || !match.tool.test(name))) return false;
   if (match.uri && (method !== 'resources/read' || name === undefined || !match.uri.test(name))) return false;
   if (match.prompt && (method !== 'prompts/get' || name === undefined || !match.prompt.test(name))) return false;
+  // An upstream applies to the names that lead to it: tools and prompts (resource URIs are not renamed).
+  if (match.upstream && ((method !== 'tools/call' && method !== 'prompts/get') || name === undefined || !match.upstream(name))) return false;
   return true;
 }
 
-function compileRule(rule: RuleConfig, index: number): CompiledRule {
+function compileRule(rule: RuleConfig, index: number, names: ShownNames | undefined): CompiledRule {
   const { match } = rule;
   return {
     index,
     source: rule.source,
     description: describeRule(rule),
-    ...compileMatch(match),
+    ...compileMatch(match, names),
     deny: rule.deny === true,
     requireScopes: rule.requireScopes ?? [],
     allowClients: rule.allowClients && new Set(rule.allowClients),

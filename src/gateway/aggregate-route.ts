@@ -1,0 +1,39 @@
+// An aggregated route's forwarder, wired (DESIGN §8.2): each upstream entry is
+// made a route of its own for the forwarders (its transport, limits, session
+// bindings under `<path>#<name>`, metrics under that label) with its own
+// credential, and the aggregate forwarder stands in front of them all.
+import type { AuthorizationServer } from '../authorization-server/index.js';
+import type { AggregateConfig, GatewayConfig, RouteConfig } from '../config/types.js';
+import { createAggregateForwarder } from '../proxy/aggregate/aggregate-forwarder.js';
+import type { Forwarder } from '../proxy/forwarder.js';
+import type { SessionBinding } from '../proxy/session-binding.js';
+import { sessionHook } from '../proxy/session-hook.js';
+import { upstreamRoutes } from '../config/upstreams.js';
+import { createUpstreamCredential } from '../upstream-auth/create-upstream-credential.js';
+import type { Services } from './services.js';
+
+export function createAggregateRoute(
+  route: RouteConfig & { aggregate: AggregateConfig },
+  sessions: SessionBinding,
+  services: Services,
+  forwarderOf: (route: RouteConfig) => Forwarder,
+  as: AuthorizationServer | undefined,
+  config: GatewayConfig,
+): Forwarder {
+  const { metrics, logger, store } = services;
+  const subRoutes = upstreamRoutes(route);
+  const upstreams = route.aggregate.upstreams.map((entry, i) => {
+    const sub = subRoutes[i]!;
+    const credential = createUpstreamCredential(entry.upstreamAuth, { upstream: entry.upstream, store, signer: as?.signer, publicUrl: config.publicUrl, idpTokens: as?.idpTokens });
+    return { name: entry.name, forwarder: forwarderOf(sub), headersFor: credential.headersFor.bind(credential), timeoutMs: entry.upstreamTimeoutMs, maxBytes: route.maxBodyBytes, perSession: entry.stdio !== undefined };
+  });
+  return createAggregateForwarder(route, {
+    session: sessionHook(route.path, sessions, logger),
+    upstreams,
+    logger,
+    metrics: {
+      upstreamUp: (name, up) => metrics.aggregateUpstreamUp.labels(route.path, name).set(up ? 1 : 0),
+      leftOut: (name) => metrics.aggregateLeftOut.labels(route.path, name).inc(),
+    },
+  });
+}

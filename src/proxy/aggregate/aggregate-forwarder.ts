@@ -1,0 +1,190 @@
+// The forwarder of an aggregated route (DESIGN §8.2): the client sees one MCP
+// server. The gateway answers initialize itself (the capabilities some
+// upstream has), gives the client a session id of its own, bound to the
+// principal by the route's session hook, and opens for that session one
+// session with each upstream (through each upstream's own forwarder). Every
+// later request of the session is answered by aggregate-methods.ts, as JSON,
+// through the policy's response transform (tools/list filtering).
+import { randomBytes } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { principalKey, type AuthContext } from '../../auth/principal.js';
+import { ShownNames } from '../../config/shown-names.js';
+import type { AggregateConfig } from '../../config/types.js';
+import { GatewayError } from '../../errors/gateway-error.js';
+import { writeError } from '../../errors/write-error.js';
+import type { ForwardContext, Forwarder, ProxyLogger, SessionHook } from '../forwarder.js';
+import { methodNotAllowed } from '../forwarded-methods.js';
+import { AggregateMethods, rpcError, type SessionUpstream } from './aggregate-methods.js';
+import { UpstreamHealth, type AggregateMetrics } from './upstream-health.js';
+import { UpstreamLink, type AggregateUpstream, type ClientHello, type JsonRpcAnswer } from './upstream-link.js';
+
+/** The revisions this route speaks to clients (2026-07-28's stateless requests are not served here yet). */
+const SUPPORTED_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'];
+/** Client sessions of one aggregated route at once, and of one principal; beyond: 503. */
+const MAX_SESSIONS = 10_000;
+const MAX_SESSIONS_PER_PRINCIPAL = 16;
+/** A client session unused this long is ended (its upstream sessions too). */
+const IDLE_MS = 30 * 60_000;
+
+interface ClientSession {
+  owner: string;
+  methods: AggregateMethods;
+  upstreams: SessionUpstream[];
+  lastUsed: number;
+}
+
+interface Message {
+  id?: unknown;
+  method?: unknown;
+  params?: unknown;
+}
+
+export interface AggregateForwarderDeps {
+  session: SessionHook;
+  upstreams: AggregateUpstream[];
+  logger?: ProxyLogger;
+  metrics?: AggregateMetrics;
+}
+
+export function createAggregateForwarder(route: { path: string; aggregate: AggregateConfig }, deps: AggregateForwarderDeps): Forwarder {
+  return new AggregateForwarder(route.path, new ShownNames(route.aggregate), deps);
+}
+
+class AggregateForwarder implements Forwarder {
+  private readonly sessions = new Map<string, ClientSession>();
+  private readonly health: UpstreamHealth[];
+  private readonly loggedClashes = new Set<string>();
+  private readonly sweep: NodeJS.Timeout;
+
+  constructor(
+    private readonly route: string,
+    private readonly names: ShownNames,
+    private readonly deps: AggregateForwarderDeps,
+  ) {
+    this.health = deps.upstreams.map((u) => new UpstreamHealth(route, u.name, deps.logger, deps.metrics));
+    this.sweep = setInterval(() => this.endIdle(), 60_000).unref();
+  }
+
+  async forward(req: IncomingMessage, res: ServerResponse, ctx: ForwardContext): Promise<void> {
+    try {
+      const sessionId = headerOf(req, 'mcp-session-id');
+      if (req.method === 'GET') throw methodNotAllowed();
+      if (req.method === 'DELETE') return await this.end(sessionId, ctx.auth, res);
+      if (req.method !== 'POST') throw methodNotAllowed();
+      const parsed = JSON.parse(ctx.body.toString('utf8')) as Message | Message[];
+      const messages = Array.isArray(parsed) ? parsed : [parsed];
+      const first = messages[0];
+      if (sessionId === undefined && messages.length === 1 && first?.method === 'initialize') return await this.initialize(first, res, ctx);
+      if (sessionId === undefined) throw new GatewayError(400, 'invalid_request', 'Mcp-Session-Id header is required (a session starts with initialize)');
+      const session = await this.sessionOf(sessionId, ctx.auth);
+      session.lastUsed = Date.now();
+      const answers = (await Promise.all(messages.map((m) => this.answer(session, m, ctx)))).filter((a) => a !== undefined);
+      if (answers.length === 0) return void res.writeHead(202).end();
+      this.reply(res, ctx, Array.isArray(parsed) ? answers : answers[0]);
+    } catch (err) {
+      writeError(res, err instanceof GatewayError ? err : new GatewayError(err instanceof SyntaxError ? 400 : 500, err instanceof SyntaxError ? 'invalid_request' : 'server_error', err instanceof SyntaxError ? 'The body is not JSON' : 'Internal error', { cause: err }));
+    }
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.sweep);
+    for (const id of [...this.sessions.keys()]) this.drop(id);
+    await Promise.allSettled(this.deps.upstreams.map((u) => u.forwarder.close()));
+  }
+
+  /** The gateway's own initialize answer, after opening the session's upstream sessions (those that answer). */
+  private async initialize(message: Message, res: ServerResponse, ctx: ForwardContext): Promise<void> {
+    const owner = principalKey(ctx.auth);
+    const mine = [...this.sessions.values()].filter((s) => s.owner === owner).length;
+    if (this.sessions.size >= MAX_SESSIONS || mine >= MAX_SESSIONS_PER_PRINCIPAL) {
+      throw new GatewayError(503, 'temporarily_unavailable', 'Too many sessions on this route', { headers: { 'retry-after': '30' } });
+    }
+    const params = isRecord(message.params) ? message.params : {};
+    const requested = typeof params.protocolVersion === 'string' ? params.protocolVersion : SUPPORTED_VERSIONS[0]!;
+    const protocolVersion = SUPPORTED_VERSIONS.includes(requested) ? requested : SUPPORTED_VERSIONS[0]!;
+    const hello: ClientHello = { protocolVersion, capabilities: {}, clientInfo: isRecord(params.clientInfo) ? params.clientInfo : { name: 'mcp-auth-gateway' } };
+    const upstreams = this.deps.upstreams.map((u, i) => ({ link: new UpstreamLink(u, ctx.auth, hello), health: u.perSession ? this.sessionHealth(u.name) : this.health[i]! }));
+    const results = await Promise.all(upstreams.map((u) => (u.health.down ? undefined : u.link.open(ctx.span).then((r) => (u.health.served(), r), (err: unknown) => void u.health.failed(err)))));
+    const id = randomBytes(24).toString('base64url');
+    await this.deps.session.bind(id, ctx.auth);
+    this.sessions.set(id, { owner, upstreams, methods: new AggregateMethods(this.route, upstreams, this.names, this.loggedClashes, this.deps.logger), lastUsed: Date.now() });
+    res.setHeader('mcp-session-id', id);
+    const result = { protocolVersion, capabilities: capabilitiesOf(results), serverInfo: { name: 'mcp-auth-gateway', title: `${this.route} (${this.deps.upstreams.map((u) => u.name).join(', ')})`, version: '0.1.0' } };
+    this.reply(res, ctx, { jsonrpc: '2.0', id: message.id ?? null, result });
+  }
+
+  /**
+   * A process of this session's own failing says nothing of other sessions': a
+   * caller who crashes or wedges its process must not take the upstream from
+   * everyone else. Counted in the left-out metric, not in up/down.
+   */
+  private sessionHealth(name: string): UpstreamHealth {
+    const leftOut = this.deps.metrics?.leftOut.bind(this.deps.metrics);
+    return new UpstreamHealth(this.route, name, undefined, leftOut && { upstreamUp: () => undefined, leftOut });
+  }
+
+  private async answer(session: ClientSession, m: Message, ctx: ForwardContext): Promise<object | undefined> {
+    if (typeof m.method !== 'string') return undefined; // an answer or a notification from the client: nothing to say back
+    if (m.id === undefined) return undefined; // notifications (initialized, cancelled) are not passed on in this cut
+    const params = isRecord(m.params) ? m.params : undefined;
+    const answer: JsonRpcAnswer = m.method === 'initialize' ? rpcError(-32600, 'Already initialized') : await session.methods.answer(m.method, params, ctx.span);
+    return { jsonrpc: '2.0', id: m.id, ...answer };
+  }
+
+  /** The answer, as JSON, through the policy's transform when it has one. */
+  private reply(res: ServerResponse, ctx: ForwardContext, payload: unknown): void {
+    const head: Record<string, string> = { 'content-type': 'application/json' };
+    let body = Buffer.from(JSON.stringify(payload));
+    const transform = ctx.transform?.(head);
+    if (transform) {
+      body = Buffer.concat([transform.push(body), transform.end()]);
+      if (transform.perCaller) head['cache-control'] = 'private';
+    }
+    res.writeHead(200, { ...head, 'content-length': String(body.length) });
+    res.end(body);
+  }
+
+  /** The session a request names: bound to this principal (the hook, across replicas) and held here. */
+  private async sessionOf(id: string, auth: AuthContext): Promise<ClientSession> {
+    await this.deps.session.admit(id, auth);
+    const session = this.sessions.get(id);
+    if (!session || session.owner !== principalKey(auth)) throw new GatewayError(404, 'not_found', 'Unknown session');
+    return session;
+  }
+
+  private async end(id: string | undefined, auth: AuthContext, res: ServerResponse): Promise<void> {
+    if (id === undefined) throw new GatewayError(400, 'invalid_request', 'Mcp-Session-Id is required');
+    await this.sessionOf(id, auth);
+    this.drop(id);
+    this.deps.session.release(id);
+    res.writeHead(200).end();
+  }
+
+  private drop(id: string): void {
+    const session = this.sessions.get(id);
+    this.sessions.delete(id);
+    for (const u of session?.upstreams ?? []) u.link.close();
+  }
+
+  private endIdle(): void {
+    const before = Date.now() - IDLE_MS;
+    for (const [id, s] of this.sessions) if (s.lastUsed < before) this.drop(id);
+  }
+}
+
+/** What some upstream offers among tools, prompts, resources and logging (list_changed and subscribe not passed on yet). */
+function capabilitiesOf(results: readonly (Record<string, unknown> | undefined)[]): Record<string, unknown> {
+  const capabilities: Record<string, unknown> = {};
+  for (const r of results) {
+    const offered = isRecord(r?.capabilities) ? r.capabilities : {};
+    for (const key of ['tools', 'prompts', 'resources', 'logging']) if (isRecord(offered[key])) capabilities[key] = {};
+  }
+  return capabilities;
+}
+
+function headerOf(req: IncomingMessage, name: string): string | undefined {
+  const raw = req.headers[name];
+  return Array.isArray(raw) ? raw.join(', ') : raw;
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);

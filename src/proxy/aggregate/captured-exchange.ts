@@ -1,0 +1,133 @@
+// One request to an upstream of an aggregated route, through that upstream's
+// own forwarder (HTTP, legacy SSE or stdio: the same code, limits and session
+// hook as a route of its own), with the request made here and the answer kept
+// in memory instead of written to a socket. The forwarders use a small part
+// of Node's ServerResponse; CapturedResponse is that part.
+import { EventEmitter } from 'node:events';
+import { IncomingMessage, type ServerResponse } from 'node:http';
+import { Socket } from 'node:net';
+import type { ForwardContext, Forwarder } from '../forwarder.js';
+
+export interface CapturedAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: Buffer;
+}
+
+type HeaderValue = string | number | readonly string[];
+
+/** The part of ServerResponse the forwarders write to, answering into memory, bounded by `maxBytes` (beyond it: destroyed). */
+class CapturedResponse extends EventEmitter {
+  statusCode = 200;
+  headersSent = false;
+  writableEnded = false;
+  destroyed = false;
+  closed = false;
+  readonly writableLength = 0;
+  private readonly head: Record<string, string> = {};
+  private readonly chunks: Buffer[] = [];
+  private bytes = 0;
+
+  constructor(private readonly maxBytes: number) {
+    super();
+  }
+
+  setHeader(name: string, value: HeaderValue): this {
+    this.head[name.toLowerCase()] = Array.isArray(value) ? value.join(', ') : String(value);
+    return this;
+  }
+  getHeader(name: string): string | undefined {
+    return this.head[name.toLowerCase()];
+  }
+  removeHeader(name: string): void {
+    delete this.head[name.toLowerCase()];
+  }
+  writeHead(status: number, headers?: Record<string, HeaderValue | undefined>): this {
+    this.statusCode = status;
+    for (const [name, value] of Object.entries(headers ?? {})) if (value !== undefined) this.setHeader(name, value);
+    this.headersSent = true;
+    return this;
+  }
+  flushHeaders(): void {
+    this.headersSent = true;
+  }
+  write(chunk: Buffer | string): boolean {
+    if (this.writableEnded || this.destroyed) return false;
+    this.headersSent = true;
+    const buf = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+    this.bytes += buf.length;
+    if (this.bytes > this.maxBytes) this.destroy();
+    else this.chunks.push(buf);
+    return true;
+  }
+  end(chunk?: Buffer | string): this {
+    if (chunk !== undefined && chunk.length > 0) this.write(chunk);
+    if (this.writableEnded) return this;
+    this.writableEnded = true;
+    this.headersSent = true;
+    this.finish();
+    return this;
+  }
+  destroy(): this {
+    if (this.destroyed) return this;
+    this.destroyed = true;
+    this.finish();
+    return this;
+  }
+  answer(): CapturedAnswer {
+    return { status: this.statusCode, headers: this.head, body: Buffer.concat(this.chunks) };
+  }
+  private finish(): void {
+    if (this.closed) return;
+    this.closed = true;
+    setImmediate(() => this.emit('close'));
+  }
+}
+
+export interface CapturedRequest {
+  method: 'POST' | 'DELETE';
+  /** Lower-case names: the only headers the upstream's forwarder sees from this side. */
+  headers: Record<string, string>;
+  body: Buffer;
+}
+
+/**
+ * Sends `request` through `forwarder` and resolves with the whole answer once
+ * it is over; after `timeoutMs` the answer is cut (the forwarder sees the
+ * client leave) and the promise rejects.
+ */
+export function captureExchange(forwarder: Forwarder, request: CapturedRequest, ctx: Omit<ForwardContext, 'body'>, limits: { timeoutMs: number; maxBytes: number }): Promise<CapturedAnswer> {
+  const req = new IncomingMessage(new Socket());
+  req.method = request.method;
+  req.headers = request.headers;
+  req.rawHeaders = Object.entries(request.headers).flat();
+  req.httpVersionMajor = 1;
+  req.httpVersionMinor = 1;
+  req.complete = true;
+  const res = new CapturedResponse(limits.maxBytes);
+  return new Promise<CapturedAnswer>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      res.destroy();
+      reject(new AggregateUpstreamError('timeout'));
+    }, limits.timeoutMs);
+    res.once('close', () => {
+      clearTimeout(timer);
+      if (res.destroyed && !res.writableEnded) reject(new AggregateUpstreamError(res.statusCode === 200 && !res.headersSent ? 'timeout' : 'cut'));
+      else resolve(res.answer());
+    });
+    forwarder.forward(req, res as unknown as ServerResponse, { ...ctx, body: request.body }).catch((err: unknown) => {
+      clearTimeout(timer);
+      reject(err as Error);
+    });
+  });
+}
+
+/** An upstream that did not answer as an MCP server (timeout, cut answer, non-2xx status, unreadable body). */
+export class AggregateUpstreamError extends Error {
+  constructor(
+    readonly reason: 'timeout' | 'cut' | 'status' | 'unreadable' | 'down',
+    readonly status?: number,
+  ) {
+    super(`upstream ${reason}${status === undefined ? '' : ` ${status}`}`);
+  }
+}

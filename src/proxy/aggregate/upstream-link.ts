@@ -1,0 +1,157 @@
+// One client session's session with one upstream of an aggregated route:
+// opened with its own initialize when first needed, its Mcp-Session-Id and
+// protocol version kept, its requests and answers read as JSON-RPC (a JSON
+// body or an event stream whose answer to this id is taken). The upstream's
+// forwarder binds that session to the client's principal (its session hook),
+// as on a route of its own.
+import type { AuthContext } from '../../auth/principal.js';
+import type { GatewaySpan } from '../../observability/tracing.js';
+import type { Forwarder } from '../forwarder.js';
+import { AggregateUpstreamError, captureExchange, type CapturedAnswer } from './captured-exchange.js';
+
+export interface AggregateUpstream {
+  name: string;
+  forwarder: Forwarder;
+  /** The upstream's credential headers for this caller (lower-case names). */
+  headersFor(auth: AuthContext): Readonly<Record<string, string>> | Promise<Readonly<Record<string, string>>>;
+  timeoutMs: number;
+  maxBytes: number;
+  /** Each client session has a server of its own (stdio): its failures are that session's, never the route's. */
+  perSession: boolean;
+}
+
+export interface JsonRpcAnswer {
+  result?: Record<string, unknown>;
+  error?: { code: number; message: string; data?: unknown };
+}
+
+/** What the client said in its initialize, passed on to every upstream. */
+export interface ClientHello {
+  protocolVersion: string;
+  capabilities: Record<string, unknown>;
+  clientInfo: Record<string, unknown>;
+}
+
+export class UpstreamLink {
+  private opened?: Promise<Record<string, unknown>>;
+  private sessionId?: string;
+  private protocolVersion: string;
+  private nextId = 1;
+
+  constructor(
+    readonly upstream: AggregateUpstream,
+    private readonly auth: AuthContext,
+    private readonly hello: ClientHello,
+  ) {
+    this.protocolVersion = hello.protocolVersion;
+  }
+
+  /** The upstream's initialize result (its capabilities), opening the session once. A failed opening is tried again next time. */
+  open(span?: GatewaySpan): Promise<Record<string, unknown>> {
+    this.opened ??= this.handshake(span).catch((err: unknown) => {
+      this.opened = undefined;
+      throw err;
+    });
+    return this.opened;
+  }
+
+  /** One request: the upstream's JSON-RPC answer (a result or its own error). `name` goes into Mcp-Name. */
+  async request(method: string, params: Record<string, unknown> | undefined, name?: string, span?: GatewaySpan): Promise<JsonRpcAnswer> {
+    await this.open(span);
+    try {
+      return await this.send(method, params, name, span);
+    } catch (err) {
+      // The upstream forgot the session (a stdio process ended, a server restarted): opened afresh next time.
+      if (err instanceof AggregateUpstreamError && err.status === 404) this.opened = undefined;
+      throw err;
+    }
+  }
+
+  /** Ends the upstream session (DELETE); never throws. */
+  close(): void {
+    const sessionId = this.sessionId;
+    if (this.opened === undefined || sessionId === undefined) return;
+    this.opened = undefined;
+    void Promise.resolve(this.upstream.headersFor(this.auth))
+      .then((injected) => captureExchange(this.upstream.forwarder, { method: 'DELETE', headers: this.headers(undefined, undefined, sessionId), body: Buffer.alloc(0) }, { auth: this.auth, injected }, this.limits()))
+      .catch(() => undefined);
+  }
+
+  private async handshake(span?: GatewaySpan): Promise<Record<string, unknown>> {
+    this.sessionId = undefined;
+    const params = { protocolVersion: this.hello.protocolVersion, capabilities: {}, clientInfo: this.hello.clientInfo };
+    const { answer, sessionId } = await this.exchange({ jsonrpc: '2.0', id: this.nextId++, method: 'initialize', params }, 'initialize', undefined, span);
+    if (!answer.result) throw new AggregateUpstreamError('unreadable');
+    this.sessionId = sessionId;
+    if (typeof answer.result.protocolVersion === 'string') this.protocolVersion = answer.result.protocolVersion;
+    await this.exchange({ jsonrpc: '2.0', method: 'notifications/initialized' }, 'notifications/initialized', undefined, span);
+    return answer.result;
+  }
+
+  private async send(method: string, params: Record<string, unknown> | undefined, name: string | undefined, span?: GatewaySpan): Promise<JsonRpcAnswer> {
+    const message = { jsonrpc: '2.0', id: this.nextId++, method, ...(params && { params }) };
+    return (await this.exchange(message, method, name, span)).answer;
+  }
+
+  private async exchange(message: { jsonrpc: string; id?: number; method: string; params?: unknown }, method: string, name: string | undefined, span?: GatewaySpan): Promise<{ answer: JsonRpcAnswer; sessionId?: string }> {
+    const injected = await this.upstream.headersFor(this.auth);
+    const request = { method: 'POST' as const, headers: this.headers(method, name, this.sessionId), body: Buffer.from(JSON.stringify(message)) };
+    const captured = await captureExchange(this.upstream.forwarder, request, { auth: this.auth, injected, span }, this.limits());
+    if (captured.status < 200 || captured.status > 299) throw new AggregateUpstreamError('status', captured.status);
+    const sessionId = captured.headers['mcp-session-id'];
+    if (message.id === undefined) return { answer: {}, sessionId };
+    return { answer: answerOf(captured, message.id), sessionId };
+  }
+
+  private headers(method: string | undefined, name: string | undefined, sessionId: string | undefined): Record<string, string> {
+    return {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': this.protocolVersion,
+      ...(sessionId !== undefined && { 'mcp-session-id': sessionId }),
+      ...(method !== undefined && { 'mcp-method': method }),
+      ...(name !== undefined && { 'mcp-name': name }),
+    };
+  }
+
+  private limits() {
+    return { timeoutMs: this.upstream.timeoutMs, maxBytes: this.upstream.maxBytes };
+  }
+}
+
+/** The answer to `id` in a JSON body or an event stream. */
+function answerOf(captured: CapturedAnswer, id: number): JsonRpcAnswer {
+  const type = captured.headers['content-type'] ?? '';
+  const texts = type.includes('text/event-stream') ? eventData(captured.body.toString('utf8')) : [captured.body.toString('utf8')];
+  for (const text of texts) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      continue;
+    }
+    for (const m of Array.isArray(parsed) ? parsed : [parsed]) {
+      if (isRecord(m) && m.id === id && ('result' in m || 'error' in m)) {
+        if (isRecord(m.result)) return { result: m.result };
+        if (isRecord(m.error) && typeof m.error.code === 'number' && typeof m.error.message === 'string') return { error: m.error as JsonRpcAnswer['error'] };
+      }
+    }
+  }
+  throw new AggregateUpstreamError('unreadable');
+}
+
+/** The data of each event of an event stream. */
+function eventData(text: string): string[] {
+  return text
+    .split(/\r\n\r\n|\n\n|\r\r/)
+    .map((event) =>
+      event
+        .split(/\r\n|\n|\r/)
+        .filter((line) => line.startsWith('data:'))
+        .map((line) => line.slice(line.startsWith('data: ') ? 6 : 5))
+        .join('\n'),
+    )
+    .filter((data) => data.length > 0);
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
