@@ -15,12 +15,13 @@ import { writeError } from '../../errors/write-error.js';
 import type { ForwardContext, Forwarder, ProxyLogger, SessionHook } from '../forwarder.js';
 import { methodNotAllowed } from '../forwarded-methods.js';
 import { AggregateMethods, rpcError, type SessionUpstream } from './aggregate-methods.js';
+import { SessionSlots } from './session-slots.js';
 import { UpstreamHealth, type AggregateMetrics } from './upstream-health.js';
 import { UpstreamLink, type AggregateUpstream, type ClientHello, type JsonRpcAnswer } from './upstream-link.js';
 
 /** The revisions this route speaks to clients (2026-07-28's stateless requests are not served here yet). */
 const SUPPORTED_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'];
-/** Client sessions of one aggregated route at once, and of one principal; beyond: 503. */
+/** Client sessions of one aggregated route at once, and of one user (issuer, subject: whatever its client); beyond: 503. */
 const MAX_SESSIONS = 10_000;
 const MAX_SESSIONS_PER_PRINCIPAL = 16;
 /** A client session unused this long is ended (its upstream sessions too). */
@@ -28,6 +29,8 @@ const IDLE_MS = 30 * 60_000;
 
 interface ClientSession {
   owner: string;
+  /** The user's slot (SessionSlots), given back when the session ends. */
+  user: string;
   methods: AggregateMethods;
   upstreams: SessionUpstream[];
   lastUsed: number;
@@ -52,6 +55,7 @@ export function createAggregateForwarder(route: { path: string; aggregate: Aggre
 
 class AggregateForwarder implements Forwarder {
   private readonly sessions = new Map<string, ClientSession>();
+  private readonly slots = new SessionSlots(MAX_SESSIONS, MAX_SESSIONS_PER_PRINCIPAL);
   private readonly health: UpstreamHealth[];
   private readonly loggedClashes = new Set<string>();
   private readonly sweep: NodeJS.Timeout;
@@ -92,22 +96,28 @@ class AggregateForwarder implements Forwarder {
     await Promise.allSettled(this.deps.upstreams.map((u) => u.forwarder.close()));
   }
 
-  /** The gateway's own initialize answer, after opening the session's upstream sessions (those that answer). */
+  /** The gateway's own initialize answer; the user's slot is taken before any await and given back if it fails. */
   private async initialize(message: Message, res: ServerResponse, ctx: ForwardContext): Promise<void> {
-    const owner = principalKey(ctx.auth);
-    const mine = [...this.sessions.values()].filter((s) => s.owner === owner).length;
-    if (this.sessions.size >= MAX_SESSIONS || mine >= MAX_SESSIONS_PER_PRINCIPAL) {
-      throw new GatewayError(503, 'temporarily_unavailable', 'Too many sessions on this route', { headers: { 'retry-after': '30' } });
+    const user = this.slots.take(ctx.auth);
+    try {
+      await this.openSession(message, user, res, ctx);
+    } catch (err) {
+      this.slots.give(user);
+      throw err;
     }
+  }
+
+  /** Opens the session's upstream sessions (those that answer) and answers initialize. */
+  private async openSession(message: Message, user: string, res: ServerResponse, ctx: ForwardContext): Promise<void> {
     const params = isRecord(message.params) ? message.params : {};
     const requested = typeof params.protocolVersion === 'string' ? params.protocolVersion : SUPPORTED_VERSIONS[0]!;
     const protocolVersion = SUPPORTED_VERSIONS.includes(requested) ? requested : SUPPORTED_VERSIONS[0]!;
     const hello: ClientHello = { protocolVersion, capabilities: {}, clientInfo: isRecord(params.clientInfo) ? params.clientInfo : { name: 'mcp-auth-gateway' } };
     const upstreams = this.deps.upstreams.map((u, i) => ({ link: new UpstreamLink(u, ctx.auth, hello), health: u.perSession ? this.sessionHealth(u.name) : this.health[i]! }));
-    const results = await Promise.all(upstreams.map((u) => (u.health.down ? undefined : u.link.open(ctx.span).then((r) => (u.health.served(), r), (err: unknown) => void u.health.failed(err)))));
+    const results = await Promise.all(upstreams.map((u) => (u.health.down ? undefined : u.link.open(ctx.span).then((r) => (u.health.served(), r), (err: unknown) => void u.health.failedWith('initialize', err)))));
     const id = randomBytes(24).toString('base64url');
     await this.deps.session.bind(id, ctx.auth);
-    this.sessions.set(id, { owner, upstreams, methods: new AggregateMethods(this.route, upstreams, this.names, this.loggedClashes, this.deps.logger), lastUsed: Date.now() });
+    this.sessions.set(id, { owner: principalKey(ctx.auth), user, upstreams, methods: new AggregateMethods(this.route, upstreams, this.names, this.loggedClashes, this.deps.logger), lastUsed: Date.now() });
     res.setHeader('mcp-session-id', id);
     const result = { protocolVersion, capabilities: capabilitiesOf(results), serverInfo: { name: 'mcp-auth-gateway', title: `${this.route} (${this.deps.upstreams.map((u) => u.name).join(', ')})`, version: '0.1.0' } };
     this.reply(res, ctx, { jsonrpc: '2.0', id: message.id ?? null, result });
@@ -120,14 +130,14 @@ class AggregateForwarder implements Forwarder {
    */
   private sessionHealth(name: string): UpstreamHealth {
     const leftOut = this.deps.metrics?.leftOut.bind(this.deps.metrics);
-    return new UpstreamHealth(this.route, name, undefined, leftOut && { upstreamUp: () => undefined, leftOut });
+    return new UpstreamHealth(this.route, name, undefined, leftOut && { upstreamUp: () => undefined, leftOut }, undefined, 'session');
   }
 
   private async answer(session: ClientSession, m: Message, ctx: ForwardContext): Promise<object | undefined> {
     if (typeof m.method !== 'string') return undefined; // an answer or a notification from the client: nothing to say back
     if (m.id === undefined) return undefined; // notifications (initialized, cancelled) are not passed on in this cut
     const params = isRecord(m.params) ? m.params : undefined;
-    const answer: JsonRpcAnswer = m.method === 'initialize' ? rpcError(-32600, 'Already initialized') : await session.methods.answer(m.method, params, ctx.span);
+    const answer: JsonRpcAnswer = m.method === 'initialize' ? rpcError(-32600, 'Already initialized') : await session.methods.answer(m.method, params, { auth: ctx.auth, span: ctx.span });
     return { jsonrpc: '2.0', id: m.id, ...answer };
   }
 
@@ -162,6 +172,7 @@ class AggregateForwarder implements Forwarder {
 
   private drop(id: string): void {
     const session = this.sessions.get(id);
+    if (session) this.slots.give(session.user);
     this.sessions.delete(id);
     for (const u of session?.upstreams ?? []) u.link.close();
   }

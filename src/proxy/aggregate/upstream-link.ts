@@ -26,6 +26,12 @@ export interface JsonRpcAnswer {
 }
 
 /** What the client said in its initialize, passed on to every upstream. */
+/** An answer and the size of the upstream's body it was read from (what merged lists are bounded by). */
+export interface MeasuredAnswer {
+  answer: JsonRpcAnswer;
+  bytes: number;
+}
+
 export interface ClientHello {
   protocolVersion: string;
   capabilities: Record<string, unknown>;
@@ -40,7 +46,8 @@ export class UpstreamLink {
 
   constructor(
     readonly upstream: AggregateUpstream,
-    private readonly auth: AuthContext,
+    /** The latest request's auth (the same principal throughout: the session is bound to it); DELETE uses it. */
+    private auth: AuthContext,
     private readonly hello: ClientHello,
   ) {
     this.protocolVersion = hello.protocolVersion;
@@ -55,8 +62,13 @@ export class UpstreamLink {
     return this.opened;
   }
 
-  /** One request: the upstream's JSON-RPC answer (a result or its own error). `name` goes into Mcp-Name. */
-  async request(method: string, params: Record<string, unknown> | undefined, name?: string, span?: GatewaySpan): Promise<JsonRpcAnswer> {
+  /**
+   * One request: the upstream's JSON-RPC answer (a result or its own error). `name` goes into Mcp-Name.
+   * `auth` is this request's own (its credential may be per request, e.g. token exchange), of the
+   * principal the session is bound to.
+   */
+  async request(method: string, params: Record<string, unknown> | undefined, name: string | undefined, auth: AuthContext, span?: GatewaySpan): Promise<MeasuredAnswer> {
+    this.auth = auth;
     await this.open(span);
     try {
       return await this.send(method, params, name, span);
@@ -88,19 +100,22 @@ export class UpstreamLink {
     return answer.result;
   }
 
-  private async send(method: string, params: Record<string, unknown> | undefined, name: string | undefined, span?: GatewaySpan): Promise<JsonRpcAnswer> {
+  private async send(method: string, params: Record<string, unknown> | undefined, name: string | undefined, span?: GatewaySpan): Promise<MeasuredAnswer> {
     const message = { jsonrpc: '2.0', id: this.nextId++, method, ...(params && { params }) };
-    return (await this.exchange(message, method, name, span)).answer;
+    const { answer, bytes } = await this.exchange(message, method, name, span);
+    return { answer, bytes };
   }
 
-  private async exchange(message: { jsonrpc: string; id?: number; method: string; params?: unknown }, method: string, name: string | undefined, span?: GatewaySpan): Promise<{ answer: JsonRpcAnswer; sessionId?: string }> {
-    const injected = await this.upstream.headersFor(this.auth);
+  private async exchange(message: { jsonrpc: string; id?: number; method: string; params?: unknown }, method: string, name: string | undefined, span?: GatewaySpan): Promise<MeasuredAnswer & { sessionId?: string }> {
+    const auth = this.auth;
+    const injected = await this.upstream.headersFor(auth);
     const request = { method: 'POST' as const, headers: this.headers(method, name, this.sessionId), body: Buffer.from(JSON.stringify(message)) };
-    const captured = await captureExchange(this.upstream.forwarder, request, { auth: this.auth, injected, span }, this.limits());
+    const captured = await captureExchange(this.upstream.forwarder, request, { auth, injected, span }, this.limits());
     if (captured.status < 200 || captured.status > 299) throw new AggregateUpstreamError('status', captured.status);
     const sessionId = captured.headers['mcp-session-id'];
-    if (message.id === undefined) return { answer: {}, sessionId };
-    return { answer: answerOf(captured, message.id), sessionId };
+    const bytes = captured.body.length;
+    if (message.id === undefined) return { answer: {}, bytes, sessionId };
+    return { answer: answerOf(captured, message.id), bytes, sessionId };
   }
 
   private headers(method: string | undefined, name: string | undefined, sessionId: string | undefined): Record<string, string> {
