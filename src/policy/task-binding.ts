@@ -113,6 +113,7 @@ export function createTaskBinding(routePath: string, store: Store, logger?: Task
 function mcpNameOf(request: ParsedRequest, headers: IncomingHttpHeaders, headerNames: ReadonlyMap<string, string>): Record<string, string> | undefined {
   const raw = headers['mcp-name'];
   if (request.batch || typeof raw !== 'string') return undefined;
-  const substitute = headerNames.get(decodeHeaderValue(raw));
+  const name = decodeHeaderValue(raw);
+  const substitute = name === undefined ? undefined : headerNames.get(name);
   return substitute === undefined ? undefined : { 'mcp-name': substitute };
 }
