@@ -22,6 +22,7 @@ import { RevokedGrants } from '../../src/authorization-server/tokens/revoked-gra
 import { GatewayError } from '../../src/errors/gateway-error.js';
 import { StoreUnavailableError } from '../../src/store/store.js';
 import { createLogger } from '../../src/observability/logger.js';
+import { describeOnEachStore } from '../helpers/store-backends.js';
 import { Metrics } from '../../src/observability/metrics.js';
 
 const MAX_ENTRIES = 20;
@@ -137,6 +138,27 @@ describe('[K81] interleaved users: each holds at most its share, and a user unde
       }),
       { numRuns: 60 },
     );
+  });
+});
+
+describeOnEachStore('[K81] the sign-in share', (store) => {
+  it('counts the user (issuer + subject) on a shared store: past it 429 with Retry-After for that user, never for another user or issuer', async () => {
+    const limit = 3;
+    const share = new SignInShare(store(), 'https://as.example', limit, DAY_MS);
+    const user = `mallory-${Math.random()}`;
+    for (let i = 0; i < limit; i++) await share.admit(user);
+    const refused = await share.admit(user).then(
+      () => undefined,
+      (err: unknown) => err as GatewayError,
+    );
+    expect(refused?.status).toBe(429);
+    expect(refused?.code).toBe('too_many_requests');
+    expect(Number(refused?.headers?.['retry-after'])).toBeGreaterThan(0);
+    await expect(share.admit(`alice-${Math.random()}`)).resolves.toBeUndefined();
+    // The same subject at another issuer is another user.
+    await expect(new SignInShare(store(), 'https://other.example', limit, DAY_MS).admit(user)).resolves.toBeUndefined();
+    // Redis bounds no class by itself: the share is what caps one user there.
+    expect(signInShareLimit({ kind: 'redis' } as Parameters<typeof signInShareLimit>[0])).toBe(10_000);
   });
 });
 
