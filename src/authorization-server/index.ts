@@ -130,7 +130,7 @@ export async function createAuthorizationServer(config: GatewayConfig, deps: Aut
   const services = loginServices(ctx, { codes, clients, grants, interactions, browser, signInShare }, account, upstreamAccounts);
   const login = loginFactory(ctx, services);
   const idps = enterpriseIdps(asConfig.enterpriseIdps, deps.jwks ?? new JwksRegistry());
-  const parts: EndpointParts = { clients, codes, grants, interactions, browser, consents: new ConsentMemory(ctx.keys.cookieSecret), login, services, account, idps, dpopShare: dpopMarkerShare(config.store), upstreamAccounts };
+  const parts: EndpointParts = { clients, codes, grants, interactions, browser, consents: new ConsentMemory(ctx.keys.cookieSecret), login, services, account, idps, dpopShare: dpopMarkerShare(config.store), signInShare, upstreamAccounts };
 
   return {
     routes: mountEndpoints(ctx, parts, options),
@@ -238,6 +238,8 @@ interface EndpointParts {
   idps: EnterpriseIdps;
   /** Each user's share of DPoP replay markers (auth/dpop-replay.ts). */
   dpopShare: number;
+  /** Each user's share of sign-ins (tokens/sign-in-share.ts). */
+  signInShare: SignInShare;
   upstreamAccounts?: UpstreamAccounts;
 }
 
@@ -263,7 +265,7 @@ function mountEndpoints(ctx: AsContext, parts: EndpointParts, options: Authoriza
   routes.route('/', authorizeRoutes(ctx, { clients, interactions, browser, consents, login }));
   routes.route('/', consentRoutes(ctx, { clients, interactions, browser, consents, login, services, selfOrigin: services.selfOrigin }));
   routes.route('/', login.routes());
-  routes.route('/', tokenRoutes(ctx, { clients, codes, grants, enterpriseIdps: parts.idps }, tokenRequestProof(ctx, dpopProofClaimer(ctx.store, parts.dpopShare))));
+  routes.route('/', tokenRoutes(ctx, { clients, codes, grants, enterpriseIdps: parts.idps, signInShare: parts.signInShare }, tokenRequestProof(ctx, dpopProofClaimer(ctx.store, parts.dpopShare))));
   routes.route('/', revokeRoutes(ctx, { clients, grants }));
   if (parts.account) {
     const { apps, sessions } = parts.account;
