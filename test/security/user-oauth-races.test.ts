@@ -1,12 +1,15 @@
 /**
- * Second adversarial review of `upstream_auth: { kind: user_oauth }` (DESIGN §8.1). Each test fails
- * while its finding stands. The upstream AS is a real HTTP server on a free port that the test
+ * Races and hostile answers around `upstream_auth: { kind: user_oauth }` (DESIGN §8.1), from the
+ * second review: a refresh in flight against Disconnect and a new connection, the refresh lock,
+ * bounded upstream AS answers, a connect state bound to its route, per-principal pending connects,
+ * a forgotten dynamic registration. The upstream AS is a real HTTP server on a free port that the test
  * scripts (a hostile or slow AS); the store is the real MemoryStore; the gateway's own classes
  * (UpstreamAccounts, its ConnectFlow, UpstreamTokens, UpstreamGrants) are used unmodified.
  */
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { AuthContext } from '../../src/auth/principal.js';
 import type { AsContext } from '../../src/authorization-server/context.js';
@@ -14,6 +17,8 @@ import { ConnectCallbackRefused } from '../../src/authorization-server/upstream-
 import { UpstreamAccounts } from '../../src/authorization-server/upstream-accounts/upstream-accounts.js';
 import type { RouteConfig, UserOAuthConfig } from '../../src/config/types.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
+import { upstreamRefreshLockKey } from '../../src/store/key-names.js';
+import { bounded, MAX_UPSTREAM_ANSWER_BYTES } from '../../src/authorization-server/upstream-accounts/upstream-answers.js';
 
 const ISSUER = 'http://gateway.test';
 const SUBJECT = 'alice';
@@ -92,7 +97,7 @@ async function until(check: () => boolean, ms = 5_000) {
   }
 }
 
-describe('review2: user_oauth', () => {
+describe('user_oauth races and hostile upstream AS answers', () => {
   it('a Disconnect while a refresh is in flight stays disconnected (the refresh answer does not bring the grant back)', async () => {
     const as = await scriptedAs();
     let release: () => void = () => undefined;
@@ -244,5 +249,101 @@ describe('review2: user_oauth', () => {
     await call;
 
     expect((await accounts.grants.load(owner))?.accessToken).toBe('at-new-connection');
+  });
+
+  it("the refresh lock is released only by its holder: a lock another replica took meanwhile stays", async () => {
+    const as = await scriptedAs();
+    let release: () => void = () => undefined;
+    as.on.set('/token', (_req, _body, res) => {
+      release = () => json(res, { access_token: 'at-2', token_type: 'Bearer', expires_in: 3600, refresh_token: 'rt-2' });
+    });
+    const store = new MemoryStore({ maxEntries: 10_000 });
+    const accounts = accountsFor(store, [{ path: '/gh/mcp', as, resource: 'https://up.test/mcp' }]);
+    const owner = { issuer: ISSUER, subject: SUBJECT, routePath: '/gh/mcp' };
+    const now = Date.now();
+    await accounts.grants.save(owner, { accessToken: 'at-old', refreshToken: 'rt-old', obtainedAt: now - 3_590_000, expiresAt: now + 5_000, scopes: ['read'], connectedAt: now, asIssuer: as.origin, resource: 'https://up.test/mcp' });
+    const lock = upstreamRefreshLockKey(accounts.grants.keyOf(owner));
+    const call = accounts.routes.get('/gh/mcp')!.tokens.accessTokenFor(auth);
+    await until(() => as.requests.some((r) => r.path === '/token'));
+    // Our lock expired and another replica holds it now.
+    await store.set(lock, 'another-replica', 60_000);
+    release();
+    expect(await call).toBe('at-2');
+    expect(await store.get(lock)).toBe('another-replica');
+  });
+
+  it('a connect callback whose token answer carries an oversized refresh token stores nothing', async () => {
+    const as = await scriptedAs();
+    as.on.set('/token', (_req, _body, res) => json(res, { access_token: 'at', token_type: 'Bearer', expires_in: 3600, refresh_token: 'r'.repeat(20_000) }));
+    const store = new MemoryStore({ maxEntries: 10_000 });
+    const accounts = accountsFor(store, [{ path: '/gh/mcp', as, resource: 'https://up.test/mcp' }]);
+    const flow = accounts.routes.get('/gh/mcp')!.flow;
+    const owner = { issuer: ISSUER, subject: SUBJECT, routePath: '/gh/mcp' };
+    const state = new URL(await flow.start(owner, 'b')).searchParams.get('state')!;
+    await expect(flow.finish(new URLSearchParams({ code: 'c', state }), 'b')).rejects.toThrow(/longer than/);
+    expect(await accounts.grants.load(owner)).toBeUndefined();
+  });
+
+  it('property: an answer is passed on byte for byte up to the bound and refused past it, declared or streamed in any chunking', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 0, max: MAX_UPSTREAM_ANSWER_BYTES * 2 }), fc.integer({ min: 1, max: 20_000 }), fc.boolean(), async (size, chunk, declare) => {
+        const body = Buffer.alloc(size, 0x61);
+        const stream = new ReadableStream<Uint8Array>({
+          start(controller) {
+            for (let at = 0; at < size; at += chunk) controller.enqueue(body.subarray(at, at + chunk));
+            controller.close();
+          },
+        });
+        const headers = declare ? { 'content-length': String(size) } : undefined;
+        const outcome = await bounded(new Response(stream, { status: 200, headers })).then(
+          async (r) => (await r.text()).length,
+          () => -1,
+        );
+        expect(outcome).toBe(size <= MAX_UPSTREAM_ANSWER_BYTES ? size : -1);
+      }),
+      { numRuns: 60 },
+    );
+  });
+
+  it('property: a state is taken only at the callback of the route it was started for, in either direction', async () => {
+    const [asA, asB] = [await scriptedAs(), await scriptedAs()];
+    for (const as of [asA, asB]) as.on.set('/token', (_req, _body, res) => json(res, { access_token: `at-${as.origin}`, token_type: 'Bearer', expires_in: 3600 }));
+    const store = new MemoryStore({ maxEntries: 10_000 });
+    const accounts = accountsFor(store, [
+      { path: '/a/mcp', as: asA, resource: 'https://up.test/mcp' },
+      { path: '/b/mcp', as: asB, resource: 'https://up.test/mcp' },
+    ]);
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom('/a/mcp', '/b/mcp'), fc.constantFrom('/a/mcp', '/b/mcp'), fc.string({ minLength: 1, maxLength: 8 }), async (startedAt, callbackAt, subject) => {
+        const owner = { issuer: ISSUER, subject, routePath: startedAt };
+        const state = new URL(await accounts.routes.get(startedAt)!.flow.start(owner, 'b')).searchParams.get('state')!;
+        const outcome = await accounts.routes.get(callbackAt)!.flow.finish(new URLSearchParams({ code: 'c', state }), 'b').then(
+          (done) => done.owner.routePath,
+          (err: unknown) => (err instanceof ConnectCallbackRefused ? 'refused' : String(err)),
+        );
+        expect(outcome).toBe(startedAt === callbackAt ? startedAt : 'refused');
+        const grant = await accounts.grants.load(owner);
+        if (startedAt === callbackAt) expect(grant?.asIssuer).toBe((startedAt === '/a/mcp' ? asA : asB).origin);
+        await accounts.grants.delete(owner);
+      }),
+      { numRuns: 30 },
+    );
+  });
+
+  it("property: however many starts some users make, every other user's newest pending connection survives", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.integer({ min: 0, max: 3 }), { minLength: 1, maxLength: 60 }), async (starters) => {
+        const as = await scriptedAs();
+        as.on.set('/token', (_req, _body, res) => json(res, { access_token: 'at', token_type: 'Bearer', expires_in: 3600 }));
+        const store = new MemoryStore({ maxEntries: 40 });
+        const flow = accountsFor(store, [{ path: '/gh/mcp', as, resource: 'https://up.test/mcp' }]).routes.get('/gh/mcp')!.flow;
+        const bob = { issuer: ISSUER, subject: 'bob', routePath: '/gh/mcp' };
+        const bobState = new URL(await flow.start(bob, 'bob-browser')).searchParams.get('state')!;
+        for (const who of starters) await flow.start({ issuer: ISSUER, subject: `flooder-${who}`, routePath: '/gh/mcp' }, 'x');
+        const done = await flow.finish(new URLSearchParams({ code: 'c', state: bobState }), 'bob-browser');
+        expect(done.owner.subject).toBe('bob');
+      }),
+      { numRuns: 15 },
+    );
   });
 });
