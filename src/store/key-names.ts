@@ -21,6 +21,9 @@ export const PENDING_AUTHORIZATION_CLASS = 'pending-authz';
 /** Rate-limit counters: one per client address and window, written by unauthenticated requests. */
 export const RATE_LIMIT_CLASS = 'ratelimit';
 
+/** Connections under way at upstream ASes: one per connect a signed-in user starts, so bounded per principal (the value's first line, its hashed issuer and subject). */
+export const UPSTREAM_CONNECT_CLASS = 'upstream-connect';
+
 /** Session bindings: one per `initialize` of an authenticated principal, so the memory store also bounds them per principal and route. */
 export const SESSION_BINDING_CLASS = 'session';
 
@@ -168,7 +171,7 @@ export const upstreamRefreshLockKey = (grantStoreKey: string) => key('upstream-r
 export const upstreamClientKey = (routePath: string, asIssuer: string) => key('upstream-client', routePath, asIssuer);
 
 /** A connection under way at the upstream AS, by its `state`: the principal, the browser, the PKCE verifier (sealed); taken once by the callback. */
-export const upstreamConnectKey = (state: string) => key('upstream-connect', state);
+export const upstreamConnectKey = (state: string) => key(UPSTREAM_CONNECT_CLASS, state);
 
 /** A connect link (the URL of the elicitation), by its random id: the principal and route it was made for; taken once. */
 export const connectLinkKey = (linkId: string) => key('connect-link', linkId);

@@ -10,6 +10,7 @@ import {
   SESSION_BINDING_CLASS,
   TASK_OWNER_CLASS,
   EVENT_ID_CLASS,
+  UPSTREAM_CONNECT_CLASS,
 } from './key-names.js';
 
 export interface ClassBudget {
@@ -35,6 +36,9 @@ const MIN_FLOOD_CLASS_BUDGET = 1000;
 /** A client that reconnects all day stays far under this; past it, only its own oldest sessions go (so too its oldest task owners and event ids). */
 const MAX_SESSIONS_PER_PRINCIPAL = 1000;
 
+/** One user starts a few connections to upstream ASes at once; past this, only that user's oldest pending ones go. */
+const MAX_PENDING_CONNECTS_PER_PRINCIPAL = 100;
+
 /** Classes whose entries name their principal in the value, shared per principal and route as sessions are. */
 const PER_PRINCIPAL_CLASSES: readonly string[] = [SESSION_BINDING_CLASS, TASK_OWNER_CLASS, EVENT_ID_CLASS];
 
@@ -52,6 +56,9 @@ export function memoryClassBudget(keyClass: string, maxEntries: number): ClassBu
   if (NEVER_EVICTED_CLASSES.includes(keyClass)) return { maxEntries, whenFull: 'refuse' };
   if (PER_PRINCIPAL_CLASSES.includes(keyClass)) {
     return { maxEntries, whenFull: 'evict', perOwner: Math.max(1, Math.min(MAX_SESSIONS_PER_PRINCIPAL, Math.floor(maxEntries / 10))) };
+  }
+  if (keyClass === UPSTREAM_CONNECT_CLASS) {
+    return { maxEntries, whenFull: 'evict', perOwner: Math.max(1, Math.min(MAX_PENDING_CONNECTS_PER_PRINCIPAL, Math.floor(maxEntries / 10))) };
   }
   return { maxEntries, whenFull: 'evict' };
 }

@@ -3,12 +3,18 @@
 // and taken once by the callback), RFC 9207 `iss` checked where the AS sends
 // or promises it, the exact redirect URI of this route, `resource` unless the
 // route says not to send it. The callback's grant is saved for the principal
-// the flow was started for, never for whoever finishes it.
+// the flow was started for, never for whoever finishes it, and only by the
+// callback of the route that started it (a state is refused at another
+// route's callback before any token request). The pending connection is
+// stored after its principal's tag, so the memory store bounds each
+// principal's pending connections on its own.
 import * as oauth from 'oauth4webapi';
-import { upstreamConnectKey } from '../../store/key-names.js';
+import { hashKeyPart, upstreamConnectKey } from '../../store/key-names.js';
+import { ownedValue } from '../../store/owned-value.js';
 import type { Store } from '../../store/store.js';
 import type { AccountTokenCipher } from './account-token-cipher.js';
 import type { GrantOwner, UpstreamGrants } from './upstream-grants.js';
+import { checkTokenSizes } from './upstream-answers.js';
 import { grantFrom } from './upstream-tokens.js';
 import { safeReason, UpstreamAsError, type UpstreamServer } from './upstream-server.js';
 
@@ -24,6 +30,8 @@ interface PendingConnect {
 }
 
 export interface ConnectFlowOptions {
+  /** The route whose callback this is: a state made for another route is refused. */
+  routePath: string;
   server: UpstreamServer;
   grants: UpstreamGrants;
   store: Store;
@@ -48,7 +56,8 @@ export class ConnectFlow {
     const codeVerifier = oauth.generateRandomCodeVerifier();
     const key = upstreamConnectKey(state);
     const pending: PendingConnect = { owner, browserId, codeVerifier, ...(returnTo && { returnTo }) };
-    await this.o.store.set(key, this.o.cipher.seal(key, JSON.stringify(pending)), CONNECT_TTL_MS);
+    const tag = hashKeyPart(`${owner.issuer}\n${owner.subject}`);
+    await this.o.store.set(key, ownedValue(tag, this.o.cipher.seal(key, JSON.stringify(pending))), CONNECT_TTL_MS);
     const url = new URL(server.authorization_endpoint);
     url.searchParams.set('client_id', client.client_id);
     url.searchParams.set('redirect_uri', this.o.redirectUri);
@@ -66,19 +75,24 @@ export class ConnectFlow {
     const state = callback.get('state');
     if (!state || !browserId) throw new ConnectCallbackRefused('no state or no browser');
     const key = upstreamConnectKey(state);
-    const sealed = await this.o.store.take(key);
+    const stored = await this.o.store.take(key);
+    const sealed = stored?.slice(stored.indexOf('\n') + 1); // after the owner part (owned-value.ts)
     const text = sealed === undefined ? undefined : this.o.cipher.open(key, sealed);
     if (text === undefined) throw new ConnectCallbackRefused('unknown, used or expired state');
     const pending = JSON.parse(text) as PendingConnect;
     if (pending.browserId !== browserId) throw new ConnectCallbackRefused('started in another browser');
+    // Another route's state: its verifier is never sent to this route's AS, its grant never made here.
+    if (pending.owner.routePath !== this.o.routePath) throw new ConnectCallbackRefused("started for another route's upstream");
     const resolved = await this.o.server.resolve();
     let tokens: oauth.TokenEndpointResponse;
     try {
       const params = oauth.validateAuthResponse(resolved.server, resolved.client, callback, state);
       const options = { ...this.o.server.requestOptions(resolved.insecure), additionalParameters: this.o.server.resourceParameter(this.o.resource) };
       const response = await oauth.authorizationCodeGrantRequest(resolved.server, resolved.client, resolved.auth, params, this.o.redirectUri, pending.codeVerifier, options);
-      tokens = await oauth.processAuthorizationCodeResponse(resolved.server, resolved.client, response);
+      tokens = checkTokenSizes(await oauth.processAuthorizationCodeResponse(resolved.server, resolved.client, response));
     } catch (err) {
+      // The AS forgot the gateway's dynamic registration: the next connection registers again.
+      if (err instanceof oauth.ResponseBodyError && err.error === 'invalid_client') await this.o.server.forgetRegistration(resolved.client.client_id);
       throw new UpstreamAsError(safeReason(err), { owner: pending.owner, returnTo: pending.returnTo });
     }
     const now = Date.now();

@@ -69,7 +69,7 @@ export class UpstreamAccounts {
     const clientDocumentUrl = endpointUrl(this.ctx.issuer, documentPath);
     const { store } = this.ctx;
     const server = new UpstreamServer({ routePath: route.path, upstream: route.upstream, config, redirectUri, clientDocumentUrl, store, cipher, timeoutMs });
-    const flow = new ConnectFlow({ server, grants: this.grants, store, cipher, redirectUri, resource: config.resource });
+    const flow = new ConnectFlow({ routePath: route.path, server, grants: this.grants, store, cipher, redirectUri, resource: config.resource });
     const tokens = new UpstreamTokens({ routePath: route.path, resource: config.resource, server, grants: this.grants, store, events: this.events, connectLink: (owner) => this.links.linkFor(owner) });
     const clientDocument = { path: documentPath, body: upstreamClientDocument(clientDocumentUrl, redirectUri) };
     return { routePath: route.path, upstream: route.upstream, callbackPath, clientDocument, server, flow, tokens };

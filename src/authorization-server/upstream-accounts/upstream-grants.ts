@@ -21,6 +21,11 @@ export interface UpstreamGrant {
   resource: string;
 }
 
+export interface VersionedGrant {
+  grant: UpstreamGrant;
+  version: string;
+}
+
 /** Who and where: the principal (issuer + subject) and the route. */
 export interface GrantOwner {
   issuer: string;
@@ -54,10 +59,36 @@ export class UpstreamGrants {
     return text === undefined ? undefined : (JSON.parse(text) as UpstreamGrant);
   }
 
+  /** The grant and its version (the sealed record as stored, unique to each write): what `replace` and `deleteIf` compare against. */
+  async loadVersioned(owner: GrantOwner): Promise<VersionedGrant | undefined> {
+    const key = this.keyOf(owner);
+    const sealed = await this.store.get(key);
+    const text = sealed === undefined ? undefined : this.cipher.open(key, sealed);
+    return sealed === undefined || text === undefined ? undefined : { grant: JSON.parse(text) as UpstreamGrant, version: sealed };
+  }
+
+  /** A new connection: it replaces whatever was there. */
   async save(owner: GrantOwner, grant: UpstreamGrant): Promise<void> {
     const key = this.keyOf(owner);
-    const ttl = grant.refreshToken || grant.expiresAt === undefined ? this.ttlMs : Math.max(NO_REFRESH_GRACE_MS, grant.expiresAt - Date.now() + NO_REFRESH_GRACE_MS);
-    await this.store.set(key, this.cipher.seal(key, JSON.stringify(grant)), ttl);
+    await this.store.set(key, this.cipher.seal(key, JSON.stringify(grant)), this.#ttlOf(grant));
+  }
+
+  /** A refresh's result, written only if the grant is still the version it started from (no Disconnect, no new connection since). */
+  async replace(owner: GrantOwner, version: string, grant: UpstreamGrant): Promise<boolean> {
+    const key = this.keyOf(owner);
+    return this.store.compareAndSet(key, version, this.cipher.seal(key, JSON.stringify(grant)), this.#ttlOf(grant));
+  }
+
+  /** A grant the AS refused, deleted only if it is still that version. */
+  async deleteIf(owner: GrantOwner, version: string): Promise<boolean> {
+    const key = this.keyOf(owner);
+    if (!(await this.store.compareAndSet(key, version, undefined, this.ttlMs))) return false;
+    await this.store.delete(upstreamUsedKey(key));
+    return true;
+  }
+
+  #ttlOf(grant: UpstreamGrant): number {
+    return grant.refreshToken || grant.expiresAt === undefined ? this.ttlMs : Math.max(NO_REFRESH_GRACE_MS, grant.expiresAt - Date.now() + NO_REFRESH_GRACE_MS);
   }
 
   async delete(owner: GrantOwner): Promise<void> {

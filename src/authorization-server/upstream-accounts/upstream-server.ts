@@ -10,22 +10,12 @@ import * as oauth from 'oauth4webapi';
 import type { UserOAuthConfig } from '../../config/types.js';
 import { upstreamClientKey } from '../../store/key-names.js';
 import type { Store } from '../../store/store.js';
-import { readBoundedText } from '../helpers/request-body.js';
 import type { AccountTokenCipher } from './account-token-cipher.js';
 import { clientDocumentUsable, UPSTREAM_CLIENT_NAME } from './client-metadata-document.js';
-import type { GrantOwner } from './upstream-grants.js';
+import { UpstreamAsError } from './upstream-as-error.js';
+import { bounded, boundedFetch } from './upstream-answers.js';
 
-/** A request to the upstream AS or the upstream failed; the message is safe to log (nothing the AS sent). */
-export class UpstreamAsError extends Error {
-  override readonly name = 'UpstreamAsError';
-  constructor(
-    message: string,
-    /** A callback that failed: whose connection it was and where the browser was to go back to. */
-    readonly after?: { owner: GrantOwner; returnTo?: string },
-  ) {
-    super(message);
-  }
-}
+export { UpstreamAsError };
 
 /** What one flow needs: where, as whom, and how the client authenticates. */
 export interface UpstreamClient {
@@ -58,6 +48,8 @@ const REGISTRATION_TTL_MS = 365 * 24 * 3600_000;
 
 export class UpstreamServer {
   #resolved: { at: number; value: Promise<UpstreamClient> } | undefined;
+  /** The dynamic registration in use, as kept in the store: what `forgetRegistration` may drop. */
+  #registration: { key: string; sealed: string; clientId: string } | undefined;
 
   constructor(private readonly o: UpstreamServerOptions) {}
 
@@ -72,13 +64,24 @@ export class UpstreamServer {
     return value;
   }
 
+  /** The AS's issuer where the configuration fixes it (`issuer`, or the explicit endpoints' origin); undefined: discovered. */
+  configuredIssuer(): string | undefined {
+    const { config } = this.o;
+    return config.issuer ?? (config.endpoints && new URL(config.endpoints.authorization).origin);
+  }
+
+  /** The longest a resolve (at most five requests: challenge, resource metadata, two AS metadata, registration) and one token request take. */
+  worstCaseMs(): number {
+    return 6 * this.o.timeoutMs;
+  }
+
   /** RFC 8707 `resource` for the AS, unless `send_resource: false`. */
   resourceParameter(resource: string): Record<string, string> {
     return this.o.config.sendResource ? { resource } : {};
   }
 
   requestOptions(insecure: boolean) {
-    return { signal: AbortSignal.timeout(this.o.timeoutMs), [oauth.allowInsecureRequests]: insecure };
+    return { signal: AbortSignal.timeout(this.o.timeoutMs), [oauth.allowInsecureRequests]: insecure, [oauth.customFetch]: boundedFetch };
   }
 
   async #resolve(): Promise<UpstreamClient> {
@@ -170,23 +173,35 @@ export class UpstreamServer {
     } catch (err) {
       throw new UpstreamAsError(`dynamic registration at the upstream authorization server failed: ${safeReason(err)}`);
     }
-    if (await this.o.store.setIfAbsent(key, this.o.cipher.seal(key, JSON.stringify(client)), REGISTRATION_TTL_MS)) return client;
+    const sealed = this.o.cipher.seal(key, JSON.stringify(client));
+    if (await this.o.store.setIfAbsent(key, sealed, REGISTRATION_TTL_MS)) {
+      this.#registration = { key, sealed, clientId: client.client_id };
+      return client;
+    }
     return (await this.#keptClient(key)) ?? client;
   }
 
   async #keptClient(key: string): Promise<oauth.Client | undefined> {
     const sealed = await this.o.store.get(key);
     const text = sealed === undefined ? undefined : this.o.cipher.open(key, sealed);
-    return text === undefined ? undefined : (JSON.parse(text) as oauth.Client);
+    if (sealed === undefined || text === undefined) return undefined;
+    const client = JSON.parse(text) as oauth.Client;
+    this.#registration = { key, sealed, clientId: client.client_id };
+    return client;
   }
-}
 
-/** A metadata document is a few KiB; a larger answer (a hostile upstream) is refused before it is held whole. */
-const MAX_METADATA_BYTES = 64 * 1024;
-
-async function bounded(response: Response): Promise<Response> {
-  const text = await readBoundedText(response, MAX_METADATA_BYTES);
-  return new Response(text, { status: response.status, headers: response.headers });
+  /**
+   * The AS answered `invalid_client` to `clientId`: if that is the kept dynamic
+   * registration, it is forgotten (compare-and-set, so one replica drops it
+   * once and a newer registration stays) and the next flow registers again.
+   */
+  async forgetRegistration(clientId: string): Promise<void> {
+    const registration = this.#registration;
+    if (!registration || registration.clientId !== clientId) return;
+    this.#registration = undefined;
+    this.#resolved = undefined;
+    await this.o.store.compareAndSet(registration.key, registration.sealed, undefined, REGISTRATION_TTL_MS);
+  }
 }
 
 /** An AS without metadata: its issuer is taken as the authorization endpoint's origin, only to check an RFC 9207 `iss` it might send. */

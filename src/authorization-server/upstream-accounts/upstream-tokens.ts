@@ -3,6 +3,10 @@
 // store lock; the others keep using the token while it is valid, or wait for
 // the new one), and one refresh at a time per grant within a replica. No grant,
 // or a refresh the AS refuses: UpstreamAccountRequired, with a connect link.
+// A refresh writes (or, refused, deletes) the grant only if it is still the
+// version the refresh started from: a Disconnect or a new connection made
+// meanwhile stands. The lock is released only by its holder.
+import { randomBytes } from 'node:crypto';
 import * as oauth from 'oauth4webapi';
 import type { AuthContext } from '../../auth/principal.js';
 import { upstreamRefreshLockKey } from '../../store/key-names.js';
@@ -10,12 +14,13 @@ import type { Store } from '../../store/store.js';
 import { upstreamCredentialFailed } from '../../upstream-auth/credential-error.js';
 import { UpstreamAccountRequired } from '../../upstream-auth/user-oauth.js';
 import type { UpstreamAccountSource } from '../../upstream-auth/upstream-credential.js';
-import type { GrantOwner, UpstreamGrant, UpstreamGrants } from './upstream-grants.js';
+import { checkTokenSizes } from './upstream-answers.js';
+import type { GrantOwner, UpstreamGrant, UpstreamGrants, VersionedGrant } from './upstream-grants.js';
 import { safeReason, type UpstreamServer } from './upstream-server.js';
 import type { UpstreamAccountEvents } from './upstream-account-events.js';
 
-/** A refresh holds the lock at most this long (a replica dying mid-refresh frees it). */
-const REFRESH_LOCK_TTL_MS = 30_000;
+/** Beyond the worst case of discovery plus the token request, the lock lives this much longer (a replica dying mid-refresh frees it then). */
+const REFRESH_LOCK_MARGIN_MS = 10_000;
 /** A replica without the lock and without a valid token waits at most this long for the new one. */
 const WAIT_FOR_REFRESH_MS = 10_000;
 const POLL_MS = 100;
@@ -40,7 +45,7 @@ export class UpstreamTokens implements UpstreamAccountSource {
   async accessTokenFor(auth: AuthContext): Promise<string> {
     const owner = this.#owner(auth);
     let grant = await this.o.grants.load(owner);
-    if (grant && grant.resource !== this.o.resource) grant = undefined;
+    if (grant && !this.#forThisRoute(grant)) grant = undefined;
     if (grant && refreshDue(grant)) grant = await this.#refreshOnce(owner, grant);
     if (!grant) throw await this.#required(owner);
     this.o.grants.used(owner).catch(() => undefined);
@@ -53,6 +58,12 @@ export class UpstreamTokens implements UpstreamAccountSource {
     const grant = await this.o.grants.load(owner);
     if (!grant || grant.accessToken !== token) return;
     await this.#refreshOnce(owner, { ...grant, expiresAt: 0 });
+  }
+
+  /** Kept for another configuration (another resource, or another AS where the configuration names it): not used. */
+  #forThisRoute(grant: UpstreamGrant): boolean {
+    const issuer = this.o.server.configuredIssuer();
+    return grant.resource === this.o.resource && (issuer === undefined || grant.asIssuer === issuer);
   }
 
   #owner(auth: AuthContext): GrantOwner {
@@ -77,14 +88,18 @@ export class UpstreamTokens implements UpstreamAccountSource {
 
   async #refresh(owner: GrantOwner, grant: UpstreamGrant): Promise<UpstreamGrant | undefined> {
     const lock = upstreamRefreshLockKey(this.o.grants.keyOf(owner));
-    if (!(await this.o.store.setIfAbsent(lock, '1', REFRESH_LOCK_TTL_MS))) return this.#awaitOthers(owner, grant);
+    const holder = randomBytes(16).toString('base64url');
+    // Held through discovery and the token request: the lock outlives both, each bounded by its timeout.
+    const ttl = this.o.server.worstCaseMs() + REFRESH_LOCK_MARGIN_MS;
+    if (!(await this.o.store.setIfAbsent(lock, holder, ttl))) return this.#awaitOthers(owner, grant);
     try {
       // Another replica may have refreshed between our read and the lock.
-      const current = await this.o.grants.load(owner);
-      if (!current || (current.accessToken !== grant.accessToken && !refreshDue(current))) return current;
+      const current = await this.o.grants.loadVersioned(owner);
+      if (!current || (current.grant.accessToken !== grant.accessToken && !refreshDue(current.grant))) return current?.grant;
       return await this.#redeem(owner, current);
     } finally {
-      await this.o.store.delete(lock).catch(() => undefined);
+      // Our lock only: one another replica holds is not ours to free.
+      await this.o.store.compareAndSet(lock, holder, undefined, ttl).catch(() => undefined);
     }
   }
 
@@ -100,31 +115,41 @@ export class UpstreamTokens implements UpstreamAccountSource {
     throw upstreamCredentialFailed(new Error('waited too long for another replica to refresh the upstream grant'));
   }
 
-  async #redeem(owner: GrantOwner, grant: UpstreamGrant): Promise<UpstreamGrant | undefined> {
+  async #redeem(owner: GrantOwner, { grant, version }: VersionedGrant): Promise<UpstreamGrant | undefined> {
     if (!grant.refreshToken) {
-      await this.o.grants.delete(owner);
       this.o.events.record('refresh_failed', owner, 'no refresh token');
-      return undefined;
+      return this.#forget(owner, version);
     }
     const resolved = await this.o.server.resolve();
     let tokens: oauth.TokenEndpointResponse;
     try {
       const options = { ...this.o.server.requestOptions(resolved.insecure), ...(grant.resource && { additionalParameters: this.o.server.resourceParameter(grant.resource) }) };
       const response = await oauth.refreshTokenGrantRequest(resolved.server, resolved.client, resolved.auth, grant.refreshToken, options);
-      tokens = await oauth.processRefreshTokenResponse(resolved.server, resolved.client, response);
+      tokens = checkTokenSizes(await oauth.processRefreshTokenResponse(resolved.server, resolved.client, response));
     } catch (err) {
       this.o.events.record('refresh_failed', owner, safeReason(err));
       // The AS refused the grant: it is over, the user connects again. Anything else: this request fails, the grant stays.
       if (err instanceof oauth.ResponseBodyError && err.status < 500) {
-        await this.o.grants.delete(owner);
-        return undefined;
+        if (err.error === 'invalid_client') await this.o.server.forgetRegistration(resolved.client.client_id);
+        return this.#forget(owner, version);
       }
       throw upstreamCredentialFailed(new Error(`upstream token refresh failed: ${safeReason(err)}`));
     }
     const refreshed = grantFrom(tokens, { ...grant, refreshToken: tokens.refresh_token ?? grant.refreshToken });
-    await this.o.grants.save(owner, refreshed);
+    // Disconnected or connected again while the AS answered: that stands, this answer is dropped.
+    if (!(await this.o.grants.replace(owner, version, refreshed))) return this.#current(owner);
     this.o.events.record('refreshed', owner);
     return refreshed;
+  }
+
+  /** Deletes the refused grant unless it changed meanwhile (then the new one is the answer). */
+  async #forget(owner: GrantOwner, version: string): Promise<UpstreamGrant | undefined> {
+    return (await this.o.grants.deleteIf(owner, version)) ? undefined : this.#current(owner);
+  }
+
+  async #current(owner: GrantOwner): Promise<UpstreamGrant | undefined> {
+    const grant = await this.o.grants.load(owner);
+    return grant && this.#forThisRoute(grant) ? grant : undefined;
   }
 }
 
