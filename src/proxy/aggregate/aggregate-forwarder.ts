@@ -31,7 +31,12 @@ interface ClientSession {
   methods: AggregateMethods;
   upstreams: SessionUpstream[];
   lastUsed: number;
+  /** The client's GET stream: where the upstreams' list_changed reach it (one at a time). */
+  stream?: ServerResponse;
 }
+
+/** The upstreams' notifications a client is told of (others are not passed on in this cut). */
+const LIST_CHANGED = new Set(['notifications/tools/list_changed', 'notifications/prompts/list_changed', 'notifications/resources/list_changed']);
 
 interface Message {
   id?: unknown;
@@ -68,7 +73,7 @@ class AggregateForwarder implements Forwarder {
   async forward(req: IncomingMessage, res: ServerResponse, ctx: ForwardContext): Promise<void> {
     try {
       const sessionId = headerOf(req, 'mcp-session-id');
-      if (req.method === 'GET') throw methodNotAllowed();
+      if (req.method === 'GET') return await this.listen(sessionId, ctx.auth, res);
       if (req.method === 'DELETE') return await this.end(sessionId, ctx.auth, res);
       if (req.method !== 'POST') throw methodNotAllowed();
       const parsed = JSON.parse(ctx.body.toString('utf8')) as Message | Message[];
@@ -103,14 +108,36 @@ class AggregateForwarder implements Forwarder {
     const requested = typeof params.protocolVersion === 'string' ? params.protocolVersion : SUPPORTED_VERSIONS[0]!;
     const protocolVersion = SUPPORTED_VERSIONS.includes(requested) ? requested : SUPPORTED_VERSIONS[0]!;
     const hello: ClientHello = { protocolVersion, capabilities: {}, clientInfo: isRecord(params.clientInfo) ? params.clientInfo : { name: 'mcp-auth-gateway' } };
-    const upstreams = this.deps.upstreams.map((u, i) => ({ link: new UpstreamLink(u, ctx.auth, hello), health: u.perSession ? this.sessionHealth(u.name) : this.health[i]! }));
-    const results = await Promise.all(upstreams.map((u) => (u.health.down ? undefined : u.link.open(ctx.span).then((r) => (u.health.served(), r), (err: unknown) => void u.health.failed(err)))));
     const id = randomBytes(24).toString('base64url');
+    const upstreams = this.deps.upstreams.map((u, i) => ({ link: new UpstreamLink(u, ctx.auth, hello), health: u.perSession ? this.sessionHealth(u.name) : this.health[i]! }));
+    for (const u of upstreams) u.link.onNotification = (method) => this.notified(id, method);
+    const results = await Promise.all(upstreams.map((u) => (u.health.down ? undefined : u.link.open(ctx.span).then((r) => (u.health.served(), r), (err: unknown) => void u.health.failed(err)))));
     await this.deps.session.bind(id, ctx.auth);
     this.sessions.set(id, { owner, upstreams, methods: new AggregateMethods(this.route, upstreams, this.names, this.loggedClashes, this.deps.logger), lastUsed: Date.now() });
     res.setHeader('mcp-session-id', id);
     const result = { protocolVersion, capabilities: capabilitiesOf(results), serverInfo: { name: 'mcp-auth-gateway', title: `${this.route} (${this.deps.upstreams.map((u) => u.name).join(', ')})`, version: '0.1.0' } };
     this.reply(res, ctx, { jsonrpc: '2.0', id: message.id ?? null, result });
+  }
+
+  /** The client's GET stream of this session: held open, written to when an upstream's list changes. */
+  private async listen(id: string | undefined, auth: AuthContext, res: ServerResponse): Promise<void> {
+    if (id === undefined) throw new GatewayError(400, 'invalid_request', 'Mcp-Session-Id is required');
+    const session = await this.sessionOf(id, auth);
+    if (session.stream && !session.stream.writableEnded) throw new GatewayError(409, 'invalid_request', 'This session already has a GET stream');
+    session.stream = res;
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store' });
+    res.flushHeaders();
+    res.on('close', () => {
+      if (session.stream === res) session.stream = undefined;
+    });
+  }
+
+  /** An upstream's notification: a changed list is re-read by the session next time it is asked, and the client is told. */
+  private notified(id: string, method: string): void {
+    const session = this.sessions.get(id);
+    if (!session || !LIST_CHANGED.has(method)) return;
+    if (method === 'notifications/resources/list_changed') session.methods.forgetResources();
+    session.stream?.write(`event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', method })}\n\n`);
   }
 
   /**
@@ -163,6 +190,7 @@ class AggregateForwarder implements Forwarder {
   private drop(id: string): void {
     const session = this.sessions.get(id);
     this.sessions.delete(id);
+    session?.stream?.end();
     for (const u of session?.upstreams ?? []) u.link.close();
   }
 
@@ -172,12 +200,17 @@ class AggregateForwarder implements Forwarder {
   }
 }
 
-/** What some upstream offers among tools, prompts, resources and logging (list_changed and subscribe not passed on yet). */
-function capabilitiesOf(results: readonly (Record<string, unknown> | undefined)[]): Record<string, unknown> {
-  const capabilities: Record<string, unknown> = {};
+/** What some upstream offers among tools, prompts, resources and logging, and listChanged where some upstream sends it (subscribe not passed on yet). */
+function capabilitiesOf(results: readonly (Record<string, unknown> | undefined)[]): Record<string, Record<string, unknown>> {
+  const capabilities: Record<string, Record<string, unknown>> = {};
   for (const r of results) {
     const offered = isRecord(r?.capabilities) ? r.capabilities : {};
-    for (const key of ['tools', 'prompts', 'resources', 'logging']) if (isRecord(offered[key])) capabilities[key] = {};
+    for (const key of ['tools', 'prompts', 'resources', 'logging']) {
+      const kind = offered[key];
+      if (!isRecord(kind)) continue;
+      capabilities[key] ??= {};
+      if (key !== 'logging' && kind.listChanged === true) capabilities[key].listChanged = true;
+    }
   }
   return capabilities;
 }

@@ -43,6 +43,11 @@ export class AggregateMethods {
     private readonly logger?: ProxyLogger,
   ) {}
 
+  /** An upstream's resources changed: who serves a URI is learnt again from the next list. */
+  forgetResources(): void {
+    this.resourceOwners.clear();
+  }
+
   async answer(method: string, params: Params, span?: GatewaySpan): Promise<JsonRpcAnswer> {
     if (method === 'ping') return { result: {} };
     const list = LISTS[method];

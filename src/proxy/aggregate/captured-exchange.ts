@@ -28,7 +28,11 @@ class CapturedResponse extends EventEmitter {
   private readonly chunks: Buffer[] = [];
   private bytes = 0;
 
-  constructor(private readonly maxBytes: number) {
+  /** With `onChunk`, a stream: each chunk is handed on, never kept (its reader bounds what it holds). */
+  constructor(
+    private readonly maxBytes: number,
+    private readonly onChunk?: (chunk: Buffer) => void,
+  ) {
     super();
   }
 
@@ -55,6 +59,7 @@ class CapturedResponse extends EventEmitter {
     if (this.writableEnded || this.destroyed) return false;
     this.headersSent = true;
     const buf = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+    if (this.onChunk) return (this.onChunk(buf), true);
     this.bytes += buf.length;
     if (this.bytes > this.maxBytes) this.destroy();
     else this.chunks.push(buf);
@@ -85,7 +90,7 @@ class CapturedResponse extends EventEmitter {
 }
 
 export interface CapturedRequest {
-  method: 'POST' | 'DELETE';
+  method: 'POST' | 'DELETE' | 'GET';
   /** Lower-case names: the only headers the upstream's forwarder sees from this side. */
   headers: Record<string, string>;
   body: Buffer;
@@ -97,13 +102,7 @@ export interface CapturedRequest {
  * client leave) and the promise rejects.
  */
 export function captureExchange(forwarder: Forwarder, request: CapturedRequest, ctx: Omit<ForwardContext, 'body'>, limits: { timeoutMs: number; maxBytes: number }): Promise<CapturedAnswer> {
-  const req = new IncomingMessage(new Socket());
-  req.method = request.method;
-  req.headers = request.headers;
-  req.rawHeaders = Object.entries(request.headers).flat();
-  req.httpVersionMajor = 1;
-  req.httpVersionMinor = 1;
-  req.complete = true;
+  const req = requestOf(request);
   const res = new CapturedResponse(limits.maxBytes);
   return new Promise<CapturedAnswer>((resolve, reject) => {
     const timer = setTimeout(() => {
@@ -120,6 +119,34 @@ export function captureExchange(forwarder: Forwarder, request: CapturedRequest, 
       reject(err as Error);
     });
   });
+}
+
+/**
+ * A long-lived GET (the upstream session's stream of server messages) through
+ * `forwarder`: each chunk goes to `onChunk` as it comes; `ended` resolves when
+ * the stream ends, whatever the reason; `stop()` ends it from this side.
+ */
+export function openStream(forwarder: Forwarder, request: CapturedRequest, ctx: Omit<ForwardContext, 'body'>, onChunk: (chunk: Buffer) => void): { ended: Promise<void>; stop(): void } {
+  const res = new CapturedResponse(0, onChunk);
+  const ended = new Promise<void>((resolve) => {
+    res.once('close', () => resolve());
+    forwarder.forward(requestOf(request), res as unknown as ServerResponse, { ...ctx, body: request.body }).then(
+      () => undefined,
+      () => (res.destroy(), undefined),
+    );
+  });
+  return { ended, stop: () => void res.destroy() };
+}
+
+function requestOf(request: CapturedRequest): IncomingMessage {
+  const req = new IncomingMessage(new Socket());
+  req.method = request.method;
+  req.headers = request.headers;
+  req.rawHeaders = Object.entries(request.headers).flat();
+  req.httpVersionMajor = 1;
+  req.httpVersionMinor = 1;
+  req.complete = true;
+  return req;
 }
 
 /** An upstream that did not answer as an MCP server (timeout, cut answer, non-2xx status, unreadable body). */

@@ -7,7 +7,8 @@
 import type { AuthContext } from '../../auth/principal.js';
 import type { GatewaySpan } from '../../observability/tracing.js';
 import type { Forwarder } from '../forwarder.js';
-import { AggregateUpstreamError, captureExchange, type CapturedAnswer } from './captured-exchange.js';
+import { AggregateUpstreamError, captureExchange, openStream, type CapturedAnswer } from './captured-exchange.js';
+import { EventStreamReader } from './event-stream-reader.js';
 
 export interface AggregateUpstream {
   name: string;
@@ -32,8 +33,14 @@ export interface ClientHello {
   clientInfo: Record<string, unknown>;
 }
 
+/** A notification of the upstream's (no id), from its stream or an answer's. */
+export type NotificationSink = (method: string, params: Record<string, unknown> | undefined) => void;
+
 export class UpstreamLink {
   private opened?: Promise<Record<string, unknown>>;
+  private stream?: { stop(): void };
+  /** Where the upstream's notifications go (the aggregated session's); none: dropped. */
+  onNotification?: NotificationSink;
   private sessionId?: string;
   private protocolVersion: string;
   private nextId = 1;
@@ -70,6 +77,8 @@ export class UpstreamLink {
   /** Ends the upstream session (DELETE); never throws. */
   close(): void {
     const sessionId = this.sessionId;
+    this.stream?.stop();
+    this.stream = undefined;
     if (this.opened === undefined || sessionId === undefined) return;
     this.opened = undefined;
     void Promise.resolve(this.upstream.headersFor(this.auth))
@@ -85,7 +94,30 @@ export class UpstreamLink {
     this.sessionId = sessionId;
     if (typeof answer.result.protocolVersion === 'string') this.protocolVersion = answer.result.protocolVersion;
     await this.exchange({ jsonrpc: '2.0', method: 'notifications/initialized' }, 'notifications/initialized', undefined, span);
+    await this.listen();
     return answer.result;
+  }
+
+  /**
+   * The upstream session's GET stream, where a server sends what no request
+   * asked (list_changed): opened once per upstream session, not reopened when
+   * it ends (a server without one answers 405 and that is all).
+   */
+  private async listen(): Promise<void> {
+    this.stream?.stop();
+    const injected = await this.upstream.headersFor(this.auth);
+    const reader = new EventStreamReader(this.upstream.maxBytes, (m) => this.notified(m));
+    const headers = { ...this.headers(undefined, undefined, this.sessionId), accept: 'text/event-stream' };
+    delete (headers as Record<string, string>)['content-type'];
+    const stream = openStream(this.upstream.forwarder, { method: 'GET', headers, body: Buffer.alloc(0) }, { auth: this.auth, injected }, (chunk) => reader.push(chunk));
+    this.stream = stream;
+    void stream.ended.then(() => {
+      if (this.stream === stream) this.stream = undefined;
+    });
+  }
+
+  private notified(m: unknown): void {
+    if (isRecord(m) && typeof m.method === 'string' && m.id === undefined) this.onNotification?.(m.method, isRecord(m.params) ? m.params : undefined);
   }
 
   private async send(method: string, params: Record<string, unknown> | undefined, name: string | undefined, span?: GatewaySpan): Promise<JsonRpcAnswer> {
@@ -100,7 +132,7 @@ export class UpstreamLink {
     if (captured.status < 200 || captured.status > 299) throw new AggregateUpstreamError('status', captured.status);
     const sessionId = captured.headers['mcp-session-id'];
     if (message.id === undefined) return { answer: {}, sessionId };
-    return { answer: answerOf(captured, message.id), sessionId };
+    return { answer: answerOf(captured, message.id, (m) => this.notified(m)), sessionId };
   }
 
   private headers(method: string | undefined, name: string | undefined, sessionId: string | undefined): Record<string, string> {
@@ -120,7 +152,7 @@ export class UpstreamLink {
 }
 
 /** The answer to `id` in a JSON body or an event stream. */
-function answerOf(captured: CapturedAnswer, id: number): JsonRpcAnswer {
+function answerOf(captured: CapturedAnswer, id: number, notified: (m: unknown) => void): JsonRpcAnswer {
   const type = captured.headers['content-type'] ?? '';
   const texts = type.includes('text/event-stream') ? eventData(captured.body.toString('utf8')) : [captured.body.toString('utf8')];
   for (const text of texts) {
@@ -131,6 +163,7 @@ function answerOf(captured: CapturedAnswer, id: number): JsonRpcAnswer {
       continue;
     }
     for (const m of Array.isArray(parsed) ? parsed : [parsed]) {
+      notified(m);
       if (isRecord(m) && m.id === id && ('result' in m || 'error' in m)) {
         if (isRecord(m.result)) return { result: m.result };
         if (isRecord(m.error) && typeof m.error.code === 'number' && typeof m.error.message === 'string') return { error: m.error as JsonRpcAnswer['error'] };
