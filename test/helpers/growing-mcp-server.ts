@@ -11,7 +11,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { closeServer, listen } from './net.js';
 
-export async function startGrowingServer(): Promise<{ url: string; close(): Promise<void> }> {
+export async function startGrowingServer(): Promise<{ url: string; /** Sessions initialized so far. */ sessions(): number; close(): Promise<void> }> {
   const transports = new Map<string, StreamableHTTPServerTransport>();
   const newSession = async () => {
     const server = new McpServer({ name: 'growing', version: '1.0.0' }, { capabilities: { tools: { listChanged: true } } });
@@ -34,6 +34,7 @@ export async function startGrowingServer(): Promise<{ url: string; close(): Prom
   const port = await listen(http);
   return {
     url: `http://127.0.0.1:${port}/mcp`,
+    sessions: () => transports.size,
     async close() {
       for (const t of transports.values()) await t.close();
       await closeServer(http);

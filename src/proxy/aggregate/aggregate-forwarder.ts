@@ -15,10 +15,11 @@ import { writeError } from '../../errors/write-error.js';
 import type { ForwardContext, Forwarder, ProxyLogger, SessionHook } from '../forwarder.js';
 import { methodNotAllowed } from '../forwarded-methods.js';
 import { AggregateMethods, rpcError, type SessionUpstream } from './aggregate-methods.js';
+import { UpstreamCapabilities } from './upstream-capabilities.js';
 import { UpstreamHealth, type AggregateMetrics } from './upstream-health.js';
 import { UpstreamLink, type AggregateUpstream, type ClientHello, type JsonRpcAnswer } from './upstream-link.js';
 
-/** The revisions this route speaks to clients (2026-07-28's stateless requests are not served here yet). */
+/** The revisions this route speaks to clients (of 2026-07-28's stateless requests, only server/discover is served, naming these). */
 const SUPPORTED_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'];
 /** Client sessions of one aggregated route at once, and of one principal; beyond: 503. */
 const MAX_SESSIONS = 10_000;
@@ -58,6 +59,7 @@ export function createAggregateForwarder(route: { path: string; aggregate: Aggre
 class AggregateForwarder implements Forwarder {
   private readonly sessions = new Map<string, ClientSession>();
   private readonly health: UpstreamHealth[];
+  private readonly capabilities: UpstreamCapabilities;
   private readonly loggedClashes = new Set<string>();
   private readonly sweep: NodeJS.Timeout;
 
@@ -67,6 +69,7 @@ class AggregateForwarder implements Forwarder {
     private readonly deps: AggregateForwarderDeps,
   ) {
     this.health = deps.upstreams.map((u) => new UpstreamHealth(route, u.name, deps.logger, deps.metrics));
+    this.capabilities = new UpstreamCapabilities(deps.upstreams, this.health);
     this.sweep = setInterval(() => this.endIdle(), 60_000).unref();
   }
 
@@ -80,6 +83,7 @@ class AggregateForwarder implements Forwarder {
       const messages = Array.isArray(parsed) ? parsed : [parsed];
       const first = messages[0];
       if (sessionId === undefined && messages.length === 1 && first?.method === 'initialize') return await this.initialize(first, res, ctx);
+      if (sessionId === undefined && messages.length === 1 && first?.method === 'server/discover') return await this.discover(first, res, ctx);
       if (sessionId === undefined) throw new GatewayError(400, 'invalid_request', 'Mcp-Session-Id header is required (a session starts with initialize)');
       const session = await this.sessionOf(sessionId, ctx.auth);
       session.lastUsed = Date.now();
@@ -107,7 +111,7 @@ class AggregateForwarder implements Forwarder {
     const params = isRecord(message.params) ? message.params : {};
     const requested = typeof params.protocolVersion === 'string' ? params.protocolVersion : SUPPORTED_VERSIONS[0]!;
     const protocolVersion = SUPPORTED_VERSIONS.includes(requested) ? requested : SUPPORTED_VERSIONS[0]!;
-    const hello: ClientHello = { protocolVersion, capabilities: {}, clientInfo: isRecord(params.clientInfo) ? params.clientInfo : { name: 'mcp-auth-gateway' } };
+    const hello: ClientHello = { protocolVersion, capabilities: {}, clientInfo: isRecord(params.clientInfo) ? params.clientInfo : { name: 'mcp-auth-gateway', version: '0.1.0' } };
     const id = randomBytes(24).toString('base64url');
     const upstreams = this.deps.upstreams.map((u, i) => ({ link: new UpstreamLink(u, ctx.auth, hello), health: u.perSession ? this.sessionHealth(u.name) : this.health[i]! }));
     for (const u of upstreams) u.link.onNotification = (method) => this.notified(id, method);
@@ -115,8 +119,25 @@ class AggregateForwarder implements Forwarder {
     await this.deps.session.bind(id, ctx.auth);
     this.sessions.set(id, { owner, upstreams, methods: new AggregateMethods(this.route, upstreams, this.names, this.loggedClashes, this.deps.logger), lastUsed: Date.now() });
     res.setHeader('mcp-session-id', id);
-    const result = { protocolVersion, capabilities: capabilitiesOf(results), serverInfo: { name: 'mcp-auth-gateway', title: `${this.route} (${this.deps.upstreams.map((u) => u.name).join(', ')})`, version: '0.1.0' } };
+    const result = { protocolVersion, capabilities: capabilitiesOf(results), serverInfo: this.serverInfo() };
     this.reply(res, ctx, { jsonrpc: '2.0', id: message.id ?? null, result });
+  }
+
+  /**
+   * 2026-07-28's `server/discover`, without a session: what some upstream
+   * announced (as initialize answers), and the revisions this route serves, all
+   * session-based, so a 2026-07-28 client falls back to initialize.
+   */
+  private async discover(message: Message, res: ServerResponse, ctx: ForwardContext): Promise<void> {
+    const hello: ClientHello = { protocolVersion: SUPPORTED_VERSIONS[0]!, capabilities: {}, clientInfo: { name: 'mcp-auth-gateway', version: '0.1.0' } };
+    const known = await this.capabilities.all(ctx.auth, hello);
+    const serverInfo = this.serverInfo();
+    const result = { resultType: 'complete', supportedVersions: SUPPORTED_VERSIONS, capabilities: capabilitiesOf(known), serverInfo, ttlMs: 0, cacheScope: 'private', _meta: { 'io.modelcontextprotocol/serverInfo': serverInfo } };
+    this.reply(res, ctx, { jsonrpc: '2.0', id: message.id ?? null, result });
+  }
+
+  private serverInfo() {
+    return { name: 'mcp-auth-gateway', title: `${this.route} (${this.deps.upstreams.map((u) => u.name).join(', ')})`, version: '0.1.0' };
   }
 
   /** The client's GET stream of this session: held open, written to when an upstream's list changes. */
