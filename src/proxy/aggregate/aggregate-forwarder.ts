@@ -17,7 +17,7 @@ import { methodNotAllowed } from '../forwarded-methods.js';
 import { AggregateMethods, rpcError, type SessionUpstream } from './aggregate-methods.js';
 import { UpstreamCapabilities } from './upstream-capabilities.js';
 import { UpstreamHealth, type AggregateMetrics } from './upstream-health.js';
-import { UpstreamLink, type AggregateUpstream, type ClientHello, type JsonRpcAnswer } from './upstream-link.js';
+import { UpstreamLink, type AggregateUpstream, type ClientHello } from './upstream-link.js';
 
 /** The revisions this route speaks to clients (of 2026-07-28's stateless requests, only server/discover is served, naming these). */
 const SUPPORTED_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'];
@@ -32,8 +32,12 @@ interface ClientSession {
   methods: AggregateMethods;
   upstreams: SessionUpstream[];
   lastUsed: number;
-  /** The client's GET stream: where the upstreams' list_changed reach it (one at a time). */
+  /** The client's GET stream: where the upstreams' list_changed and progress reach it (one at a time). */
   stream?: ServerResponse;
+  /** The client's requests in flight (by JSON of their id), for its notifications/cancelled. */
+  inFlight: Map<string, AbortController>;
+  /** The progress tokens of those requests (JSON): an upstream's progress on any other is not passed on. */
+  progressTokens: Set<string>;
 }
 
 /** The upstreams' notifications a client is told of (others are not passed on in this cut). */
@@ -114,10 +118,10 @@ class AggregateForwarder implements Forwarder {
     const hello: ClientHello = { protocolVersion, capabilities: {}, clientInfo: isRecord(params.clientInfo) ? params.clientInfo : { name: 'mcp-auth-gateway', version: '0.1.0' } };
     const id = randomBytes(24).toString('base64url');
     const upstreams = this.deps.upstreams.map((u, i) => ({ link: new UpstreamLink(u, ctx.auth, hello), health: u.perSession ? this.sessionHealth(u.name) : this.health[i]! }));
-    for (const u of upstreams) u.link.onNotification = (method) => this.notified(id, method);
+    for (const u of upstreams) u.link.onNotification = (method, params) => this.notified(id, method, params);
     const results = await Promise.all(upstreams.map((u) => (u.health.down ? undefined : u.link.open(ctx.span).then((r) => (u.health.served(), r), (err: unknown) => void u.health.failed(err)))));
     await this.deps.session.bind(id, ctx.auth);
-    this.sessions.set(id, { owner, upstreams, methods: new AggregateMethods(this.route, upstreams, this.names, this.loggedClashes, this.deps.logger), lastUsed: Date.now() });
+    this.sessions.set(id, { owner, upstreams, methods: new AggregateMethods(this.route, upstreams, this.names, this.loggedClashes, this.deps.logger), lastUsed: Date.now(), inFlight: new Map(), progressTokens: new Set() });
     res.setHeader('mcp-session-id', id);
     const result = { protocolVersion, capabilities: capabilitiesOf(results), serverInfo: this.serverInfo() };
     this.reply(res, ctx, { jsonrpc: '2.0', id: message.id ?? null, result });
@@ -153,12 +157,21 @@ class AggregateForwarder implements Forwarder {
     });
   }
 
-  /** An upstream's notification: a changed list is re-read by the session next time it is asked, and the client is told. */
-  private notified(id: string, method: string): void {
+  /**
+   * An upstream's notification: a changed list is re-read by the session next
+   * time it is asked, and the client is told; progress on a token of the
+   * client's requests in flight is passed on as it is (tokens go to the
+   * upstream unchanged, and each upstream session is this client session's).
+   */
+  private notified(id: string, method: string, params: Record<string, unknown> | undefined): void {
     const session = this.sessions.get(id);
-    if (!session || !LIST_CHANGED.has(method)) return;
-    if (method === 'notifications/resources/list_changed') session.methods.forgetResources();
-    session.stream?.write(`event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', method })}\n\n`);
+    if (!session) return;
+    let message: object | undefined;
+    if (LIST_CHANGED.has(method)) {
+      if (method === 'notifications/resources/list_changed') session.methods.forgetResources();
+      message = { jsonrpc: '2.0', method };
+    } else if (method === 'notifications/progress' && session.progressTokens.has(JSON.stringify(params?.progressToken))) message = { jsonrpc: '2.0', method, params };
+    if (message) session.stream?.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
   }
 
   /**
@@ -172,11 +185,25 @@ class AggregateForwarder implements Forwarder {
   }
 
   private async answer(session: ClientSession, m: Message, ctx: ForwardContext): Promise<object | undefined> {
-    if (typeof m.method !== 'string') return undefined; // an answer or a notification from the client: nothing to say back
-    if (m.id === undefined) return undefined; // notifications (initialized, cancelled) are not passed on in this cut
+    if (typeof m.method !== 'string') return undefined; // an answer from the client: nothing to say back
     const params = isRecord(m.params) ? m.params : undefined;
-    const answer: JsonRpcAnswer = m.method === 'initialize' ? rpcError(-32600, 'Already initialized') : await session.methods.answer(m.method, params, ctx.span);
-    return { jsonrpc: '2.0', id: m.id, ...answer };
+    if (m.id === undefined) {
+      // The client's cancellation of a request in flight reaches the upstream serving it (other notifications are not passed on).
+      if (m.method === 'notifications/cancelled') session.inFlight.get(JSON.stringify(params?.requestId))?.abort(typeof params?.reason === 'string' ? params.reason : undefined);
+      return undefined;
+    }
+    if (m.method === 'initialize') return { jsonrpc: '2.0', id: m.id, ...rpcError(-32600, 'Already initialized') };
+    const key = JSON.stringify(m.id);
+    const token = isRecord(params?._meta) ? params._meta.progressToken : undefined;
+    const controller = new AbortController();
+    session.inFlight.set(key, controller);
+    if (token !== undefined) session.progressTokens.add(JSON.stringify(token));
+    try {
+      return { jsonrpc: '2.0', id: m.id, ...(await session.methods.answer(m.method, params, ctx.span, controller.signal)) };
+    } finally {
+      session.inFlight.delete(key);
+      if (token !== undefined) session.progressTokens.delete(JSON.stringify(token));
+    }
   }
 
   /** The answer, as JSON, through the policy's transform when it has one. */

@@ -48,12 +48,13 @@ export class AggregateMethods {
     this.resourceOwners.clear();
   }
 
-  async answer(method: string, params: Params, span?: GatewaySpan): Promise<JsonRpcAnswer> {
+  /** `signal`: the client's cancellation of this request, passed to the upstream that serves it. */
+  async answer(method: string, params: Params, span?: GatewaySpan, signal?: AbortSignal): Promise<JsonRpcAnswer> {
     if (method === 'ping') return { result: {} };
     const list = LISTS[method];
     if (list) return { result: await this.merged(method, list.member, list.named, span) };
-    if (method === 'tools/call' || method === 'prompts/get') return this.byName(method, params, span);
-    if (method === 'resources/read' || method === 'resources/subscribe' || method === 'resources/unsubscribe') return this.byUri(method, params, span);
+    if (method === 'tools/call' || method === 'prompts/get') return this.byName(method, params, span, signal);
+    if (method === 'resources/read' || method === 'resources/subscribe' || method === 'resources/unsubscribe') return this.byUri(method, params, span, signal);
     if (method === 'logging/setLevel') {
       await Promise.allSettled(this.served().map((u) => this.call(u, method, params, undefined, span)));
       return { result: {} };
@@ -118,39 +119,40 @@ export class AggregateMethods {
     }
   }
 
-  private async byName(method: string, params: Params, span?: GatewaySpan): Promise<JsonRpcAnswer> {
+  private async byName(method: string, params: Params, span?: GatewaySpan, signal?: AbortSignal): Promise<JsonRpcAnswer> {
     const shown = params?.name;
     const owner = typeof shown === 'string' ? this.names.owner(shown) : undefined;
     const u = owner && this.upstreams.find((x) => x.health.name === owner.upstream);
     if (!owner || !u) return rpcError(-32602, `Unknown ${method === 'tools/call' ? 'tool' : 'prompt'}: ${String(shown)}`);
-    return this.callServed(u, method, { ...params, name: owner.name }, owner.name, span);
+    return this.callServed(u, method, { ...params, name: owner.name }, owner.name, span, signal);
   }
 
-  private async byUri(method: string, params: Params, span?: GatewaySpan): Promise<JsonRpcAnswer> {
+  private async byUri(method: string, params: Params, span?: GatewaySpan, signal?: AbortSignal): Promise<JsonRpcAnswer> {
     const uri = params?.uri;
     if (typeof uri !== 'string') return rpcError(-32602, 'params.uri is required');
     if (!this.resourceOwners.has(uri)) await this.merged('resources/list', 'resources', false, span);
     const owner = this.resourceOwners.get(uri);
     const u = owner === undefined ? undefined : this.upstreams.find((x) => x.health.name === owner);
     if (!u) return rpcError(-32002, `Resource not found: ${uri}`);
-    return this.callServed(u, method, params, uri, span);
+    return this.callServed(u, method, params, uri, span, signal);
   }
 
   /** A call to one upstream: failed at once while it is down. */
-  private async callServed(u: SessionUpstream, method: string, params: Params, name: string, span?: GatewaySpan): Promise<JsonRpcAnswer> {
+  private async callServed(u: SessionUpstream, method: string, params: Params, name: string, span?: GatewaySpan, signal?: AbortSignal): Promise<JsonRpcAnswer> {
     if (u.health.down) return rpcError(-32603, `Upstream ${u.health.name} is unavailable`);
     try {
-      return await this.call(u, method, params, name, span);
+      return await this.call(u, method, params, name, span, signal);
     } catch (err) {
+      if (err instanceof AggregateUpstreamError && err.reason === 'cancelled') return rpcError(-32800, 'Request cancelled');
       if (err instanceof AggregateUpstreamError) return rpcError(-32603, `Upstream ${u.health.name} is unavailable`);
       throw err;
     }
   }
 
   /** One request to one upstream, its health told of the outcome. */
-  private async call(u: SessionUpstream, method: string, params: Params, name: string | undefined, span?: GatewaySpan): Promise<JsonRpcAnswer> {
+  private async call(u: SessionUpstream, method: string, params: Params, name: string | undefined, span?: GatewaySpan, signal?: AbortSignal): Promise<JsonRpcAnswer> {
     try {
-      const answer = await u.link.request(method, params, name, span);
+      const answer = await u.link.request(method, params, name, span, signal);
       u.health.served();
       return answer;
     } catch (err) {
@@ -166,7 +168,9 @@ export class AggregateMethods {
  * something slow. Lists, and every other failure, say the upstream is down.
  */
 function saysUpstreamIsDown(method: string, err: unknown): boolean {
-  if (method in LISTS || !(err instanceof AggregateUpstreamError)) return true;
+  if (!(err instanceof AggregateUpstreamError)) return true;
+  if (err.reason === 'cancelled') return false; // the client's doing, never the upstream's
+  if (method in LISTS) return true;
   return err.reason !== 'timeout' && err.status !== 504;
 }
 

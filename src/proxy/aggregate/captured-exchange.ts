@@ -27,6 +27,8 @@ class CapturedResponse extends EventEmitter {
   private readonly head: Record<string, string> = {};
   private readonly chunks: Buffer[] = [];
   private bytes = 0;
+  /** Sees each chunk as it comes, while the whole is kept (the upstream's notifications read live). */
+  tap?: (chunk: Buffer) => void;
 
   /** With `onChunk`, a stream: each chunk is handed on, never kept (its reader bounds what it holds). */
   constructor(
@@ -60,6 +62,7 @@ class CapturedResponse extends EventEmitter {
     this.headersSent = true;
     const buf = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
     if (this.onChunk) return (this.onChunk(buf), true);
+    this.tap?.(buf);
     this.bytes += buf.length;
     if (this.bytes > this.maxBytes) this.destroy();
     else this.chunks.push(buf);
@@ -89,6 +92,13 @@ class CapturedResponse extends EventEmitter {
   }
 }
 
+export interface ExchangeLimits {
+  timeoutMs: number;
+  maxBytes: number;
+  tap?: (chunk: Buffer) => void;
+  signal?: AbortSignal;
+}
+
 export interface CapturedRequest {
   method: 'POST' | 'DELETE' | 'GET';
   /** Lower-case names: the only headers the upstream's forwarder sees from this side. */
@@ -101,10 +111,13 @@ export interface CapturedRequest {
  * it is over; after `timeoutMs` the answer is cut (the forwarder sees the
  * client leave) and the promise rejects.
  */
-export function captureExchange(forwarder: Forwarder, request: CapturedRequest, ctx: Omit<ForwardContext, 'body'>, limits: { timeoutMs: number; maxBytes: number }): Promise<CapturedAnswer> {
+export function captureExchange(forwarder: Forwarder, request: CapturedRequest, ctx: Omit<ForwardContext, 'body'>, limits: ExchangeLimits): Promise<CapturedAnswer> {
   const req = requestOf(request);
   const res = new CapturedResponse(limits.maxBytes);
+  res.tap = limits.tap;
   return new Promise<CapturedAnswer>((resolve, reject) => {
+    // The client cancelled: the answer is cut (the forwarder sees the client leave), not waited for.
+    limits.signal?.addEventListener('abort', () => (res.destroy(), reject(new AggregateUpstreamError('cancelled'))), { once: true });
     const timer = setTimeout(() => {
       res.destroy();
       reject(new AggregateUpstreamError('timeout'));
@@ -152,7 +165,7 @@ function requestOf(request: CapturedRequest): IncomingMessage {
 /** An upstream that did not answer as an MCP server (timeout, cut answer, non-2xx status, unreadable body). */
 export class AggregateUpstreamError extends Error {
   constructor(
-    readonly reason: 'timeout' | 'cut' | 'status' | 'unreadable' | 'down',
+    readonly reason: 'timeout' | 'cut' | 'status' | 'unreadable' | 'down' | 'cancelled',
     readonly status?: number,
   ) {
     super(`upstream ${reason}${status === undefined ? '' : ` ${status}`}`);

@@ -63,10 +63,10 @@ export class UpstreamLink {
   }
 
   /** One request: the upstream's JSON-RPC answer (a result or its own error). `name` goes into Mcp-Name. */
-  async request(method: string, params: Record<string, unknown> | undefined, name?: string, span?: GatewaySpan): Promise<JsonRpcAnswer> {
+  async request(method: string, params: Record<string, unknown> | undefined, name?: string, span?: GatewaySpan, signal?: AbortSignal): Promise<JsonRpcAnswer> {
     await this.open(span);
     try {
-      return await this.send(method, params, name, span);
+      return await this.send(method, params, name, span, signal);
     } catch (err) {
       // The upstream forgot the session (a stdio process ended, a server restarted): opened afresh next time.
       if (err instanceof AggregateUpstreamError && err.status === 404) this.opened = undefined;
@@ -120,19 +120,28 @@ export class UpstreamLink {
     if (isRecord(m) && typeof m.method === 'string' && m.id === undefined) this.onNotification?.(m.method, isRecord(m.params) ? m.params : undefined);
   }
 
-  private async send(method: string, params: Record<string, unknown> | undefined, name: string | undefined, span?: GatewaySpan): Promise<JsonRpcAnswer> {
+  private async send(method: string, params: Record<string, unknown> | undefined, name: string | undefined, span?: GatewaySpan, signal?: AbortSignal): Promise<JsonRpcAnswer> {
     const message = { jsonrpc: '2.0', id: this.nextId++, method, ...(params && { params }) };
-    return (await this.exchange(message, method, name, span)).answer;
+    // The client's cancellation, told to the upstream with the id this link gave the request.
+    const cancel = () => void this.exchange({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: message.id, reason: String(signal?.reason ?? 'cancelled by the client') } }, 'notifications/cancelled', undefined, span).catch(() => undefined);
+    signal?.addEventListener('abort', cancel, { once: true });
+    try {
+      return (await this.exchange(message, method, name, span, signal)).answer;
+    } finally {
+      signal?.removeEventListener('abort', cancel);
+    }
   }
 
-  private async exchange(message: { jsonrpc: string; id?: number; method: string; params?: unknown }, method: string, name: string | undefined, span?: GatewaySpan): Promise<{ answer: JsonRpcAnswer; sessionId?: string }> {
+  private async exchange(message: { jsonrpc: string; id?: number; method: string; params?: unknown }, method: string, name: string | undefined, span?: GatewaySpan, signal?: AbortSignal): Promise<{ answer: JsonRpcAnswer; sessionId?: string }> {
     const injected = await this.upstream.headersFor(this.auth);
     const request = { method: 'POST' as const, headers: this.headers(method, name, this.sessionId), body: Buffer.from(JSON.stringify(message)) };
-    const captured = await captureExchange(this.upstream.forwarder, request, { auth: this.auth, injected, span }, this.limits());
+    // Notifications in the answer's stream (progress) are read as they come, not when it ends.
+    const reader = new EventStreamReader(this.upstream.maxBytes, (m) => this.notified(m));
+    const captured = await captureExchange(this.upstream.forwarder, request, { auth: this.auth, injected, span }, { ...this.limits(), signal, tap: (chunk) => reader.push(chunk) });
     if (captured.status < 200 || captured.status > 299) throw new AggregateUpstreamError('status', captured.status);
     const sessionId = captured.headers['mcp-session-id'];
     if (message.id === undefined) return { answer: {}, sessionId };
-    return { answer: answerOf(captured, message.id, (m) => this.notified(m)), sessionId };
+    return { answer: answerOf(captured, message.id), sessionId };
   }
 
   private headers(method: string | undefined, name: string | undefined, sessionId: string | undefined): Record<string, string> {
@@ -152,7 +161,7 @@ export class UpstreamLink {
 }
 
 /** The answer to `id` in a JSON body or an event stream. */
-function answerOf(captured: CapturedAnswer, id: number, notified: (m: unknown) => void): JsonRpcAnswer {
+function answerOf(captured: CapturedAnswer, id: number): JsonRpcAnswer {
   const type = captured.headers['content-type'] ?? '';
   const texts = type.includes('text/event-stream') ? eventData(captured.body.toString('utf8')) : [captured.body.toString('utf8')];
   for (const text of texts) {
@@ -163,7 +172,6 @@ function answerOf(captured: CapturedAnswer, id: number, notified: (m: unknown) =
       continue;
     }
     for (const m of Array.isArray(parsed) ? parsed : [parsed]) {
-      notified(m);
       if (isRecord(m) && m.id === id && ('result' in m || 'error' in m)) {
         if (isRecord(m.result)) return { result: m.result };
         if (isRecord(m.error) && typeof m.error.code === 'number' && typeof m.error.message === 'string') return { error: m.error as JsonRpcAnswer['error'] };
