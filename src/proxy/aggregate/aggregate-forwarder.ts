@@ -40,6 +40,8 @@ interface ClientSession {
   progressTokens: Set<string>;
 }
 
+/** What a client's GET stream may hold unread before notifications to it are dropped. */
+const MAX_UNREAD_BYTES = 256 * 1024;
 /** The upstreams' notifications a client is told of (others are not passed on in this cut). */
 const LIST_CHANGED = new Set(['notifications/tools/list_changed', 'notifications/prompts/list_changed', 'notifications/resources/list_changed']);
 
@@ -171,7 +173,8 @@ class AggregateForwarder implements Forwarder {
       if (method === 'notifications/resources/list_changed') session.methods.forgetResources();
       message = { jsonrpc: '2.0', method };
     } else if (method === 'notifications/progress' && session.progressTokens.has(JSON.stringify(params?.progressToken))) message = { jsonrpc: '2.0', method, params };
-    if (message) session.stream?.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
+    // A client that does not read its stream misses notifications rather than the gateway holding them without bound.
+    if (message && session.stream && session.stream.writableLength < MAX_UNREAD_BYTES) session.stream.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
   }
 
   /**

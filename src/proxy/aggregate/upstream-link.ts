@@ -162,37 +162,25 @@ export class UpstreamLink {
 
 /** The answer to `id` in a JSON body or an event stream. */
 function answerOf(captured: CapturedAnswer, id: number): JsonRpcAnswer {
-  const type = captured.headers['content-type'] ?? '';
-  const texts = type.includes('text/event-stream') ? eventData(captured.body.toString('utf8')) : [captured.body.toString('utf8')];
-  for (const text of texts) {
-    let parsed: unknown;
+  const messages: unknown[] = [];
+  if ((captured.headers['content-type'] ?? '').includes('text/event-stream')) {
+    // The whole stream is in hand (bounded by max_body_bytes); a last event without its blank line counts too.
+    new EventStreamReader(Infinity, (m) => messages.push(m)).push(Buffer.concat([captured.body, Buffer.from('\n\n')]));
+  } else {
     try {
-      parsed = JSON.parse(text);
+      const parsed: unknown = JSON.parse(captured.body.toString('utf8'));
+      messages.push(...(Array.isArray(parsed) ? (parsed as unknown[]) : [parsed]));
     } catch {
-      continue;
+      // not JSON: no answer in it
     }
-    for (const m of Array.isArray(parsed) ? parsed : [parsed]) {
-      if (isRecord(m) && m.id === id && ('result' in m || 'error' in m)) {
-        if (isRecord(m.result)) return { result: m.result };
-        if (isRecord(m.error) && typeof m.error.code === 'number' && typeof m.error.message === 'string') return { error: m.error as JsonRpcAnswer['error'] };
-      }
+  }
+  for (const m of messages) {
+    if (isRecord(m) && m.id === id && ('result' in m || 'error' in m)) {
+      if (isRecord(m.result)) return { result: m.result };
+      if (isRecord(m.error) && typeof m.error.code === 'number' && typeof m.error.message === 'string') return { error: m.error as JsonRpcAnswer['error'] };
     }
   }
   throw new AggregateUpstreamError('unreadable');
-}
-
-/** The data of each event of an event stream. */
-function eventData(text: string): string[] {
-  return text
-    .split(/\r\n\r\n|\n\n|\r\r/)
-    .map((event) =>
-      event
-        .split(/\r\n|\n|\r/)
-        .filter((line) => line.startsWith('data:'))
-        .map((line) => line.slice(line.startsWith('data: ') ? 6 : 5))
-        .join('\n'),
-    )
-    .filter((data) => data.length > 0);
 }
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
