@@ -282,7 +282,7 @@ export const RouteSchema = z.strictObject({
     .strictObject({
       max_body_bytes: z.number().int().positive().max(1024 * 1024 * 1024).default(4 * 1024 * 1024),
       upstream_timeout: Duration.default('60s'),
-      max_get_streams_per_user: z.number().int().positive().max(1_000_000).default(16).describe('open GET streams of one user (all its clients) on a Streamable HTTP route, per replica; beyond: 429'),
+      max_get_streams_per_user: z.number().int().positive().max(1_000_000).default(16).describe('open GET and subscriptions/listen streams of one user (all its clients) on a Streamable HTTP route, per replica; beyond: 429'),
     })
     .default({ max_body_bytes: 4 * 1024 * 1024, upstream_timeout: '60s', max_get_streams_per_user: 16 }),
   upstream_auth: UpstreamAuthSchema.default({ kind: 'none' }),

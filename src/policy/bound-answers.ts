@@ -11,7 +11,8 @@
 import { isSuccess, type BodyTransform, type ResponseTransform } from '../proxy/response-transform.js';
 import { hashKeyPart } from '../store/key-names.js';
 import { AmbiguousMemberError, checkMemberNames, readNames, type ReadNames } from './member-names.js';
-import { SseEventSplitter, formatSseEvent, parseSseEvent } from './sse-events.js';
+import { SseEventTransform } from './sse-event-transform.js';
+import { formatSseEvent, type SseEvent } from './sse-events.js';
 import { parseStrictJson } from './strict-json.js';
 import { restoreTaskIds } from './task-substitution.js';
 
@@ -223,35 +224,16 @@ class ReadJson implements BodyTransform {
 }
 
 /** text/event-stream: each whole event read for its id and tasks, rewritten when a list was cut or an id restored. */
-class SseAnswers implements BodyTransform {
-  readonly perCaller: boolean;
-  private readonly splitter: SseEventSplitter;
+class SseAnswers extends SseEventTransform {
   private readonly reader: AnswerReader;
-  private first = true;
 
   constructor(private readonly options: BoundAnswersOptions) {
     // Task notifications are shown to their task's principal only: every stream is the caller's own.
-    this.perCaller = true;
-    this.splitter = new SseEventSplitter(options.maxBytes);
+    super(options.maxBytes);
     this.reader = new AnswerReader(options);
   }
 
-  push(chunk: Buffer): Buffer {
-    const events = this.splitter.push(chunk);
-    if (events.length === 0) return EMPTY;
-    const out = events.map((raw) => this.read(raw));
-    return out.length === 1 ? out[0]! : Buffer.concat(out);
-  }
-
-  end(): Buffer {
-    // An event cut short is passed as it came: no client dispatches it.
-    return this.splitter.rest();
-  }
-
-  private read(raw: Buffer): Buffer {
-    const bom = this.first && raw[0] === 0xef && raw[1] === 0xbb && raw[2] === 0xbf;
-    this.first = false;
-    const event = parseSseEvent(bom ? raw.subarray(3) : raw);
+  protected rewriteEvent(event: SseEvent, raw: Buffer): Buffer {
     const rewritten = (event.type !== '' && event.type !== 'message') || event.data === undefined ? undefined : this.reader.rewrite(event.data);
     if (rewritten === HIDDEN) return EMPTY;
     // Recorded before the event passes on: the client may resume after it at once.

@@ -7,9 +7,10 @@
 // under way. Fails closed: an id never recorded, expired or evicted is
 // nobody's.
 import type { AuthContext } from '../auth/principal.js';
-import { principalKey } from '../auth/principal.js';
+import { principalKey, userKey } from '../auth/principal.js';
 import { translateKnown } from '../errors/translate.js';
 import { hashKeyPart } from '../store/key-names.js';
+import { ownedValue } from '../store/owned-value.js';
 import type { Store } from '../store/store.js';
 
 export interface OwnedIds {
@@ -19,8 +20,8 @@ export interface OwnedIds {
   owns(id: string, auth: AuthContext): Promise<boolean>;
 }
 
-/** The value of a record: the principal, hashed (a store dump shows no subject). */
-export const ownerValue = (auth: AuthContext): string => hashKeyPart(principalKey(auth));
+/** The value of a record: the user and the principal, hashed (a store dump shows no subject); caps count the user. */
+export const ownerValue = (auth: AuthContext): string => ownedValue(hashKeyPart(userKey(auth)), hashKeyPart(principalKey(auth)));
 
 export async function storeCall<T>(call: () => Promise<T>, unavailable: string): Promise<T> {
   try {

@@ -86,13 +86,13 @@ export function createTaskBinding(routePath: string, store: Store, logger?: Task
       const asks = taskRequestsOf(request);
       const record = recorders(auth);
       if (asks === undefined) return { transform: boundAnswers({ ...record, maxBytes: MAX_ANSWER_BYTES }) };
-      const owned = await Promise.all(asks.named.map(({ taskId }) => tasks.owns(taskId, auth)));
+      const owned = await Promise.all(asks.named.map(({ taskId }) => typeof taskId === 'string' && tasks.owns(taskId, auth)));
       const foreign = asks.named.filter((_, i) => !owned[i]).map(({ message }) => message);
       const substitution = foreign.length > 0 ? substituteTasks(request, foreign) : undefined;
       const ownIds = asks.lists ? await tasks.ownIds(auth) : undefined;
       return {
         body: substitution?.body,
-        headers: substitution && mcpNameOf(request, headers, substitution.restore),
+        headers: substitution && mcpNameOf(request, headers, substitution.headerNames),
         transform: boundAnswers({ ...record, readJson: asks.mayCreate, ownIds, restore: substitution?.restore, maxBytes: MAX_ANSWER_BYTES }),
       };
     },
@@ -110,10 +110,10 @@ export function createTaskBinding(routePath: string, store: Store, logger?: Task
  * task is sent naming the substitute, so the upstream finds header and body agreeing, as they
  * would for any unknown task; a header that disagreed with the body is left to disagree.
  */
-function mcpNameOf(request: ParsedRequest, headers: IncomingHttpHeaders, restore: ReadonlyMap<string, string>): Record<string, string> | undefined {
+function mcpNameOf(request: ParsedRequest, headers: IncomingHttpHeaders, headerNames: ReadonlyMap<string, string>): Record<string, string> | undefined {
   const raw = headers['mcp-name'];
   if (request.batch || typeof raw !== 'string') return undefined;
   const name = decodeHeaderValue(raw);
-  for (const [substitute, original] of restore) if (name === original) return { 'mcp-name': substitute };
-  return undefined;
+  const substitute = name === undefined ? undefined : headerNames.get(name);
+  return substitute === undefined ? undefined : { 'mcp-name': substitute };
 }

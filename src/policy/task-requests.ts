@@ -1,7 +1,8 @@
 // What a request asks of MCP tasks (2025-11-25 basic/utilities/tasks; the
 // 2026-07-28 tasks extension): the task ids it names (`tasks/get`,
 // `tasks/result`, `tasks/cancel`, `tasks/update`: any `tasks/` method with a
-// string `params.taskId`), whether it lists tasks, and whether its answer may
+// `params.taskId` of any JSON type, since an upstream may coerce `1` or `["1"]`
+// to task "1"; only a string can be owned), whether it lists tasks, and whether its answer may
 // create one (`tools/call`, which 2026-07-28 servers may turn into a task
 // unasked, or a request with `params.task`). Nothing here refuses: an id the
 // caller does not own is replaced by one the upstream cannot know
@@ -15,7 +16,8 @@ const PARAMS_MEMBERS = readNames('taskId', 'task');
 export interface NamedTask {
   /** The message (in the request's order) whose `params.taskId` it is. */
   message: JsonRpcMessage;
-  taskId: string;
+  /** As sent: a string names a task; anything else is never the caller's (ids are strings) and is substituted. */
+  taskId: unknown;
 }
 
 export interface TaskRequests {
@@ -35,12 +37,12 @@ export function taskRequestsOf(request: ParsedRequest): TaskRequests | undefined
     if (typeof method !== 'string') continue;
     const read = typeof params === 'object' && params !== null && !Array.isArray(params) ? readParams(params) : undefined;
     const inTasks = method.startsWith('tasks/');
-    const names = inTasks && typeof read?.taskId === 'string';
+    const names = inTasks && read !== undefined && read.taskId !== undefined;
     const lists = method === 'tasks/list';
     const mayCreate = method === 'tools/call' || (typeof read?.task === 'object' && read.task !== null);
     if (!names && !lists && !mayCreate) continue;
     found ??= { named: [], lists: false, mayCreate: false };
-    if (names) found.named.push({ message, taskId: read!.taskId as string });
+    if (names) found.named.push({ message, taskId: read!.taskId });
     found.lists ||= lists;
     found.mayCreate ||= mayCreate;
   }

@@ -44,24 +44,29 @@ export function substituteTaskId(taskId: string): string {
 export interface Substitution {
   /** The request body to forward. */
   body: Buffer;
-  /** Substitute → original: what the answer gets back. */
+  /** Substitute → original: what the answer gets back (string originals only: the echo is a string). */
   restore: ReadonlyMap<string, string>;
+  /** Each original's text as a header could spell it (`1` and `["1"]` as "1" too) → its substitute. */
+  headerNames: ReadonlyMap<string, string>;
 }
 
 /** The body with each of `foreign`'s messages' `params.taskId` replaced (the parsed messages are left as they are). */
 export function substituteTasks(request: ParsedRequest, foreign: readonly JsonRpcMessage[]): Substitution {
   const restore = new Map<string, string>();
+  const headerNames = new Map<string, string>();
   const replaced = new Map<unknown, Record<string, unknown>>();
   for (const message of foreign) {
     const params = message.params as Record<string, unknown>;
-    const original = params.taskId as string;
-    const substitute = substituteTaskId(original);
-    restore.set(substitute, original);
+    const original = params.taskId;
+    // A non-string id is never owned: it goes up as an unknown string id, as an unknown task would.
+    const substitute = typeof original === 'string' ? substituteTaskId(original) : randomUUID();
+    if (typeof original === 'string') restore.set(substitute, original);
+    for (const text of [typeof original === 'string' ? original : JSON.stringify(original), String(original)]) headerNames.set(text, substitute);
     replaced.set(params, { ...params, taskId: substitute });
   }
   const payload = request.batch ? request.messages : request.messages[0];
   const body = JSON.stringify(payload, (_key, value: unknown) => replaced.get(value) ?? value);
-  return { body: Buffer.from(body, 'utf8'), restore };
+  return { body: Buffer.from(body, 'utf8'), restore, headerNames };
 }
 
 /** The answer text with each substitute the upstream echoed turned back into the original (JSON-escaped). */

@@ -17,7 +17,8 @@
 import { isSuccess, type BodyTransform, type ResponseTransform } from '../proxy/response-transform.js';
 import { MAX_NAME_LENGTH, nameFault } from './json-rpc.js';
 import { AmbiguousMemberError, checkMemberNames, readNames } from './member-names.js';
-import { SseEventSplitter, formatSseEvent, parseSseEvent } from './sse-events.js';
+import { SseEventTransform } from './sse-event-transform.js';
+import { formatSseEvent, type SseEvent } from './sse-events.js';
 import { parseStrictJson } from './strict-json.js';
 import type { ToolsListAnswers } from './tools-list-answers.js';
 import type { LearnTools } from './tools-list-learner.js';
@@ -153,33 +154,12 @@ class JsonFilter implements BodyTransform {
 }
 
 /** text/event-stream: whole events in, those holding a tool list rewritten, every other one passed on as is. */
-class SseFilter implements BodyTransform {
-  readonly perCaller = true;
-  private readonly splitter: SseEventSplitter;
-  /** No event has gone by yet: a BOM here is skipped by clients (the EventSource rules). */
-  private first = true;
-
+class SseFilter extends SseEventTransform {
   constructor(private readonly options: ToolsListFilterOptions) {
-    this.splitter = new SseEventSplitter(options.maxBytes);
+    super(options.maxBytes);
   }
 
-  push(chunk: Buffer): Buffer {
-    const events = this.splitter.push(chunk);
-    if (events.length === 0) return EMPTY;
-    const out = events.map((raw) => this.rewrite(raw));
-    return out.length === 1 ? out[0]! : Buffer.concat(out);
-  }
-
-  end(): Buffer {
-    // An event cut short is passed as it came: no client dispatches it.
-    return this.splitter.rest();
-  }
-
-  private rewrite(raw: Buffer): Buffer {
-    const first = this.first;
-    this.first = false;
-    const bom = first && raw[0] === 0xef && raw[1] === 0xbb && raw[2] === 0xbf;
-    const event = parseSseEvent(bom ? raw.subarray(3) : raw);
+  protected rewriteEvent(event: SseEvent, raw: Buffer): Buffer {
     // Clients dispatch only `message` events (no `event:` field, or that one) to JSON-RPC.
     if ((event.type !== '' && event.type !== 'message') || event.data === undefined) return raw;
     if (!MIGHT_LIST_TOOLS.test(event.data)) return raw;

@@ -2,9 +2,10 @@
 // through. A GET event stream may stay open for hours (idle streams are not
 // cut by request timeouts), delivering the server's notifications and its
 // requests to the client: it ends when the token that opened it expires
-// (the client reconnects with a fresh one), and any open answer ends when the
-// token's grant is revoked (J52). A POST's answer is not cut at expiry: a
-// long tool call started with a valid token may finish.
+// (the client reconnects with a fresh one), and so does a `subscriptions/listen`
+// POST's stream, long-lived like it (long-lived-request.ts); any open answer
+// ends when the token's grant is revoked (J52). Any other POST's answer is not
+// cut at expiry: a long tool call started with a valid token may finish.
 import type { ServerResponse } from 'node:http';
 import type { AuthContext } from '../auth/principal.js';
 import type { TokenVerifier } from '../auth/verifier.js';
@@ -22,10 +23,10 @@ interface Opened {
 const open = new Map<ServerResponse, Opened>();
 let sweep: NodeJS.Timeout | undefined;
 
-/** Watches `res` until it closes: destroyed (as if its client had left) once its authorization ends. */
-export function endWithAuthorization(res: ServerResponse, method: string | undefined, auth: AuthContext, verifier: Pick<TokenVerifier, 'usable'>): void {
+/** Watches `res` until it closes: destroyed (as if its client had left) once its authorization ends (its token's expiry too, when `longLived`). */
+export function endWithAuthorization(res: ServerResponse, longLived: boolean, auth: AuthContext, verifier: Pick<TokenVerifier, 'usable'>): void {
   if (res.destroyed || res.writableEnded) return;
-  open.set(res, { auth, verifier, endsAt: method === 'GET' ? auth.expiresAt * 1000 : Infinity });
+  open.set(res, { auth, verifier, endsAt: longLived ? auth.expiresAt * 1000 : Infinity });
   // One function for every response, not a closure and a once() wrapper each: this runs per request.
   res.on('close', forgetClosed);
   sweep ??= setInterval(sweepOpen, SWEEP_MS).unref();

@@ -34,6 +34,8 @@ export interface ForwardContext {
    * answer: the caller renews the credential and forwards again, or answers itself.
    */
   rejected?: () => void;
+  /** The request opens a stream meant to stay open (long-lived-request.ts); unset: a GET only. */
+  longLived?: boolean;
 }
 
 /**

@@ -56,8 +56,8 @@ export function createHttpForwarder(route: RouteConfig, deps: HttpForwarderDeps)
       writeError(res, methodNotAllowed());
       return Promise.resolve();
     }
-    // A GET is a stream held open: one user holds at most its share of them.
-    if (method === 'GET' && !streams.admit(userKey(ctx.auth), res)) return Promise.resolve();
+    // A GET or a `subscriptions/listen` is a stream held open: one user holds at most its share of them.
+    if ((ctx.longLived ?? method === 'GET') && !streams.admit(userKey(ctx.auth), res)) return Promise.resolve();
     // Node joins repeated headers with ", ", which no valid session id contains.
     const raw = req.headers['mcp-session-id'];
     const sessionId = Array.isArray(raw) ? raw.join(', ') : raw;

@@ -4,10 +4,11 @@
 // another user's session. Fails closed: a session id the gateway has no
 // binding for is refused like one bound to someone else.
 import type { AuthContext } from '../auth/principal.js';
-import { principalKey } from '../auth/principal.js';
+import { principalKey, userKey } from '../auth/principal.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import { translateKnown } from '../errors/translate.js';
 import { sessionBindingKey } from '../store/key-names.js';
+import { ownedValue } from '../store/owned-value.js';
 import type { Store } from '../store/store.js';
 
 const DEFAULT_SESSION_TTL_MS = 24 * 60 * 60 * 1000;
@@ -27,6 +28,9 @@ const SESSION_ID = /^[\x21-\x7E]{1,256}$/;
 /** Whether a session id is syntactically acceptable (visible ASCII, at most 256 characters). */
 const isValidSessionId = (sessionId: string): boolean => SESSION_ID.test(sessionId);
 
+/** The binding's value: the principal, led by its user, whom the memory store's per-owner cap counts (K81). */
+const bindingValue = (auth: AuthContext): string => ownedValue(userKey(auth), principalKey(auth));
+
 const unknownSession = () => new GatewayError(404, 'not_found', 'Unknown session');
 
 async function storeCall<T>(call: () => Promise<T>): Promise<T> {
@@ -44,13 +48,13 @@ export function createSessionBinding(store: Store, ttlMs = DEFAULT_SESSION_TTL_M
       if (sessionId === undefined) return;
       if (!isValidSessionId(sessionId)) throw new GatewayError(400, 'invalid_request', 'Invalid Mcp-Session-Id');
       const owner = await storeCall(() => store.get(sessionBindingKey(routePath, sessionId)));
-      if (owner !== principalKey(auth)) throw unknownSession();
+      if (owner !== bindingValue(auth)) throw unknownSession();
     },
 
     async bind(routePath, sessionId, auth) {
       if (!isValidSessionId(sessionId)) throw new GatewayError(502, 'bad_gateway', 'Upstream returned an invalid session id');
       const key = sessionBindingKey(routePath, sessionId);
-      const principal = principalKey(auth);
+      const principal = bindingValue(auth);
       if (await storeCall(() => store.setIfAbsent(key, principal, ttlMs))) return;
       // Never overwrite: an upstream handing one id to two principals is a bug
       // that would merge their sessions, so this response is refused instead.

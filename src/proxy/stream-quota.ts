@@ -1,4 +1,5 @@
-// Open GET streams of one Streamable HTTP route, per user (issuer, subject:
+// Open long-lived streams (GET streams and `subscriptions/listen` POSTs,
+// long-lived-request.ts) of one Streamable HTTP route, per user (issuer, subject:
 // all its clients one share, DESIGN.md §8.3). Each holds a client socket and
 // an upstream connection for as long as the client keeps it, idle or not, so
 // one user holding thousands would exhaust descriptors for everyone. Beyond
@@ -9,7 +10,7 @@ import type { ServerResponse } from 'node:http';
 import { tooManyRequests } from '../errors/gateway-error.js';
 import { writeError } from '../errors/write-error.js';
 
-/** GET streams one user may hold open on one route at once (per replica): `limits.max_get_streams_per_user`'s default. */
+/** Long-lived streams one user may hold open on one route at once (per replica): `limits.max_get_streams_per_user`'s default. */
 export const GET_STREAMS_PER_USER = 16;
 /** What a refused client is told to wait: a stream of its own must close first. */
 const RETRY_AFTER_MS = 5_000;
@@ -23,7 +24,7 @@ export class StreamQuota {
   admit(user: string, res: ServerResponse): boolean {
     const held = this.open.get(user) ?? 0;
     if (held >= this.perUser) {
-      writeError(res, tooManyRequests(`At most ${this.perUser} open GET streams per user on this route; close one first`, RETRY_AFTER_MS));
+      writeError(res, tooManyRequests(`At most ${this.perUser} open streams (GET or subscriptions/listen) per user on this route; close one first`, RETRY_AFTER_MS));
       return false;
     }
     this.open.set(user, held + 1);

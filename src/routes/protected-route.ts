@@ -15,6 +15,7 @@ import { readBody } from '../proxy/read-body.js';
 import { checkOrigin, corsPreflight, corsResponseHeaders } from '../proxy/origin.js';
 import type { ForwardContext, Forwarder } from '../proxy/forwarder.js';
 import { endWithAuthorization } from '../proxy/authorization-lifetime.js';
+import { opensLongLivedStream } from '../proxy/long-lived-request.js';
 import { isForwardedMethod, methodNotAllowed } from '../proxy/forwarded-methods.js';
 import type { UpstreamCredential } from '../upstream-auth/upstream-credential.js';
 import type { Metrics, RequestOutcome } from '../observability/metrics.js';
@@ -107,12 +108,13 @@ function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHan
       const forwarded = withIdentity(route, auth, swapped);
       const injected = outcome?.headers ? { ...outcome.headers, ...forwarded } : forwarded;
       if (cors) for (const name in cors) res.setHeader(name, cors[name]!);
-      endWithAuthorization(res, req.method, auth, deps.verifier);
       const upstream401 = { seen: false };
       // The policy's body in place of the client's (a substituted task id).
       const sent = outcome?.body ?? body;
-      await deps.forwarder.forward(req, res, { auth, body: sent, injected, transform, span, ...(deps.credential.rejected && { rejected: () => (upstream401.seen = true) }) });
-      if (upstream401.seen) await forwardAgain(req, res, deps, { auth, body: sent, injected, transform, span }, route, outcome?.headers);
+      const longLived = opensLongLivedStream(req.method, sent);
+      endWithAuthorization(res, longLived, auth, deps.verifier);
+      await deps.forwarder.forward(req, res, { auth, body: sent, injected, transform, span, longLived, ...(deps.credential.rejected && { rejected: () => (upstream401.seen = true) }) });
+      if (upstream401.seen) await forwardAgain(req, res, deps, { auth, body: sent, injected, transform, span, longLived }, route, outcome?.headers);
       span?.setStatus(res.statusCode);
       finish(res.statusCode, 'allow', started);
     } catch (thrown) {

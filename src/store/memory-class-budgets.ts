@@ -22,8 +22,8 @@ export interface ClassBudget {
    */
   whenFull: 'evict' | 'refuse';
   /**
-   * Entries with one value under one key prefix (all but the key's last part):
-   * a principal's session bindings on one route. Over this many, that owner's
+   * Entries with one owner part of their value (owned-value.ts: the user) under
+   * one key prefix (all but the key's last part): a user's session bindings on one route. Over this many, that owner's
    * oldest goes, not another owner's entry.
    */
   perOwner?: number;
@@ -41,8 +41,8 @@ const PER_PRINCIPAL_CLASSES: readonly string[] = [SESSION_BINDING_CLASS, TASK_OW
 /**
  * The budget of `keyClass` for a store of `maxEntries`: every class may hold
  * `maxEntries` entries; the unauthenticated flood classes a tenth of that
- * (at least 1000); one principal at most a tenth of the session budget per route
- * (at most 1000), so it takes ten principals flooding together to push out
+ * (at least 1000); one user (whatever its clients) at most a tenth of the session budget per route
+ * (at most 1000), so it takes ten users flooding together to push out
  * another user's session.
  */
 export function memoryClassBudget(keyClass: string, maxEntries: number): ClassBudget {

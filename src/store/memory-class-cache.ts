@@ -4,10 +4,11 @@
 // per owner drops an over-budget owner's own oldest entry.
 import { LRUCache } from 'lru-cache';
 import type { ClassBudget } from './memory-class-budgets.js';
+import { ownerPartOf } from './owned-value.js';
 import { StoreUnavailableError } from './store.js';
 
-/** The owner of an entry: its key without the last part (a route), and its value (a principal). */
-const ownerOf = (key: string, value: string): string => `${key.slice(0, key.lastIndexOf(':'))}\n${value}`;
+/** The owner of an entry: its key without the last part (a route), and its value's owner part (the user, owned-value.ts). */
+const ownerOf = (key: string, value: string): string => `${key.slice(0, key.lastIndexOf(':'))}\n${ownerPartOf(value)}`;
 
 export class MemoryClassCache {
   readonly #cache: LRUCache<string, string>;

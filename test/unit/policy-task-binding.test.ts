@@ -64,7 +64,7 @@ describe('the substitute of a task id the caller does not own', () => {
     );
   });
 
-  it('names every tasks/* method with a string taskId (2026-07-28 tasks/update too), lists, and tools/call as a possible creator', () => {
+  it('names every tasks/* method with a taskId of any JSON type (2026-07-28 tasks/update too; an upstream may coerce 7 to "7"), lists, and tools/call as a possible creator', () => {
     const request = parseJsonRpcBody(
       Buffer.from(
         JSON.stringify([
@@ -76,7 +76,7 @@ describe('the substitute of a task id the caller does not own', () => {
       ),
     );
     const asks = taskRequestsOf(request)!;
-    expect(asks.named.map((n) => n.taskId)).toEqual(['t1']);
+    expect(asks.named.map((n) => n.taskId)).toEqual(['t1', 7]);
     expect(asks.lists).toBe(true);
     expect(asks.mayCreate).toBe(true);
     expect(taskRequestsOf(parseJsonRpcBody(Buffer.from('{"jsonrpc":"2.0","id":1,"method":"ping"}')))).toBeUndefined();

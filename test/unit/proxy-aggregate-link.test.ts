@@ -53,7 +53,7 @@ describe('the answer to its own id, in JSON or an event stream', () => {
     await fc.assert(
       fc.asyncProperty(fc.array(noise, { maxLength: 5 }), fc.array(noise, { maxLength: 5 }), fc.constantFrom('\n', '\r\n'), async (before, after, eol) => {
         const l = link((id) => ({ type: 'text/event-stream', body: [...before, `id: 7\ndata: {"jsonrpc":"2.0","id":${id},"result":{"tools":[{"name":"x"}]}}`, ...after].map((e) => e.replaceAll('\n', eol)).join(eol + eol) + eol + eol }));
-        expect(await l.request('tools/list', undefined)).toEqual({ result: { tools: [{ name: 'x' }] } });
+        expect((await l.request('tools/list', undefined, undefined, AUTH)).answer).toEqual({ result: { tools: [{ name: 'x' }] } });
       }),
       { numRuns: 60 },
     );
@@ -61,7 +61,7 @@ describe('the answer to its own id, in JSON or an event stream', () => {
 
   it("the upstream's own JSON-RPC error is an answer, passed on", async () => {
     const l = link((id) => ({ body: JSON.stringify({ jsonrpc: '2.0', id, error: { code: -32601, message: 'Method not found' } }) }));
-    expect(await l.request('prompts/list', undefined)).toEqual({ error: { code: -32601, message: 'Method not found' } });
+    expect((await l.request('prompts/list', undefined, undefined, AUTH)).answer).toEqual({ error: { code: -32601, message: 'Method not found' } });
   });
 });
 
@@ -79,6 +79,26 @@ describe('misbehaving upstreams: an AggregateUpstreamError, never a result', () 
     ['no answer in time', () => 'hang'],
   ];
   it.each(corpus)('%s', async (_name, answer) => {
-    await expect(link(answer, 200).request('tools/call', { name: 'x' }, 'x')).rejects.toBeInstanceOf(AggregateUpstreamError);
+    await expect(link(answer, 200).request('tools/call', { name: 'x' }, 'x', AUTH)).rejects.toBeInstanceOf(AggregateUpstreamError);
+  });
+});
+
+describe("each request carries its own auth (issue 5 of the round-3 review: a credential may be per request)", () => {
+  it('property: the credential headers of every request come from that request\'s token, not the first one\'s', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.stringMatching(/^[A-Za-z0-9]{8,20}$/), { minLength: 1, maxLength: 6 }), async (tokens) => {
+        const seen: string[] = [];
+        const forwarder = fakeUpstream((id) => ({ body: JSON.stringify({ jsonrpc: '2.0', id, result: {} }) }));
+        const recording: Forwarder = { forward: (req, res, ctx) => (seen.push(`${ctx.injected?.authorization ?? ''}|${ctx.auth.token}`), forwarder.forward(req, res, ctx)), close: forwarder.close };
+        const l = new UpstreamLink({ name: 'u', forwarder: recording, headersFor: (auth) => ({ authorization: `Bearer x-${auth.token}` }), timeoutMs: 1_000, maxBytes: 64 * 1024, perSession: false }, { ...AUTH, token: 'first' }, HELLO);
+        for (const token of tokens) {
+          const before = seen.length;
+          await l.request('tools/call', { name: 'x' }, 'x', { ...AUTH, token });
+          // The request itself (the last exchange of this call; initialize and initialized come first once).
+          expect(seen.slice(before).at(-1)).toBe(`Bearer x-${token}|${token}`);
+        }
+      }),
+      { numRuns: 30 },
+    );
   });
 });

@@ -8,6 +8,7 @@
 // reaches the client, nothing is issued. Also: the user id the gateway token
 // will carry, read from what the IdP said, and the words an IdP error becomes.
 import type { Context } from 'hono';
+import type { AuthorizationServerConfig } from '../../config/types.js';
 import type { Logger } from '../../observability/logger.js';
 import { redirect } from '../helpers/redirect.js';
 import { belongsTo, INTERACTION_TTL_MS, type Interaction } from '../interactions/interactions.js';
@@ -59,16 +60,32 @@ export async function takeSignInInteraction(services: LoginServices, c: Context,
 const USER_ID = /^[\x20-\x7E]{1,255}$/;
 
 /**
+ * The shape of an enterprise user's subject, `<issuer>#<sub>` (jwt-bearer.ts `tokenSubject`): an
+ * issuer is a URL without a fragment, so its first `#` ends it. A login subject of that shape
+ * would be that enterprise user.
+ */
+const ENTERPRISE_SUBJECT = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^#]*#/;
+
+/** The machine subjects: a client_credentials token's `sub` is its client's id (client-credentials.ts). */
+export function machineSubjects(config: Pick<AuthorizationServerConfig, 'clients'>): ReadonlySet<string> {
+  return new Set((config.clients ?? []).filter((c) => c.grantTypes.includes('client_credentials')).map((c) => c.clientId));
+}
+
+/**
  * The user id in `claims[claim]`: a string of 1 to 255 printable ASCII
  * characters, or (`integers`: an OAuth user endpoint such as GitHub's `id`)
  * a non-negative safe integer, as its decimal string. Anything else,
- * missing included, is undefined: no user, no session.
+ * missing included, is undefined: no user, no session. So is an id that
+ * spells another namespace's subject — an enterprise user's `<issuer>#<sub>`
+ * or one of `machines` (client ids) — so a signed-in user never shares a
+ * principal (grants, shares, `allow_subjects`) with either.
  */
-export function userIdFrom(claims: Readonly<Record<string, unknown>>, claim: string, integers: boolean): string | undefined {
+export function userIdFrom(claims: Readonly<Record<string, unknown>>, claim: string, integers: boolean, machines: ReadonlySet<string> = new Set()): string | undefined {
   const value = Object.hasOwn(claims, claim) ? claims[claim] : undefined;
-  if (typeof value === 'string') return USER_ID.test(value) ? value : undefined;
-  if (integers && typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return String(value);
-  return undefined;
+  let id: string | undefined;
+  if (typeof value === 'string') id = USER_ID.test(value) ? value : undefined;
+  else if (integers && typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) id = String(value);
+  return id === undefined || ENTERPRISE_SUBJECT.test(id) || machines.has(id) ? undefined : id;
 }
 
 /** What the client is told for an IdP's authorization error: its own fixed words, never the IdP's. */

@@ -19,7 +19,7 @@ import { OAuth2Client } from '../idp/oauth2-client.js';
 import { IdpAuthorizationError, IdpRequestError } from '../idp/oidc-client.js';
 import type { Interaction } from '../interactions/interactions.js';
 import { guarded } from '../pages/respond-page.js';
-import { clientError, describeError, redirectToIdp, takeSignInInteraction, userIdFrom } from './idp-round-trip.js';
+import { clientError, describeError, machineSubjects, redirectToIdp, takeSignInInteraction, userIdFrom } from './idp-round-trip.js';
 import { IdpRequestSecretsDeriver } from './idp-request-secrets.js';
 import type { LoginMethod, LoginMethodFactory, LoginServices } from './login-method.js';
 
@@ -60,7 +60,7 @@ async function callback(deps: OAuth2LoginDeps, c: Context): Promise<Response> {
   const { interaction, state } = taken;
   const user = await userAtIdp(deps, c, params, interaction, state);
   if (user instanceof Response) return user;
-  const subject = userIdFrom(user, config.subjectClaim, true);
+  const subject = userIdFrom(user, config.subjectClaim, true, machineSubjects(ctx.config));
   if (subject === undefined) {
     ctx.logger.warn({ subject_claim: config.subjectClaim }, 'oauth2 login: the user endpoint named no usable user id (a string of 1 to 255 printable ASCII characters, or a non-negative integer)');
     return signInFailed(deps, c, interaction, 'no_subject', 'The identity provider did not say who you are in a way this gateway can use. Tell the gateway’s administrator (login.subject_claim).');

@@ -26,7 +26,7 @@ import { IdpTokenStore } from '../idp/idp-token-store.js';
 import type { Interaction } from '../interactions/interactions.js';
 import { guarded } from '../pages/respond-page.js';
 import { backchannelLogoutRoutes } from './backchannel-logout.js';
-import { clientError, describeError, redirectToIdp, takeSignInInteraction, userIdFrom } from './idp-round-trip.js';
+import { clientError, describeError, machineSubjects, redirectToIdp, takeSignInInteraction, userIdFrom } from './idp-round-trip.js';
 import { IdpRequestSecretsDeriver } from './idp-request-secrets.js';
 import { IdpSessions } from './idp-sessions.js';
 import type { LoginMethod, LoginMethodFactory, LoginServices } from './login-method.js';
@@ -103,7 +103,7 @@ async function callback(deps: OidcLoginDeps, c: Context): Promise<Response> {
   const { interaction, state } = taken;
   const signIn = await signInAtIdp(deps, c, params, interaction, state);
   if (signIn instanceof Response) return signIn;
-  const subject = userIdFrom(signIn.claims, config.subjectClaim, false);
+  const subject = userIdFrom(signIn.claims, config.subjectClaim, false, machineSubjects(ctx.config));
   if (subject === undefined || !userIdFrom(signIn.claims, 'sub', false)) {
     ctx.logger.warn({ subject_claim: config.subjectClaim }, 'oidc login: the ID token has no usable user id (the subject claim, and sub, must be 1 to 255 printable ASCII characters)');
     ctx.audit.record({ event: 'idp_login', outcome: 'error', error: 'no_subject', client_id: interaction.request.clientId });

@@ -16,12 +16,13 @@ import type { ForwardContext, Forwarder, ProxyLogger, SessionHook } from '../for
 import { methodNotAllowed } from '../forwarded-methods.js';
 import { AggregateMethods, rpcError, type SessionUpstream } from './aggregate-methods.js';
 import { UpstreamCapabilities } from './upstream-capabilities.js';
+import { SessionSlots } from './session-slots.js';
 import { UpstreamHealth, type AggregateMetrics } from './upstream-health.js';
 import { UpstreamLink, type AggregateUpstream, type ClientHello } from './upstream-link.js';
 
 /** The revisions this route speaks to clients (of 2026-07-28's stateless requests, only server/discover is served, naming these). */
 const SUPPORTED_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'];
-/** Client sessions of one aggregated route at once, and of one principal; beyond: 503. */
+/** Client sessions of one aggregated route at once, and of one user (issuer, subject: whatever its client); beyond: 503. */
 const MAX_SESSIONS = 10_000;
 const MAX_SESSIONS_PER_PRINCIPAL = 16;
 /** A client session unused this long is ended (its upstream sessions too). */
@@ -29,6 +30,8 @@ const IDLE_MS = 30 * 60_000;
 
 interface ClientSession {
   owner: string;
+  /** The user's slot (SessionSlots), given back when the session ends. */
+  user: string;
   methods: AggregateMethods;
   upstreams: SessionUpstream[];
   lastUsed: number;
@@ -64,6 +67,7 @@ export function createAggregateForwarder(route: { path: string; aggregate: Aggre
 
 class AggregateForwarder implements Forwarder {
   private readonly sessions = new Map<string, ClientSession>();
+  private readonly slots = new SessionSlots(MAX_SESSIONS, MAX_SESSIONS_PER_PRINCIPAL);
   private readonly health: UpstreamHealth[];
   private readonly capabilities: UpstreamCapabilities;
   private readonly loggedClashes = new Set<string>();
@@ -107,13 +111,19 @@ class AggregateForwarder implements Forwarder {
     await Promise.allSettled(this.deps.upstreams.map((u) => u.forwarder.close()));
   }
 
-  /** The gateway's own initialize answer, after opening the session's upstream sessions (those that answer). */
+  /** The gateway's own initialize answer; the user's slot is taken before any await and given back if it fails. */
   private async initialize(message: Message, res: ServerResponse, ctx: ForwardContext): Promise<void> {
-    const owner = principalKey(ctx.auth);
-    const mine = [...this.sessions.values()].filter((s) => s.owner === owner).length;
-    if (this.sessions.size >= MAX_SESSIONS || mine >= MAX_SESSIONS_PER_PRINCIPAL) {
-      throw new GatewayError(503, 'temporarily_unavailable', 'Too many sessions on this route', { headers: { 'retry-after': '30' } });
+    const user = this.slots.take(ctx.auth);
+    try {
+      await this.openSession(message, user, res, ctx);
+    } catch (err) {
+      this.slots.give(user);
+      throw err;
     }
+  }
+
+  /** Opens the session's upstream sessions (those that answer) and answers initialize. */
+  private async openSession(message: Message, user: string, res: ServerResponse, ctx: ForwardContext): Promise<void> {
     const params = isRecord(message.params) ? message.params : {};
     const requested = typeof params.protocolVersion === 'string' ? params.protocolVersion : SUPPORTED_VERSIONS[0]!;
     const protocolVersion = SUPPORTED_VERSIONS.includes(requested) ? requested : SUPPORTED_VERSIONS[0]!;
@@ -121,9 +131,9 @@ class AggregateForwarder implements Forwarder {
     const id = randomBytes(24).toString('base64url');
     const upstreams = this.deps.upstreams.map((u, i) => ({ link: new UpstreamLink(u, ctx.auth, hello), health: u.perSession ? this.sessionHealth(u.name) : this.health[i]! }));
     for (const u of upstreams) u.link.onNotification = (method, params) => this.notified(id, method, params);
-    const results = await Promise.all(upstreams.map((u) => (u.health.down ? undefined : u.link.open(ctx.span).then((r) => (u.health.served(), r), (err: unknown) => void u.health.failed(err)))));
+    const results = await Promise.all(upstreams.map((u) => (u.health.down ? undefined : u.link.open(ctx.span).then((r) => (u.health.served(), r), (err: unknown) => void u.health.failedWith('initialize', err)))));
     await this.deps.session.bind(id, ctx.auth);
-    this.sessions.set(id, { owner, upstreams, methods: new AggregateMethods(this.route, upstreams, this.names, this.loggedClashes, this.deps.logger), lastUsed: Date.now(), inFlight: new Map(), progressTokens: new Set() });
+    this.sessions.set(id, { owner: principalKey(ctx.auth), user, upstreams, methods: new AggregateMethods(this.route, upstreams, this.names, this.loggedClashes, this.deps.logger), lastUsed: Date.now(), inFlight: new Map(), progressTokens: new Set() });
     res.setHeader('mcp-session-id', id);
     const result = { protocolVersion, capabilities: capabilitiesOf(results), serverInfo: this.serverInfo() };
     this.reply(res, ctx, { jsonrpc: '2.0', id: message.id ?? null, result });
@@ -184,7 +194,7 @@ class AggregateForwarder implements Forwarder {
    */
   private sessionHealth(name: string): UpstreamHealth {
     const leftOut = this.deps.metrics?.leftOut.bind(this.deps.metrics);
-    return new UpstreamHealth(this.route, name, undefined, leftOut && { upstreamUp: () => undefined, leftOut });
+    return new UpstreamHealth(this.route, name, undefined, leftOut && { upstreamUp: () => undefined, leftOut }, undefined, 'session');
   }
 
   private async answer(session: ClientSession, m: Message, ctx: ForwardContext): Promise<object | undefined> {
@@ -202,7 +212,7 @@ class AggregateForwarder implements Forwarder {
     session.inFlight.set(key, controller);
     if (token !== undefined) session.progressTokens.add(JSON.stringify(token));
     try {
-      return { jsonrpc: '2.0', id: m.id, ...(await session.methods.answer(m.method, params, ctx.span, controller.signal)) };
+      return { jsonrpc: '2.0', id: m.id, ...(await session.methods.answer(m.method, params, { auth: ctx.auth, span: ctx.span, signal: controller.signal })) };
     } finally {
       session.inFlight.delete(key);
       if (token !== undefined) session.progressTokens.delete(JSON.stringify(token));
@@ -240,6 +250,7 @@ class AggregateForwarder implements Forwarder {
 
   private drop(id: string): void {
     const session = this.sessions.get(id);
+    if (session) this.slots.give(session.user);
     this.sessions.delete(id);
     session?.stream?.end();
     for (const u of session?.upstreams ?? []) u.link.close();

@@ -2,16 +2,26 @@
 // (DESIGN §8.2): lists merged over every page of every served upstream, names
 // shown by the route's pattern; calls sent to the upstream a shown name leads
 // to, with its own name; resources read from the upstream that listed the URI
-// (the first in configuration order on a clash, logged once).
+// (the first in configuration order on a clash, logged once). A merged list is
+// bounded per request and per upstream (bytes and pages read): beyond, it is
+// cut at a page and the cut logged. The URI map is kept per session: an
+// unknown URI is answered from it, refreshed at most once per REFRESH_MS.
+import type { AuthContext } from '../../auth/principal.js';
 import type { ShownNames } from '../../config/shown-names.js';
 import type { GatewaySpan } from '../../observability/tracing.js';
 import type { ProxyLogger } from '../forwarder.js';
 import { AggregateUpstreamError } from './captured-exchange.js';
 import type { UpstreamHealth } from './upstream-health.js';
-import type { JsonRpcAnswer, UpstreamLink } from './upstream-link.js';
+import type { JsonRpcAnswer, MeasuredAnswer, UpstreamLink } from './upstream-link.js';
 
-/** A list's pages followed at most this far per upstream. */
-const MAX_PAGES = 100;
+/** A list's pages followed at most this far per upstream, and over all upstreams of one merged list. */
+export const MAX_PAGES_PER_UPSTREAM = 100;
+export const MAX_PAGES_PER_LIST = 200;
+/** Bytes of upstream answers one merged list reads, per upstream and in all (one page more may be in flight per upstream). */
+export const MAX_LIST_BYTES_PER_UPSTREAM = 8 * 1024 * 1024;
+export const MAX_LIST_BYTES = 16 * 1024 * 1024;
+/** An unknown URI re-lists resources at most this often per session; otherwise it is answered from the last list. */
+export const REFRESH_MS = 30_000;
 /** URI clashes logged per route (once each). */
 const MAX_LOGGED_CLASHES = 1_000;
 
@@ -21,6 +31,21 @@ export interface SessionUpstream {
 }
 
 type Params = Record<string, unknown> | undefined;
+
+/** What one client request brings: its own auth (credentials may be per request) and span. */
+export interface RequestContext {
+  auth: AuthContext;
+  span?: GatewaySpan;
+  /** The client's cancellation of this request, passed to the upstream that serves it. */
+  signal?: AbortSignal;
+}
+
+/** What is left of one merged list's bounds. */
+interface ListBudget {
+  bytes: number;
+  pages: number;
+  cut: boolean;
+}
 
 const LISTS: Record<string, { member: string; named: boolean }> = {
   'tools/list': { member: 'tools', named: true },
@@ -34,6 +59,9 @@ export const rpcError = (code: number, message: string): JsonRpcAnswer => ({ err
 export class AggregateMethods {
   /** URI → upstream, learnt from resources/list answers (first in configuration order wins). */
   private readonly resourceOwners = new Map<string, string>();
+  /** The resources/list under way for unknown URIs (one at a time), and when the last one started. */
+  private refreshing?: Promise<unknown>;
+  private refreshedAt = -Infinity;
 
   constructor(
     private readonly route: string,
@@ -41,22 +69,23 @@ export class AggregateMethods {
     private readonly names: ShownNames,
     private readonly loggedClashes: Set<string>,
     private readonly logger?: ProxyLogger,
+    private readonly now: () => number = Date.now,
   ) {}
 
-  /** An upstream's resources changed: who serves a URI is learnt again from the next list. */
+  /** An upstream's resources changed: who serves a URI is learnt again from the next list (at once). */
   forgetResources(): void {
     this.resourceOwners.clear();
+    this.refreshedAt = -Infinity;
   }
 
-  /** `signal`: the client's cancellation of this request, passed to the upstream that serves it. */
-  async answer(method: string, params: Params, span?: GatewaySpan, signal?: AbortSignal): Promise<JsonRpcAnswer> {
+  async answer(method: string, params: Params, ctx: RequestContext): Promise<JsonRpcAnswer> {
     if (method === 'ping') return { result: {} };
     const list = LISTS[method];
-    if (list) return { result: await this.merged(method, list.member, list.named, span) };
-    if (method === 'tools/call' || method === 'prompts/get') return this.byName(method, params, span, signal);
-    if (method === 'resources/read' || method === 'resources/subscribe' || method === 'resources/unsubscribe') return this.byUri(method, params, span, signal);
+    if (list) return { result: await this.merged(method, list.member, list.named, ctx) };
+    if (method === 'tools/call' || method === 'prompts/get') return this.byName(method, params, ctx);
+    if (method === 'resources/read' || method === 'resources/subscribe' || method === 'resources/unsubscribe') return this.byUri(method, params, ctx);
     if (method === 'logging/setLevel') {
-      await Promise.allSettled(this.served().map((u) => this.call(u, method, params, undefined, span)));
+      await Promise.allSettled(this.served().map((u) => this.call(u, method, params, undefined, ctx)));
       return { result: {} };
     }
     return rpcError(-32601, `Method not found: ${method}`);
@@ -66,12 +95,13 @@ export class AggregateMethods {
     return this.upstreams.filter((u) => !u.health.down);
   }
 
-  private async merged(method: string, member: string, named: boolean, span?: GatewaySpan): Promise<Record<string, unknown>> {
+  private async merged(method: string, member: string, named: boolean, ctx: RequestContext): Promise<Record<string, unknown>> {
+    const budget: ListBudget = { bytes: MAX_LIST_BYTES, pages: MAX_PAGES_PER_LIST, cut: false };
     const pages = await Promise.all(
       this.upstreams.map(async (u) => {
         if (u.health.down) return (u.health.leftOut(), []);
         try {
-          return await this.allPages(u, method, member, span);
+          return await this.allPages(u, method, member, budget, ctx);
         } catch (err) {
           u.health.leftOut();
           if (!(err instanceof AggregateUpstreamError)) this.logger?.error({ route: this.route, upstream: u.health.name, err }, 'aggregated list failed');
@@ -95,16 +125,29 @@ export class AggregateMethods {
     return { [member]: items, cacheScope: 'private' };
   }
 
-  /** Every page of one upstream's list; its error answer (a list it does not offer) ends it, as it would end a direct client's. */
-  private async allPages(u: SessionUpstream, method: string, member: string, span?: GatewaySpan): Promise<unknown[]> {
+  /**
+   * The pages of one upstream's list, while the bounds allow; its error answer (a list it does not
+   * offer) ends it, as it would end a direct client's. A list cut by the bounds is logged.
+   */
+  private async allPages(u: SessionUpstream, method: string, member: string, budget: ListBudget, ctx: RequestContext): Promise<unknown[]> {
     const items: unknown[] = [];
     let cursor: unknown;
-    for (let page = 0; page < MAX_PAGES; page++) {
-      const answer = await this.call(u, method, cursor === undefined ? undefined : { cursor }, undefined, span);
-      if (!answer.result) break;
-      const entries = answer.result[member];
+    let bytes = 0;
+    for (let page = 0; ; page++) {
+      if (page >= MAX_PAGES_PER_UPSTREAM || bytes >= MAX_LIST_BYTES_PER_UPSTREAM || budget.pages <= 0 || budget.bytes <= 0) {
+        this.logger?.warn({ route: this.route, upstream: u.health.name, method, pages: page, bytes }, 'aggregated list cut: its bounds per request and per upstream reached');
+        budget.cut = true;
+        break;
+      }
+      budget.pages--;
+      const measured = await this.call(u, method, cursor === undefined ? undefined : { cursor }, undefined, ctx);
+      bytes += measured.bytes;
+      budget.bytes -= measured.bytes;
+      const result = measured.answer.result;
+      if (!result) break;
+      const entries = result[member];
       if (Array.isArray(entries)) items.push(...(entries as unknown[]));
-      cursor = answer.result.nextCursor;
+      cursor = result.nextCursor;
       if (typeof cursor !== 'string' || cursor === '') break;
     }
     return items;
@@ -119,59 +162,60 @@ export class AggregateMethods {
     }
   }
 
-  private async byName(method: string, params: Params, span?: GatewaySpan, signal?: AbortSignal): Promise<JsonRpcAnswer> {
+  private async byName(method: string, params: Params, ctx: RequestContext): Promise<JsonRpcAnswer> {
     const shown = params?.name;
     const owner = typeof shown === 'string' ? this.names.owner(shown) : undefined;
     const u = owner && this.upstreams.find((x) => x.health.name === owner.upstream);
     if (!owner || !u) return rpcError(-32602, `Unknown ${method === 'tools/call' ? 'tool' : 'prompt'}: ${String(shown)}`);
-    return this.callServed(u, method, { ...params, name: owner.name }, owner.name, span, signal);
+    return this.callServed(u, method, { ...params, name: owner.name }, owner.name, ctx);
   }
 
-  private async byUri(method: string, params: Params, span?: GatewaySpan, signal?: AbortSignal): Promise<JsonRpcAnswer> {
+  private async byUri(method: string, params: Params, ctx: RequestContext): Promise<JsonRpcAnswer> {
     const uri = params?.uri;
     if (typeof uri !== 'string') return rpcError(-32602, 'params.uri is required');
-    if (!this.resourceOwners.has(uri)) await this.merged('resources/list', 'resources', false, span);
+    if (!this.resourceOwners.has(uri)) await this.refreshOwners(ctx);
     const owner = this.resourceOwners.get(uri);
     const u = owner === undefined ? undefined : this.upstreams.find((x) => x.health.name === owner);
     if (!u) return rpcError(-32002, `Resource not found: ${uri}`);
-    return this.callServed(u, method, params, uri, span, signal);
+    return this.callServed(u, method, params, uri, ctx);
+  }
+
+  /**
+   * Lists resources again for a URI the map lacks: one list at a time (concurrent reads wait for
+   * it), at most once per REFRESH_MS; otherwise the map as the last list left it answers.
+   */
+  private async refreshOwners(ctx: RequestContext): Promise<void> {
+    if (this.refreshing === undefined && this.now() - this.refreshedAt >= REFRESH_MS) {
+      this.refreshedAt = this.now();
+      this.refreshing = this.merged('resources/list', 'resources', false, ctx).finally(() => (this.refreshing = undefined));
+    }
+    await this.refreshing?.catch(() => undefined);
   }
 
   /** A call to one upstream: failed at once while it is down. */
-  private async callServed(u: SessionUpstream, method: string, params: Params, name: string, span?: GatewaySpan, signal?: AbortSignal): Promise<JsonRpcAnswer> {
+  private async callServed(u: SessionUpstream, method: string, params: Params, name: string, ctx: RequestContext): Promise<JsonRpcAnswer> {
     if (u.health.down) return rpcError(-32603, `Upstream ${u.health.name} is unavailable`);
     try {
-      return await this.call(u, method, params, name, span, signal);
+      return (await this.call(u, method, params, name, ctx)).answer;
     } catch (err) {
       if (err instanceof AggregateUpstreamError && err.reason === 'cancelled') return rpcError(-32800, 'Request cancelled');
+      if (err instanceof AggregateUpstreamError && err.status !== undefined && err.status < 500 && err.status !== 404) return rpcError(-32603, `Upstream ${u.health.name} refused the call (HTTP ${err.status})`);
       if (err instanceof AggregateUpstreamError) return rpcError(-32603, `Upstream ${u.health.name} is unavailable`);
       throw err;
     }
   }
 
   /** One request to one upstream, its health told of the outcome. */
-  private async call(u: SessionUpstream, method: string, params: Params, name: string | undefined, span?: GatewaySpan, signal?: AbortSignal): Promise<JsonRpcAnswer> {
+  private async call(u: SessionUpstream, method: string, params: Params, name: string | undefined, ctx: RequestContext): Promise<MeasuredAnswer> {
     try {
-      const answer = await u.link.request(method, params, name, span, signal);
+      const answer = await u.link.request(method, params, name, ctx.auth, ctx.span, ctx.signal);
       u.health.served();
       return answer;
     } catch (err) {
-      if (saysUpstreamIsDown(method, err)) u.health.failed(err);
+      u.health.failedWith(method, err);
       throw err;
     }
   }
-}
-
-/**
- * A call that outlives its timeout may be one caller's slow tool: it fails
- * alone, lest any caller could take an upstream from everyone by calling
- * something slow. Lists, and every other failure, say the upstream is down.
- */
-function saysUpstreamIsDown(method: string, err: unknown): boolean {
-  if (!(err instanceof AggregateUpstreamError)) return true;
-  if (err.reason === 'cancelled') return false; // the client's doing, never the upstream's
-  if (method in LISTS) return true;
-  return err.reason !== 'timeout' && err.status !== 504;
 }
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);

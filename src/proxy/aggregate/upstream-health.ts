@@ -4,6 +4,7 @@
 // out; then the next request tries it again, so it comes back without a
 // restart. One per upstream per route, shared by every client session.
 import type { ProxyLogger } from '../forwarder.js';
+import { AggregateUpstreamError } from './captured-exchange.js';
 
 /** How long a failed upstream is left alone before it is tried again. */
 export const DOWN_FOR_MS = 5_000;
@@ -24,12 +25,20 @@ export class UpstreamHealth {
     private readonly logger?: ProxyLogger,
     private readonly metrics?: AggregateMetrics,
     private readonly now: () => number = Date.now,
+    /** `session`: one client session's own server (stdio), whose every failure is that session's alone. */
+    private readonly scope: 'route' | 'session' = 'route',
   ) {
     metrics?.upstreamUp(name, true);
   }
 
   get down(): boolean {
     return this.now() < this.downUntil;
+  }
+
+  /** A failed request: marks the upstream down only when the failure says the server itself is down (saysUpstreamIsDown). */
+  failedWith(method: string, err: unknown): void {
+    if (err instanceof AggregateUpstreamError && err.reason === 'cancelled') return; // the client's doing, never the upstream's
+    if (this.scope === 'session' || saysUpstreamIsDown(method, err)) this.failed(err);
   }
 
   failed(err: unknown): void {
@@ -51,4 +60,24 @@ export class UpstreamHealth {
   leftOut(): void {
     this.metrics?.leftOut(this.name);
   }
+}
+
+/** Requests every caller makes alike: their failing says the server is down, not that one caller was refused. */
+const SERVER_WIDE = new Set(['initialize', 'tools/list', 'prompts/list', 'resources/list', 'resources/templates/list']);
+
+/**
+ * Whether a failure says the upstream itself is down, for everyone. An HTTP
+ * 4xx is an answer to this caller (its credential, its rights, its rate
+ * limit), whatever the method: it never marks the upstream down, lest one user
+ * take a shared server from all. A call's own timeout, cut (too large) or
+ * unreadable answer, or 5xx, is that call's; only 502/503 (no connection, the
+ * server says it is unavailable) say the server is down. A list or initialize
+ * that fails otherwise (5xx, timeout, cut, unreadable) does, since every
+ * caller sends the same.
+ */
+export function saysUpstreamIsDown(method: string, err: unknown): boolean {
+  if (!(err instanceof AggregateUpstreamError)) return SERVER_WIDE.has(method);
+  if (err.status !== undefined && err.status < 500) return false;
+  if (SERVER_WIDE.has(method)) return true;
+  return err.status === 502 || err.status === 503;
 }

@@ -27,6 +27,12 @@ export interface JsonRpcAnswer {
 }
 
 /** What the client said in its initialize, passed on to every upstream. */
+/** An answer and the size of the upstream's body it was read from (what merged lists are bounded by). */
+export interface MeasuredAnswer {
+  answer: JsonRpcAnswer;
+  bytes: number;
+}
+
 export interface ClientHello {
   protocolVersion: string;
   capabilities: Record<string, unknown>;
@@ -47,7 +53,8 @@ export class UpstreamLink {
 
   constructor(
     readonly upstream: AggregateUpstream,
-    private readonly auth: AuthContext,
+    /** The latest request's auth (the same principal throughout: the session is bound to it); DELETE uses it. */
+    private auth: AuthContext,
     private readonly hello: ClientHello,
   ) {
     this.protocolVersion = hello.protocolVersion;
@@ -62,8 +69,13 @@ export class UpstreamLink {
     return this.opened;
   }
 
-  /** One request: the upstream's JSON-RPC answer (a result or its own error). `name` goes into Mcp-Name. */
-  async request(method: string, params: Record<string, unknown> | undefined, name?: string, span?: GatewaySpan, signal?: AbortSignal): Promise<JsonRpcAnswer> {
+  /**
+   * One request: the upstream's JSON-RPC answer (a result or its own error). `name` goes into Mcp-Name.
+   * `auth` is this request's own (its credential may be per request, e.g. token exchange), of the
+   * principal the session is bound to.
+   */
+  async request(method: string, params: Record<string, unknown> | undefined, name: string | undefined, auth: AuthContext, span?: GatewaySpan, signal?: AbortSignal): Promise<MeasuredAnswer> {
+    this.auth = auth;
     await this.open(span);
     try {
       return await this.send(method, params, name, span, signal);
@@ -120,28 +132,31 @@ export class UpstreamLink {
     if (isRecord(m) && typeof m.method === 'string' && m.id === undefined) this.onNotification?.(m.method, isRecord(m.params) ? m.params : undefined);
   }
 
-  private async send(method: string, params: Record<string, unknown> | undefined, name: string | undefined, span?: GatewaySpan, signal?: AbortSignal): Promise<JsonRpcAnswer> {
+  private async send(method: string, params: Record<string, unknown> | undefined, name: string | undefined, span?: GatewaySpan, signal?: AbortSignal): Promise<MeasuredAnswer> {
     const message = { jsonrpc: '2.0', id: this.nextId++, method, ...(params && { params }) };
     // The client's cancellation, told to the upstream with the id this link gave the request.
     const cancel = () => void this.exchange({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: message.id, reason: String(signal?.reason ?? 'cancelled by the client') } }, 'notifications/cancelled', undefined, span).catch(() => undefined);
     signal?.addEventListener('abort', cancel, { once: true });
     try {
-      return (await this.exchange(message, method, name, span, signal)).answer;
+      const { answer, bytes } = await this.exchange(message, method, name, span, signal);
+      return { answer, bytes };
     } finally {
       signal?.removeEventListener('abort', cancel);
     }
   }
 
-  private async exchange(message: { jsonrpc: string; id?: number; method: string; params?: unknown }, method: string, name: string | undefined, span?: GatewaySpan, signal?: AbortSignal): Promise<{ answer: JsonRpcAnswer; sessionId?: string }> {
-    const injected = await this.upstream.headersFor(this.auth);
+  private async exchange(message: { jsonrpc: string; id?: number; method: string; params?: unknown }, method: string, name: string | undefined, span?: GatewaySpan, signal?: AbortSignal): Promise<MeasuredAnswer & { sessionId?: string }> {
+    const auth = this.auth;
+    const injected = await this.upstream.headersFor(auth);
     const request = { method: 'POST' as const, headers: this.headers(method, name, this.sessionId), body: Buffer.from(JSON.stringify(message)) };
     // Notifications in the answer's stream (progress) are read as they come, not when it ends.
     const reader = new EventStreamReader(this.upstream.maxBytes, (m) => this.notified(m));
-    const captured = await captureExchange(this.upstream.forwarder, request, { auth: this.auth, injected, span }, { ...this.limits(), signal, tap: (chunk) => reader.push(chunk) });
+    const captured = await captureExchange(this.upstream.forwarder, request, { auth, injected, span }, { ...this.limits(), signal, tap: (chunk) => reader.push(chunk) });
     if (captured.status < 200 || captured.status > 299) throw new AggregateUpstreamError('status', captured.status);
     const sessionId = captured.headers['mcp-session-id'];
-    if (message.id === undefined) return { answer: {}, sessionId };
-    return { answer: answerOf(captured, message.id), sessionId };
+    const bytes = captured.body.length;
+    if (message.id === undefined) return { answer: {}, bytes, sessionId };
+    return { answer: answerOf(captured, message.id), bytes, sessionId };
   }
 
   private headers(method: string | undefined, name: string | undefined, sessionId: string | undefined): Record<string, string> {

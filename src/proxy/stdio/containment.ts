@@ -10,6 +10,12 @@
 //   ever starts is in it too; `cgroup.kill` (or freeze, kill each, thaw on
 //   kernels before 5.14) ends them all when the session ends, and the cgroup
 //   is removed once empty;
+//   That holds only for a process of another user (`upstream.stdio.user`): one
+//   running as the gateway's own user may write every cgroup.procs the gateway
+//   may, its own cgroup's included, and so move a daemon out of its cell
+//   (chmod does not stop the file's owner; a cgroup namespace needs privilege
+//   the gateway's user may not have). `check` and the start's log say so for
+//   such a route;
 // - else nothing contains them: `check` and the start's log say so for the
 //   route (a daemonising server then outlives its session).
 import { existsSync, mkdtempSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
@@ -105,14 +111,27 @@ export function containmentOf(config: StdioUpstreamConfig): Containment {
   return cgroupsUsable() ? 'cgroup' : 'none';
 }
 
+/** Whether a process of this route runs as the gateway's own user, who may move it out of any cgroup cell. */
+function runsAsGatewayUser(config: StdioUpstreamConfig): boolean {
+  return config.user === undefined || config.user.uid === process.getuid?.();
+}
+
+/** Why this route's processes are not contained here, or undefined when they are. */
+function uncontained(config: StdioUpstreamConfig): string | undefined {
+  const containment = containmentOf(config);
+  if (containment === 'none') return 'no sandbox, and no writable cgroup v2 here; add sandbox (bubblewrap), or run the gateway where it can make a cgroup';
+  if (containment === 'cgroup' && runsAsGatewayUser(config)) {
+    return "they run as the gateway's own user, who may move a process out of its cgroup (into the gateway's); add sandbox (bubblewrap), or set user to another user";
+  }
+  return undefined;
+}
+
 /** The routes whose processes nothing contains here: one warning each, for `check` and the start's log. */
 export function uncontainedRoutes(routes: RouteConfig[]): string[] {
-  return routes
-    .filter((route) => route.stdio !== undefined && containmentOf(route.stdio) === 'none')
-    .map(
-      (route) =>
-        `${route.path}: upstream.stdio: processes a server starts that leave its process group (double fork and setsid) can outlive their session and the gateway: no sandbox, and no writable cgroup v2 here; add sandbox (bubblewrap), or run the gateway where it can make a cgroup`,
-    );
+  return routes.flatMap((route) => {
+    const why = route.stdio && uncontained(route.stdio);
+    return why ? [`${route.path}: upstream.stdio: processes a server starts that leave its process group (double fork and setsid) can outlive their session and the gateway: ${why}`] : [];
+  });
 }
 
 /** One process's cgroup: made before it starts, every process in it killed when its session ends, removed once empty. */

@@ -27,3 +27,12 @@ export function progressToken(m: Message): JsonRpcId | undefined {
   const token = params._meta.progressToken;
   return isId(token) ? token : undefined;
 }
+
+/** `message` as JSON text; undefined when it cannot be (nested deeper than JSON.stringify's stack: a child's JSON.parse reads more than it writes back). */
+export function serialised(message: unknown): string | undefined {
+  try {
+    return JSON.stringify(message);
+  } catch {
+    return undefined;
+  }
+}

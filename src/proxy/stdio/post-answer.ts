@@ -10,7 +10,7 @@ import { GatewayError } from '../../errors/gateway-error.js';
 import { writeError } from '../../errors/write-error.js';
 import { privateCacheControl } from '../headers.js';
 import type { ResponseTransform } from '../response-transform.js';
-import { errorResponse, type JsonRpcId, type Message } from './messages.js';
+import { errorResponse, serialised, type JsonRpcId, type Message } from './messages.js';
 import { SseSink } from './sse-sink.js';
 import type { Answer } from './stdio-session.js';
 
@@ -29,6 +29,9 @@ export interface PostAnswerOptions {
   /** The answer is complete, failed or abandoned by the client. */
   done(outcome: 'complete' | 'timeout' | 'client_gone'): void;
 }
+
+/** A child's answer the gateway cannot write back (nested too deep to serialise). */
+const UNWRITABLE = new GatewayError(502, 'bad_gateway', 'The upstream answer could not be forwarded');
 
 export class PostAnswer implements Answer {
   private readonly sink: SseSink | undefined;
@@ -51,14 +54,20 @@ export class PostAnswer implements Answer {
     return this.sink !== undefined;
   }
 
-  /** The response to one of this POST's requests. */
+  /**
+   * The response to one of this POST's requests. One that cannot be written (too deep to serialise)
+   * ends the answer all the same: a 502 while nothing is written, else an error response in its place.
+   */
   respond(message: Message): void {
     if (this.finished) return;
     this.outstanding--;
     if (this.sink) {
       clearTimeout(this.timer);
       const last = this.outstanding <= 0;
-      this.sink.write(message, last);
+      if (!this.sink.write(message, last)) {
+        if (!this.sink.headSent) return this.fail(UNWRITABLE, [], UNWRITABLE.message);
+        this.sink.write(errorResponse(message.id as JsonRpcId, -32603, UNWRITABLE.message), last);
+      }
       if (last) this.finish('complete');
       return;
     }
@@ -91,7 +100,9 @@ export class PostAnswer implements Answer {
     const { res, batch, transform, headers } = this.options;
     const payload = batch ? this.collected : this.collected[0];
     const head: Record<string, string> = { 'content-type': 'application/json', ...headers };
-    let bytes: Buffer = Buffer.from(JSON.stringify(payload));
+    const text = serialised(payload);
+    if (text === undefined) return this.fail(UNWRITABLE, [], UNWRITABLE.message);
+    let bytes: Buffer = Buffer.from(text);
     try {
       const body = transform?.(head);
       if (body) bytes = Buffer.concat([body.push(bytes), body.end()]);

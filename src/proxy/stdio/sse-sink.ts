@@ -8,6 +8,7 @@
 import type { ServerResponse } from 'node:http';
 import { privateCacheControl } from '../headers.js';
 import type { BodyTransform, ResponseTransform } from '../response-transform.js';
+import { serialised } from './messages.js';
 
 export const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' } as const;
 
@@ -36,28 +37,35 @@ export class SseSink {
     if (flush) this.res.flushHeaders();
   }
 
-  /** One message as one event; `last` ends the stream with it, in the same write. A transform that refuses it cuts the stream (fail closed). */
-  write(message: unknown, last = false): void {
-    if (this.closed || this.res.writableEnded) return;
+  /**
+   * One message as one event; `last` ends the stream with it, in the same write. A transform that
+   * refuses it cuts the stream (fail closed). False, with nothing written and nothing ended, when
+   * the message cannot be serialised (a child's answer nested deeper than JSON.stringify goes): the
+   * caller says so to the client in its place.
+   */
+  write(message: unknown, last = false): boolean {
+    if (this.closed || this.res.writableEnded) return true;
     if (this.res.writableLength > this.maxUnreadBytes) {
       this.closed = true;
       this.res.destroy();
-      return;
+      return true;
     }
+    const data = serialised(message);
+    if (data === undefined) return false;
     // A POST's answer sends its head with the first event: one packet, not two (two small writes
     // meet Nagle and the client's delayed ACK, about 40 ms per answer).
     this.open(false);
-    let bytes: Buffer = Buffer.from(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
+    let bytes: Buffer = Buffer.from(`event: message\ndata: ${data}\n\n`);
     try {
       if (this.body) bytes = this.body.push(bytes);
     } catch {
       this.closed = true;
       this.res.destroy();
-      return;
+      return true;
     }
     if (!last) {
       if (bytes.length > 0) this.res.write(bytes);
-      return;
+      return true;
     }
     this.closed = true;
     try {
@@ -65,9 +73,10 @@ export class SseSink {
       if (tail && tail.length > 0) bytes = Buffer.concat([bytes, tail]);
     } catch {
       this.res.destroy();
-      return;
+      return true;
     }
     this.res.end(bytes);
+    return true;
   }
 
   end(): void {

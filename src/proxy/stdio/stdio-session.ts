@@ -119,7 +119,9 @@ export class StdioSession {
     }
     if (this.stream && !this.stream.closed) {
       this.lastActivity = Date.now();
-      return this.stream.write(message);
+      // A message too deep to serialise is dropped, as one no stream can carry.
+      this.stream.write(message);
+      return;
     }
     // No stream to carry it: a request is refused now (the server would wait forever), a notification dropped.
     if (isRequest(message)) this.child.send(errorResponse(message.id as JsonRpcId, UPSTREAM_GONE, 'No client stream is open to carry this request'));
