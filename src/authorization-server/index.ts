@@ -23,6 +23,7 @@ import { ClientMetadataDocuments } from './clients/client-id-metadata-document.j
 import { ClientRegistry } from './clients/client-registry.js';
 import { AuthorizationCodes, CODE_TTL_MS } from './tokens/codes.js';
 import { createCompletion } from './authorization/complete-authorization.js';
+import { SignInShare, signInShareLimit } from './tokens/sign-in-share.js';
 import { consentRoutes } from './endpoints/consent.js';
 import { ConsentMemory } from './interactions/consent-memory.js';
 import type { AsContext } from './context.js';
@@ -125,10 +126,11 @@ export async function createAuthorizationServer(config: GatewayConfig, deps: Aut
   const browser = new BrowserBinding(ctx.keys.cookieSecret);
   const account = asConfig.accountPage ? createAccount(ctx, grants, browser) : undefined;
   const upstreamAccounts = account && config.accountTokens ? new UpstreamAccounts(ctx, config.routes, config.accountTokens, { timeoutMs: options.upstreamTimeoutMs }) : undefined;
-  const services = loginServices(ctx, { codes, clients, grants, interactions, browser }, account, upstreamAccounts);
+  const signInShare = new SignInShare(deps.store, ctx.issuer, signInShareLimit(config.store), asConfig.refreshTokenTtlMs);
+  const services = loginServices(ctx, { codes, clients, grants, interactions, browser, signInShare }, account, upstreamAccounts);
   const login = loginFactory(ctx, services);
   const idps = enterpriseIdps(asConfig.enterpriseIdps, deps.jwks ?? new JwksRegistry());
-  const parts: EndpointParts = { clients, codes, grants, interactions, browser, consents: new ConsentMemory(ctx.keys.cookieSecret), login, services, account, idps, dpopShare: dpopMarkerShare(config.store), upstreamAccounts };
+  const parts: EndpointParts = { clients, codes, grants, interactions, browser, consents: new ConsentMemory(ctx.keys.cookieSecret), login, services, account, idps, dpopShare: dpopMarkerShare(config.store), signInShare, upstreamAccounts };
 
   return {
     routes: mountEndpoints(ctx, parts, options),
@@ -202,12 +204,12 @@ function createAccount(ctx: AsContext, grants: Grants, browser: BrowserBinding):
   return { apps, sessions, signIn: accountSignIn(ctx, { sessions, browser }) };
 }
 
-type LoginParts = Pick<EndpointParts, 'codes' | 'clients' | 'grants' | 'interactions' | 'browser'>;
+type LoginParts = Pick<EndpointParts, 'codes' | 'clients' | 'grants' | 'interactions' | 'browser'> & { signInShare: SignInShare };
 
 /** What a login method is given: the interaction and browser, and how to end (complete or fail); an account sign-in ends on the account page. */
 function loginServices(ctx: AsContext, parts: LoginParts, account: AccountParts | undefined, accounts: UpstreamAccounts | undefined): LoginServices {
   const connectFirst = accounts && connectAtConsent(ctx, { accounts, interactions: parts.interactions, browser: parts.browser });
-  const completion = createCompletion(ctx, { codes: parts.codes, clients: parts.clients, grants: parts.grants, apps: account?.apps, connectFirst });
+  const completion = createCompletion(ctx, { codes: parts.codes, clients: parts.clients, grants: parts.grants, signInShare: parts.signInShare, apps: account?.apps, connectFirst });
   return {
     interactions: parts.interactions,
     browser: parts.browser,
@@ -236,6 +238,8 @@ interface EndpointParts {
   idps: EnterpriseIdps;
   /** Each user's share of DPoP replay markers (auth/dpop-replay.ts). */
   dpopShare: number;
+  /** Each user's share of sign-ins (tokens/sign-in-share.ts). */
+  signInShare: SignInShare;
   upstreamAccounts?: UpstreamAccounts;
 }
 
@@ -261,7 +265,7 @@ function mountEndpoints(ctx: AsContext, parts: EndpointParts, options: Authoriza
   routes.route('/', authorizeRoutes(ctx, { clients, interactions, browser, consents, login }));
   routes.route('/', consentRoutes(ctx, { clients, interactions, browser, consents, login, services, selfOrigin: services.selfOrigin }));
   routes.route('/', login.routes());
-  routes.route('/', tokenRoutes(ctx, { clients, codes, grants, enterpriseIdps: parts.idps }, tokenRequestProof(ctx, dpopProofClaimer(ctx.store, parts.dpopShare))));
+  routes.route('/', tokenRoutes(ctx, { clients, codes, grants, enterpriseIdps: parts.idps, signInShare: parts.signInShare }, tokenRequestProof(ctx, dpopProofClaimer(ctx.store, parts.dpopShare))));
   routes.route('/', revokeRoutes(ctx, { clients, grants }));
   if (parts.account) {
     const { apps, sessions } = parts.account;

@@ -84,6 +84,14 @@ export const dpopShareKey = (owner: string) => key('dpop-share', owner);
 
 // --- built-in authorization server (reserved for it) ------------------------
 
+/**
+ * One user's share of sign-ins (`Store.admit`, over `refresh_token_ttl`): each
+ * completed authorization may later leave a `code-used:` and a `grant:` marker,
+ * never evicted, so counting the user's sign-ins bounds what they can fill.
+ */
+export const signInShareKey = (owner: string) => key('sign-in-share', owner);
+
+
 /** A registered client (DCR) or a fetched Client ID Metadata Document. */
 export const clientKey = (clientId: string) => key('client', clientId);
 

@@ -499,6 +499,7 @@ describe('[J54] memory store: every key class has a budget of its own (second re
     'route-limit': (i) => keyNames.routeRateLimitKey('/r/mcp', 'per principal 5/1m', `who-${i}`),
     'dpop-jti': (i) => keyNames.dpopProofKey('jkt', `jti-${i}`),
     'dpop-share': (i) => keyNames.dpopShareKey(`owner-${i}`),
+    'sign-in-share': (i) => keyNames.signInShareKey(`owner-${i}`),
     'id-jag-jti': (i) => keyNames.idJagKey('https://idp.example', `jti-${i}`),
     'account-apps': (i) => keyNames.connectedAppsKey('https://as.example', `user-${i}`),
     'account-app-used': (i) => keyNames.appLastUsedKey('https://as.example', `user-${i}`, 'client'),

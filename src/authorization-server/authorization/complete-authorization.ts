@@ -21,11 +21,14 @@ import { isAccountSignIn } from '../interactions/account-sign-in.js';
 import type { ClientRecord } from '../clients/client-record.js';
 import type { ConnectedApps } from '../tokens/connected-apps.js';
 import type { Grants } from '../tokens/grants.js';
+import type { SignInShare } from '../tokens/sign-in-share.js';
 
 export interface CompletionDeps {
   codes: AuthorizationCodes;
   clients: ClientRegistry;
   grants: Grants;
+  /** Each user's share of sign-ins: what bounds the never-evicted markers a user's grants and codes leave (K72, K81). */
+  signInShare: SignInShare;
   /** With `account.enabled`: the index of each user's apps and grants, for the connected-apps page. */
   apps?: ConnectedApps;
   /** user_oauth: a detour to the upstream AS before the code when the user has no grant there (connect-at-consent.ts). */
@@ -53,6 +56,8 @@ export function createCompletion(ctx: AsContext, deps: CompletionDeps) {
     const detour = deps.connectFirst && (await deps.connectFirst(c, interaction, user));
     if (detour) return detour;
     // A login paused for the consent page was bound to its grant before the page.
+    // Counted before the grant exists: past the user's share, 429 for them alone, and nothing issued to revoke.
+    await deps.signInShare.admit(user.subject);
     const grantId = state.signedIn?.grantId ?? randomToken(16);
     if (!state.signedIn) await user.bindToGrant?.(grantId);
     const lookup = await deps.clients.find(request.clientId);

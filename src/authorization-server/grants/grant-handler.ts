@@ -13,6 +13,7 @@ import type { GrantInfo, Grants } from '../tokens/grants.js';
 import type { Params } from '../helpers/request-body.js';
 import type { Resolved } from '../clients/resource-scope.js';
 import type { TokenProof } from '../tokens/token-dpop.js';
+import type { SignInShare } from '../tokens/sign-in-share.js';
 
 export interface TokenDeps {
   clients: ClientRegistry;
@@ -20,6 +21,8 @@ export interface TokenDeps {
   grants: Grants;
   /** The IdPs whose ID-JAGs the jwt-bearer grant accepts. */
   enterpriseIdps: EnterpriseIdps;
+  /** Each user's share of sign-ins: an ID-JAG redeemed is one too (its grant may leave a `grant:` marker). */
+  signInShare?: SignInShare;
 }
 
 export interface TokenResponse {

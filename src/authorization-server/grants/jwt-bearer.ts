@@ -34,6 +34,8 @@ export const jwtBearerGrant: GrantHandlerFactory = (ctx, deps) => async (client,
     throw invalidAssertion(jkt === undefined ? 'This assertion is bound to a DPoP key (cnf): send a DPoP proof' : 'The DPoP proof is not of the key this assertion is bound to');
   }
   const grant: GrantInfo = { grantId: randomToken(16), clientId: client.clientId, subject: tokenSubject(ctx, idJag), scopes, resource: route.resource };
+  // Counted like a sign-in, before its proof or assertion is spent: past the user's share, 429 for them alone.
+  await deps.signInShare?.admit(grant.subject);
   await spend(grant.subject);
   await spendOnce(ctx, idJag);
   return issueTokens(ctx, deps.clients, { grantType: JWT_BEARER_GRANT_TYPE, client, grant, scopes, jkt, enterpriseIdp: idJag.issuer });

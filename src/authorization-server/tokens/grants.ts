@@ -160,10 +160,20 @@ export class Grants {
     return value === undefined ? undefined : (JSON.parse(value) as GrantInfo);
   }
 
+  /**
+   * Fails closed: a marker the store refuses (a full class: 503) still ends the
+   * grant: its family goes, so none of its refresh tokens rotates (the next one
+   * counts as reuse), and the revocation log still ends its access tokens.
+   */
   async revoke(grantId: string, reason: RevocationReason, revoked: RevokedGrant = {}): Promise<void> {
-    await this.store.set(grantKey(grantId), JSON.stringify({ revoked: true, reason, at: Date.now() }), this.refreshTtlMs);
+    const marked = await this.store.set(grantKey(grantId), JSON.stringify({ revoked: true, reason, at: Date.now() }), this.refreshTtlMs).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    if (marked !== undefined) await this.store.delete(refreshFamilyKey(grantId));
     await this.revokedGrants.add(grantId);
     for (const listener of this.#listeners) await listener(grantId, reason, revoked);
+    if (marked !== undefined) throw marked;
   }
 
   onRevoke(listener: RevocationListener): void {
