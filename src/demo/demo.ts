@@ -5,7 +5,8 @@
 // unmodified stdio server (`@modelcontextprotocol/server-memory`, a
 // dependency: started with this Node from node_modules, so it works offline)
 // that the gateway starts per session, in a bubblewrap sandbox when bwrap
-// works here (the demo runs without it too). Configuration is embedded (validated by
+// works here (the demo runs without it too); and a third, both servers behind
+// one aggregated route (`upstreams:`, DESIGN §8.2). Configuration is embedded (validated by
 // the same schema and resolver as files), the store is in memory.
 import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
@@ -25,6 +26,8 @@ export const DEMO_ROUTE_PATH = '/demo/mcp';
 export const DEMO_MACHINE_CLIENT = 'demo-ci';
 const DEMO_SECRET_ENV = 'MAG_DEMO_CI_SECRET';
 export const DEMO_MEMORY_ROUTE_PATH = '/memory/mcp';
+/** Both servers behind one route: tools shown as `demo__echo`, `memory__read_graph`. */
+export const DEMO_ALL_ROUTE_PATH = '/all/mcp';
 /** The MCP Inspector the README pins: its CLI has --header and runs on Node 20 (its engines field says 22; tried on 20.20 against the demo). */
 export const INSPECTOR_VERSION = '0.21.2';
 
@@ -48,9 +51,45 @@ export async function demoCanSandbox(pathVariable?: string): Promise<boolean> {
   return (await sandboxProblem(demoSandbox(), undefined, pathVariable)) === undefined;
 }
 
+/** server-memory as the gateway starts it, one process per session. */
+function demoMemoryUpstream(sandboxed: boolean) {
+  return {
+    stdio: {
+      command: process.execPath,
+      args: [memoryServerScript()],
+      // One knowledge graph per process, so per session: alice never sees bob's.
+      env: { MEMORY_FILE_PATH: '${PROCESS_DIR}/memory.jsonl' },
+      max_processes: 20,
+      idle_timeout: '10m',
+      ...(sandboxed && { sandbox: demoSandbox() }),
+    },
+  };
+}
+
+/** The two servers behind one route, the same policy on shown names. */
+function demoAllRoute(upstream: string, memoryUpstream: ReturnType<typeof demoMemoryUpstream>) {
+  return {
+    path: DEMO_ALL_ROUTE_PATH,
+    upstreams: { demo: { upstream }, memory: { upstream: memoryUpstream } },
+    scopes_supported: ['mcp:read', 'mcp:write'],
+    required_scopes: ['mcp:read'],
+    rules: [
+      { match: { method: 'tools/call', tool: 'demo__delete_*' }, require_scopes: ['mcp:write'] },
+      { match: { method: 'tools/call', tool: 'demo__add_note' }, require_scopes: ['mcp:write'] },
+      { match: { method: 'tools/call', tool: 'demo__shell' }, deny: true },
+      { match: { method: 'tools/call', tool: 'memory__read_graph' }, require_scopes: ['mcp:read'] },
+      { match: { method: 'tools/call', tool: 'memory__search_nodes' }, require_scopes: ['mcp:read'] },
+      { match: { method: 'tools/call', tool: 'memory__open_nodes' }, require_scopes: ['mcp:read'] },
+      { match: { method: 'tools/call', upstream: 'memory' }, require_scopes: ['mcp:write'] },
+    ],
+    filter_tools_list: true,
+  };
+}
+
 /** The demo's configuration, as it would be written in policies/. */
 export function demoConfigFiles(port: number, upstream: string, sandboxed = false) {
   const publicUrl = `http://127.0.0.1:${port}`;
+  const memoryUpstream = demoMemoryUpstream(sandboxed);
   return {
     gateway: {
       listen: { host: '127.0.0.1', port },
@@ -82,17 +121,7 @@ export function demoConfigFiles(port: number, upstream: string, sandboxed = fals
     },
     memoryRoute: {
       path: DEMO_MEMORY_ROUTE_PATH,
-      upstream: {
-        stdio: {
-          command: process.execPath,
-          args: [memoryServerScript()],
-          // One knowledge graph per process, so per session: alice never sees bob's.
-          env: { MEMORY_FILE_PATH: '${PROCESS_DIR}/memory.jsonl' },
-          max_processes: 20,
-          idle_timeout: '10m',
-          ...(sandboxed && { sandbox: demoSandbox() }),
-        },
-      },
+      upstream: memoryUpstream,
       scopes_supported: ['mcp:read', 'mcp:write'],
       required_scopes: ['mcp:read'],
       rules: [
@@ -104,6 +133,7 @@ export function demoConfigFiles(port: number, upstream: string, sandboxed = fals
       filter_tools_list: true,
       upstream_auth: { kind: 'none' },
     },
+    allRoute: demoAllRoute(upstream, memoryUpstream),
   };
 }
 
@@ -111,18 +141,14 @@ export async function demoConfig(port: number, upstream: string, sandboxed = fal
   const files = demoConfigFiles(port, upstream, sandboxed);
   const at: Locate = (path, message, key) => ({ file: 'demo', line: 0, column: 0, message: `${[...path, ...(key ? [key] : [])].join('.')}: ${message}` });
   const gateway = validate(GatewaySchema, files.gateway, at);
-  const route = validate(RouteSchema, files.route, at);
-  const memoryRoute = validate(RouteSchema, files.memoryRoute, at);
-  const issues: ConfigIssue[] = [...gateway.issues, ...route.issues, ...memoryRoute.issues];
-  if (!gateway.value || !route.value || !memoryRoute.value) throw new ConfigError(issues);
+  const routes = [files.route, files.memoryRoute, files.allRoute].map((r) => validate(RouteSchema, r, at));
+  const issues: ConfigIssue[] = [...gateway.issues, ...routes.flatMap((r) => r.issues)];
+  if (!gateway.value || routes.some((r) => !r.value)) throw new ConfigError(issues);
   const resolved = await resolveConfig({
     source: 'demo',
     configDir: process.cwd(),
     gateway: { file: 'demo', value: gateway.value, at },
-    routes: [
-      { file: 'demo', value: route.value, at },
-      { file: 'demo', value: memoryRoute.value, at },
-    ],
+    routes: routes.map((r) => ({ file: 'demo', value: r.value!, at })),
     env: { ...process.env, [DEMO_SECRET_ENV]: machineSecret },
   });
   if (resolved.issues.length > 0) throw new ConfigError(resolved.issues);
@@ -133,6 +159,8 @@ export interface RunningDemo {
   mcpUrl: string;
   /** The stdio route (server-memory). */
   memoryUrl: string;
+  /** Both servers behind one aggregated route. */
+  allUrl: string;
   /** Its processes run in a bubblewrap sandbox. */
   sandboxed: boolean;
   /** The secret of DEMO_MACHINE_CLIENT, new at each start. */
@@ -150,6 +178,7 @@ export async function startDemo(port: number): Promise<RunningDemo> {
       machineSecret,
       mcpUrl: `${gateway.url}${DEMO_ROUTE_PATH}`,
       memoryUrl: `${gateway.url}${DEMO_MEMORY_ROUTE_PATH}`,
+      allUrl: `${gateway.url}${DEMO_ALL_ROUTE_PATH}`,
       sandboxed,
       async close() {
         await gateway.close();
@@ -177,35 +206,7 @@ export async function demoCommand(env: NodeJS.ProcessEnv = process.env): Promise
     console.error(code === 'EADDRINUSE' ? `Port ${port} is in use: set PORT to another port.` : `The demo could not start: ${(err as Error).message}`);
     return 1;
   }
-  console.log(
-    [
-      '',
-      'mcp-auth-gateway demo is running.',
-      '',
-      `  MCP server URL:  ${demo.mcpUrl}`,
-      '',
-      `  Point an MCP client at that URL, e.g. \`npx @modelcontextprotocol/inspector@${INSPECTOR_VERSION}\` (transport: Streamable HTTP).`,
-      '  It discovers the built-in authorization server, registers itself, and opens a consent page that',
-      '  names it; then sign in with any user name (the dev login). Scopes: mcp:read lists and calls',
-      '  echo, add, list_notes; mcp:write also add_note and delete_note; shell is denied by policy.',
-      '',
-      `  stdio server URL: ${demo.memoryUrl}`,
-      '',
-      '  The same, in front of an unmodified stdio server (@modelcontextprotocol/server-memory): the gateway',
-      '  starts one process per MCP session, so each user gets a knowledge graph of their own. mcp:read',
-      '  reads the graph (read_graph, search_nodes, open_nodes); mcp:write also changes it.',
-      demo.sandboxed
-        ? '  Each process runs in a bubblewrap sandbox: its own directory, no network, no view of the gateway.'
-        : '  Its processes run unsandboxed: bubblewrap (bwrap) is not available here (apt-get install bubblewrap).',
-      '',
-      `  Without a browser (the README's headless recipe): the machine client ${DEMO_MACHINE_CLIENT}, secret ${demo.machineSecret} (new at each start)`,
-      `    TOKEN=$(curl -s -u '${DEMO_MACHINE_CLIENT}:${demo.machineSecret}' -d grant_type=client_credentials -d resource=${demo.mcpUrl} ${new URL(demo.mcpUrl).origin}/token | jq -r .access_token)`,
-      `    npx @modelcontextprotocol/inspector@${INSPECTOR_VERSION} --cli ${demo.mcpUrl} --header "Authorization: Bearer $TOKEN" --method tools/list`,
-      '',
-      'Press Ctrl-C to stop.',
-      '',
-    ].join('\n'),
-  );
+  console.log(demoBanner(demo));
   let stopping = false;
   const stop = () => {
     if (stopping) return;
@@ -218,4 +219,40 @@ export async function demoCommand(env: NodeJS.ProcessEnv = process.env): Promise
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);
   return undefined;
+}
+
+/** What the demo prints when it is up: its URLs and how to connect. */
+function demoBanner(demo: RunningDemo): string {
+  return [
+    '',
+    'mcp-auth-gateway demo is running.',
+    '',
+    `  MCP server URL:  ${demo.mcpUrl}`,
+    '',
+    `  Point an MCP client at that URL, e.g. \`npx @modelcontextprotocol/inspector@${INSPECTOR_VERSION}\` (transport: Streamable HTTP).`,
+    '  It discovers the built-in authorization server, registers itself, and opens a consent page that',
+    '  names it; then sign in with any user name (the dev login). Scopes: mcp:read lists and calls',
+    '  echo, add, list_notes; mcp:write also add_note and delete_note; shell is denied by policy.',
+    '',
+    `  stdio server URL: ${demo.memoryUrl}`,
+    '',
+    '  The same, in front of an unmodified stdio server (@modelcontextprotocol/server-memory): the gateway',
+    '  starts one process per MCP session, so each user gets a knowledge graph of their own. mcp:read',
+    '  reads the graph (read_graph, search_nodes, open_nodes); mcp:write also changes it.',
+    demo.sandboxed
+      ? '  Each process runs in a bubblewrap sandbox: its own directory, no network, no view of the gateway.'
+      : '  Its processes run unsandboxed: bubblewrap (bwrap) is not available here (apt-get install bubblewrap).',
+    '',
+    `  Both behind one route: ${demo.allUrl}`,
+    '',
+    '  One MCP server to the client, one authorization: the tools of both, shown as demo__echo,',
+    '  memory__read_graph, ..., under the same policy (docs/aggregation.md).',
+    '',
+    `  Without a browser (the README's headless recipe): the machine client ${DEMO_MACHINE_CLIENT}, secret ${demo.machineSecret} (new at each start)`,
+    `    TOKEN=$(curl -s -u '${DEMO_MACHINE_CLIENT}:${demo.machineSecret}' -d grant_type=client_credentials -d resource=${demo.mcpUrl} ${new URL(demo.mcpUrl).origin}/token | jq -r .access_token)`,
+    `    npx @modelcontextprotocol/inspector@${INSPECTOR_VERSION} --cli ${demo.mcpUrl} --header "Authorization: Bearer $TOKEN" --method tools/list`,
+    '',
+    'Press Ctrl-C to stop.',
+    '',
+    ].join('\n');
 }

@@ -15,11 +15,12 @@ import { writeError } from '../../errors/write-error.js';
 import type { ForwardContext, Forwarder, ProxyLogger, SessionHook } from '../forwarder.js';
 import { methodNotAllowed } from '../forwarded-methods.js';
 import { AggregateMethods, rpcError, type SessionUpstream } from './aggregate-methods.js';
+import { UpstreamCapabilities } from './upstream-capabilities.js';
 import { SessionSlots } from './session-slots.js';
 import { UpstreamHealth, type AggregateMetrics } from './upstream-health.js';
-import { UpstreamLink, type AggregateUpstream, type ClientHello, type JsonRpcAnswer } from './upstream-link.js';
+import { UpstreamLink, type AggregateUpstream, type ClientHello } from './upstream-link.js';
 
-/** The revisions this route speaks to clients (2026-07-28's stateless requests are not served here yet). */
+/** The revisions this route speaks to clients (of 2026-07-28's stateless requests, only server/discover is served, naming these). */
 const SUPPORTED_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'];
 /** Client sessions of one aggregated route at once, and of one user (issuer, subject: whatever its client); beyond: 503. */
 const MAX_SESSIONS = 10_000;
@@ -34,7 +35,18 @@ interface ClientSession {
   methods: AggregateMethods;
   upstreams: SessionUpstream[];
   lastUsed: number;
+  /** The client's GET stream: where the upstreams' list_changed and progress reach it (one at a time). */
+  stream?: ServerResponse;
+  /** The client's requests in flight (by JSON of their id), for its notifications/cancelled. */
+  inFlight: Map<string, AbortController>;
+  /** The progress tokens of those requests (JSON): an upstream's progress on any other is not passed on. */
+  progressTokens: Set<string>;
 }
+
+/** What a client's GET stream may hold unread before notifications to it are dropped. */
+const MAX_UNREAD_BYTES = 256 * 1024;
+/** The upstreams' notifications a client is told of (others are not passed on in this cut). */
+const LIST_CHANGED = new Set(['notifications/tools/list_changed', 'notifications/prompts/list_changed', 'notifications/resources/list_changed']);
 
 interface Message {
   id?: unknown;
@@ -57,6 +69,7 @@ class AggregateForwarder implements Forwarder {
   private readonly sessions = new Map<string, ClientSession>();
   private readonly slots = new SessionSlots(MAX_SESSIONS, MAX_SESSIONS_PER_PRINCIPAL);
   private readonly health: UpstreamHealth[];
+  private readonly capabilities: UpstreamCapabilities;
   private readonly loggedClashes = new Set<string>();
   private readonly sweep: NodeJS.Timeout;
 
@@ -66,19 +79,21 @@ class AggregateForwarder implements Forwarder {
     private readonly deps: AggregateForwarderDeps,
   ) {
     this.health = deps.upstreams.map((u) => new UpstreamHealth(route, u.name, deps.logger, deps.metrics));
+    this.capabilities = new UpstreamCapabilities(deps.upstreams, this.health);
     this.sweep = setInterval(() => this.endIdle(), 60_000).unref();
   }
 
   async forward(req: IncomingMessage, res: ServerResponse, ctx: ForwardContext): Promise<void> {
     try {
       const sessionId = headerOf(req, 'mcp-session-id');
-      if (req.method === 'GET') throw methodNotAllowed();
+      if (req.method === 'GET') return await this.listen(sessionId, ctx.auth, res);
       if (req.method === 'DELETE') return await this.end(sessionId, ctx.auth, res);
       if (req.method !== 'POST') throw methodNotAllowed();
       const parsed = JSON.parse(ctx.body.toString('utf8')) as Message | Message[];
       const messages = Array.isArray(parsed) ? parsed : [parsed];
       const first = messages[0];
       if (sessionId === undefined && messages.length === 1 && first?.method === 'initialize') return await this.initialize(first, res, ctx);
+      if (sessionId === undefined && messages.length === 1 && first?.method === 'server/discover') return await this.discover(first, res, ctx);
       if (sessionId === undefined) throw new GatewayError(400, 'invalid_request', 'Mcp-Session-Id header is required (a session starts with initialize)');
       const session = await this.sessionOf(sessionId, ctx.auth);
       session.lastUsed = Date.now();
@@ -112,15 +127,64 @@ class AggregateForwarder implements Forwarder {
     const params = isRecord(message.params) ? message.params : {};
     const requested = typeof params.protocolVersion === 'string' ? params.protocolVersion : SUPPORTED_VERSIONS[0]!;
     const protocolVersion = SUPPORTED_VERSIONS.includes(requested) ? requested : SUPPORTED_VERSIONS[0]!;
-    const hello: ClientHello = { protocolVersion, capabilities: {}, clientInfo: isRecord(params.clientInfo) ? params.clientInfo : { name: 'mcp-auth-gateway' } };
-    const upstreams = this.deps.upstreams.map((u, i) => ({ link: new UpstreamLink(u, ctx.auth, hello), health: u.perSession ? this.sessionHealth(u.name) : this.health[i]! }));
-    const results = await Promise.all(upstreams.map((u) => (u.health.down ? undefined : u.link.open(ctx.span).then((r) => (u.health.served(), r), (err: unknown) => void u.health.failedWith('initialize', err)))));
+    const hello: ClientHello = { protocolVersion, capabilities: {}, clientInfo: isRecord(params.clientInfo) ? params.clientInfo : { name: 'mcp-auth-gateway', version: '0.1.0' } };
     const id = randomBytes(24).toString('base64url');
+    const upstreams = this.deps.upstreams.map((u, i) => ({ link: new UpstreamLink(u, ctx.auth, hello), health: u.perSession ? this.sessionHealth(u.name) : this.health[i]! }));
+    for (const u of upstreams) u.link.onNotification = (method, params) => this.notified(id, method, params);
+    const results = await Promise.all(upstreams.map((u) => (u.health.down ? undefined : u.link.open(ctx.span).then((r) => (u.health.served(), r), (err: unknown) => void u.health.failedWith('initialize', err)))));
     await this.deps.session.bind(id, ctx.auth);
-    this.sessions.set(id, { owner: principalKey(ctx.auth), user, upstreams, methods: new AggregateMethods(this.route, upstreams, this.names, this.loggedClashes, this.deps.logger), lastUsed: Date.now() });
+    this.sessions.set(id, { owner: principalKey(ctx.auth), user, upstreams, methods: new AggregateMethods(this.route, upstreams, this.names, this.loggedClashes, this.deps.logger), lastUsed: Date.now(), inFlight: new Map(), progressTokens: new Set() });
     res.setHeader('mcp-session-id', id);
-    const result = { protocolVersion, capabilities: capabilitiesOf(results), serverInfo: { name: 'mcp-auth-gateway', title: `${this.route} (${this.deps.upstreams.map((u) => u.name).join(', ')})`, version: '0.1.0' } };
+    const result = { protocolVersion, capabilities: capabilitiesOf(results), serverInfo: this.serverInfo() };
     this.reply(res, ctx, { jsonrpc: '2.0', id: message.id ?? null, result });
+  }
+
+  /**
+   * 2026-07-28's `server/discover`, without a session: what some upstream
+   * announced (as initialize answers), and the revisions this route serves, all
+   * session-based, so a 2026-07-28 client falls back to initialize.
+   */
+  private async discover(message: Message, res: ServerResponse, ctx: ForwardContext): Promise<void> {
+    const hello: ClientHello = { protocolVersion: SUPPORTED_VERSIONS[0]!, capabilities: {}, clientInfo: { name: 'mcp-auth-gateway', version: '0.1.0' } };
+    const known = await this.capabilities.all(ctx.auth, hello);
+    const serverInfo = this.serverInfo();
+    const result = { resultType: 'complete', supportedVersions: SUPPORTED_VERSIONS, capabilities: capabilitiesOf(known), serverInfo, ttlMs: 0, cacheScope: 'private', _meta: { 'io.modelcontextprotocol/serverInfo': serverInfo } };
+    this.reply(res, ctx, { jsonrpc: '2.0', id: message.id ?? null, result });
+  }
+
+  private serverInfo() {
+    return { name: 'mcp-auth-gateway', title: `${this.route} (${this.deps.upstreams.map((u) => u.name).join(', ')})`, version: '0.1.0' };
+  }
+
+  /** The client's GET stream of this session: held open, written to when an upstream's list changes. */
+  private async listen(id: string | undefined, auth: AuthContext, res: ServerResponse): Promise<void> {
+    if (id === undefined) throw new GatewayError(400, 'invalid_request', 'Mcp-Session-Id is required');
+    const session = await this.sessionOf(id, auth);
+    if (session.stream && !session.stream.writableEnded) throw new GatewayError(409, 'invalid_request', 'This session already has a GET stream');
+    session.stream = res;
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store' });
+    res.flushHeaders();
+    res.on('close', () => {
+      if (session.stream === res) session.stream = undefined;
+    });
+  }
+
+  /**
+   * An upstream's notification: a changed list is re-read by the session next
+   * time it is asked, and the client is told; progress on a token of the
+   * client's requests in flight is passed on as it is (tokens go to the
+   * upstream unchanged, and each upstream session is this client session's).
+   */
+  private notified(id: string, method: string, params: Record<string, unknown> | undefined): void {
+    const session = this.sessions.get(id);
+    if (!session) return;
+    let message: object | undefined;
+    if (LIST_CHANGED.has(method)) {
+      if (method === 'notifications/resources/list_changed') session.methods.forgetResources();
+      message = { jsonrpc: '2.0', method };
+    } else if (method === 'notifications/progress' && session.progressTokens.has(JSON.stringify(params?.progressToken))) message = { jsonrpc: '2.0', method, params };
+    // A client that does not read its stream misses notifications rather than the gateway holding them without bound.
+    if (message && session.stream && session.stream.writableLength < MAX_UNREAD_BYTES) session.stream.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
   }
 
   /**
@@ -134,11 +198,25 @@ class AggregateForwarder implements Forwarder {
   }
 
   private async answer(session: ClientSession, m: Message, ctx: ForwardContext): Promise<object | undefined> {
-    if (typeof m.method !== 'string') return undefined; // an answer or a notification from the client: nothing to say back
-    if (m.id === undefined) return undefined; // notifications (initialized, cancelled) are not passed on in this cut
+    if (typeof m.method !== 'string') return undefined; // an answer from the client: nothing to say back
     const params = isRecord(m.params) ? m.params : undefined;
-    const answer: JsonRpcAnswer = m.method === 'initialize' ? rpcError(-32600, 'Already initialized') : await session.methods.answer(m.method, params, { auth: ctx.auth, span: ctx.span });
-    return { jsonrpc: '2.0', id: m.id, ...answer };
+    if (m.id === undefined) {
+      // The client's cancellation of a request in flight reaches the upstream serving it (other notifications are not passed on).
+      if (m.method === 'notifications/cancelled') session.inFlight.get(JSON.stringify(params?.requestId))?.abort(typeof params?.reason === 'string' ? params.reason : undefined);
+      return undefined;
+    }
+    if (m.method === 'initialize') return { jsonrpc: '2.0', id: m.id, ...rpcError(-32600, 'Already initialized') };
+    const key = JSON.stringify(m.id);
+    const token = isRecord(params?._meta) ? params._meta.progressToken : undefined;
+    const controller = new AbortController();
+    session.inFlight.set(key, controller);
+    if (token !== undefined) session.progressTokens.add(JSON.stringify(token));
+    try {
+      return { jsonrpc: '2.0', id: m.id, ...(await session.methods.answer(m.method, params, { auth: ctx.auth, span: ctx.span, signal: controller.signal })) };
+    } finally {
+      session.inFlight.delete(key);
+      if (token !== undefined) session.progressTokens.delete(JSON.stringify(token));
+    }
   }
 
   /** The answer, as JSON, through the policy's transform when it has one. */
@@ -174,6 +252,7 @@ class AggregateForwarder implements Forwarder {
     const session = this.sessions.get(id);
     if (session) this.slots.give(session.user);
     this.sessions.delete(id);
+    session?.stream?.end();
     for (const u of session?.upstreams ?? []) u.link.close();
   }
 
@@ -183,12 +262,17 @@ class AggregateForwarder implements Forwarder {
   }
 }
 
-/** What some upstream offers among tools, prompts, resources and logging (list_changed and subscribe not passed on yet). */
-function capabilitiesOf(results: readonly (Record<string, unknown> | undefined)[]): Record<string, unknown> {
-  const capabilities: Record<string, unknown> = {};
+/** What some upstream offers among tools, prompts, resources and logging, and listChanged where some upstream sends it (subscribe not passed on yet). */
+function capabilitiesOf(results: readonly (Record<string, unknown> | undefined)[]): Record<string, Record<string, unknown>> {
+  const capabilities: Record<string, Record<string, unknown>> = {};
   for (const r of results) {
     const offered = isRecord(r?.capabilities) ? r.capabilities : {};
-    for (const key of ['tools', 'prompts', 'resources', 'logging']) if (isRecord(offered[key])) capabilities[key] = {};
+    for (const key of ['tools', 'prompts', 'resources', 'logging']) {
+      const kind = offered[key];
+      if (!isRecord(kind)) continue;
+      capabilities[key] ??= {};
+      if (key !== 'logging' && kind.listChanged === true) capabilities[key].listChanged = true;
+    }
   }
   return capabilities;
 }

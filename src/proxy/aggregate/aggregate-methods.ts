@@ -36,6 +36,8 @@ type Params = Record<string, unknown> | undefined;
 export interface RequestContext {
   auth: AuthContext;
   span?: GatewaySpan;
+  /** The client's cancellation of this request, passed to the upstream that serves it. */
+  signal?: AbortSignal;
 }
 
 /** What is left of one merged list's bounds. */
@@ -69,6 +71,12 @@ export class AggregateMethods {
     private readonly logger?: ProxyLogger,
     private readonly now: () => number = Date.now,
   ) {}
+
+  /** An upstream's resources changed: who serves a URI is learnt again from the next list (at once). */
+  forgetResources(): void {
+    this.resourceOwners.clear();
+    this.refreshedAt = -Infinity;
+  }
 
   async answer(method: string, params: Params, ctx: RequestContext): Promise<JsonRpcAnswer> {
     if (method === 'ping') return { result: {} };
@@ -190,6 +198,7 @@ export class AggregateMethods {
     try {
       return (await this.call(u, method, params, name, ctx)).answer;
     } catch (err) {
+      if (err instanceof AggregateUpstreamError && err.reason === 'cancelled') return rpcError(-32800, 'Request cancelled');
       if (err instanceof AggregateUpstreamError && err.status !== undefined && err.status < 500 && err.status !== 404) return rpcError(-32603, `Upstream ${u.health.name} refused the call (HTTP ${err.status})`);
       if (err instanceof AggregateUpstreamError) return rpcError(-32603, `Upstream ${u.health.name} is unavailable`);
       throw err;
@@ -199,7 +208,7 @@ export class AggregateMethods {
   /** One request to one upstream, its health told of the outcome. */
   private async call(u: SessionUpstream, method: string, params: Params, name: string | undefined, ctx: RequestContext): Promise<MeasuredAnswer> {
     try {
-      const answer = await u.link.request(method, params, name, ctx.auth, ctx.span);
+      const answer = await u.link.request(method, params, name, ctx.auth, ctx.span, ctx.signal);
       u.health.served();
       return answer;
     } catch (err) {

@@ -27,8 +27,14 @@ class CapturedResponse extends EventEmitter {
   private readonly head: Record<string, string> = {};
   private readonly chunks: Buffer[] = [];
   private bytes = 0;
+  /** Sees each chunk as it comes, while the whole is kept (the upstream's notifications read live). */
+  tap?: (chunk: Buffer) => void;
 
-  constructor(private readonly maxBytes: number) {
+  /** With `onChunk`, a stream: each chunk is handed on, never kept (its reader bounds what it holds). */
+  constructor(
+    private readonly maxBytes: number,
+    private readonly onChunk?: (chunk: Buffer) => void,
+  ) {
     super();
   }
 
@@ -55,6 +61,8 @@ class CapturedResponse extends EventEmitter {
     if (this.writableEnded || this.destroyed) return false;
     this.headersSent = true;
     const buf = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+    if (this.onChunk) return (this.onChunk(buf), true);
+    this.tap?.(buf);
     this.bytes += buf.length;
     if (this.bytes > this.maxBytes) this.destroy();
     else this.chunks.push(buf);
@@ -84,8 +92,15 @@ class CapturedResponse extends EventEmitter {
   }
 }
 
+export interface ExchangeLimits {
+  timeoutMs: number;
+  maxBytes: number;
+  tap?: (chunk: Buffer) => void;
+  signal?: AbortSignal;
+}
+
 export interface CapturedRequest {
-  method: 'POST' | 'DELETE';
+  method: 'POST' | 'DELETE' | 'GET';
   /** Lower-case names: the only headers the upstream's forwarder sees from this side. */
   headers: Record<string, string>;
   body: Buffer;
@@ -96,16 +111,13 @@ export interface CapturedRequest {
  * it is over; after `timeoutMs` the answer is cut (the forwarder sees the
  * client leave) and the promise rejects.
  */
-export function captureExchange(forwarder: Forwarder, request: CapturedRequest, ctx: Omit<ForwardContext, 'body'>, limits: { timeoutMs: number; maxBytes: number }): Promise<CapturedAnswer> {
-  const req = new IncomingMessage(new Socket());
-  req.method = request.method;
-  req.headers = request.headers;
-  req.rawHeaders = Object.entries(request.headers).flat();
-  req.httpVersionMajor = 1;
-  req.httpVersionMinor = 1;
-  req.complete = true;
+export function captureExchange(forwarder: Forwarder, request: CapturedRequest, ctx: Omit<ForwardContext, 'body'>, limits: ExchangeLimits): Promise<CapturedAnswer> {
+  const req = requestOf(request);
   const res = new CapturedResponse(limits.maxBytes);
+  res.tap = limits.tap;
   return new Promise<CapturedAnswer>((resolve, reject) => {
+    // The client cancelled: the answer is cut (the forwarder sees the client leave), not waited for.
+    limits.signal?.addEventListener('abort', () => (res.destroy(), reject(new AggregateUpstreamError('cancelled'))), { once: true });
     const timer = setTimeout(() => {
       res.destroy();
       reject(new AggregateUpstreamError('timeout'));
@@ -122,10 +134,38 @@ export function captureExchange(forwarder: Forwarder, request: CapturedRequest, 
   });
 }
 
+/**
+ * A long-lived GET (the upstream session's stream of server messages) through
+ * `forwarder`: each chunk goes to `onChunk` as it comes; `ended` resolves when
+ * the stream ends, whatever the reason; `stop()` ends it from this side.
+ */
+export function openStream(forwarder: Forwarder, request: CapturedRequest, ctx: Omit<ForwardContext, 'body'>, onChunk: (chunk: Buffer) => void): { ended: Promise<void>; stop(): void } {
+  const res = new CapturedResponse(0, onChunk);
+  const ended = new Promise<void>((resolve) => {
+    res.once('close', () => resolve());
+    forwarder.forward(requestOf(request), res as unknown as ServerResponse, { ...ctx, body: request.body }).then(
+      () => undefined,
+      () => (res.destroy(), undefined),
+    );
+  });
+  return { ended, stop: () => void res.destroy() };
+}
+
+function requestOf(request: CapturedRequest): IncomingMessage {
+  const req = new IncomingMessage(new Socket());
+  req.method = request.method;
+  req.headers = request.headers;
+  req.rawHeaders = Object.entries(request.headers).flat();
+  req.httpVersionMajor = 1;
+  req.httpVersionMinor = 1;
+  req.complete = true;
+  return req;
+}
+
 /** An upstream that did not answer as an MCP server (timeout, cut answer, non-2xx status, unreadable body). */
 export class AggregateUpstreamError extends Error {
   constructor(
-    readonly reason: 'timeout' | 'cut' | 'status' | 'unreadable' | 'down',
+    readonly reason: 'timeout' | 'cut' | 'status' | 'unreadable' | 'down' | 'cancelled',
     readonly status?: number,
   ) {
     super(`upstream ${reason}${status === undefined ? '' : ` ${status}`}`);

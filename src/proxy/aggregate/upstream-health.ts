@@ -37,6 +37,7 @@ export class UpstreamHealth {
 
   /** A failed request: marks the upstream down only when the failure says the server itself is down (saysUpstreamIsDown). */
   failedWith(method: string, err: unknown): void {
+    if (err instanceof AggregateUpstreamError && err.reason === 'cancelled') return; // the client's doing, never the upstream's
     if (this.scope === 'session' || saysUpstreamIsDown(method, err)) this.failed(err);
   }
 

@@ -7,7 +7,8 @@
 import type { AuthContext } from '../../auth/principal.js';
 import type { GatewaySpan } from '../../observability/tracing.js';
 import type { Forwarder } from '../forwarder.js';
-import { AggregateUpstreamError, captureExchange, type CapturedAnswer } from './captured-exchange.js';
+import { AggregateUpstreamError, captureExchange, openStream, type CapturedAnswer } from './captured-exchange.js';
+import { EventStreamReader } from './event-stream-reader.js';
 
 export interface AggregateUpstream {
   name: string;
@@ -38,8 +39,14 @@ export interface ClientHello {
   clientInfo: Record<string, unknown>;
 }
 
+/** A notification of the upstream's (no id), from its stream or an answer's. */
+export type NotificationSink = (method: string, params: Record<string, unknown> | undefined) => void;
+
 export class UpstreamLink {
   private opened?: Promise<Record<string, unknown>>;
+  private stream?: { stop(): void };
+  /** Where the upstream's notifications go (the aggregated session's); none: dropped. */
+  onNotification?: NotificationSink;
   private sessionId?: string;
   private protocolVersion: string;
   private nextId = 1;
@@ -67,11 +74,11 @@ export class UpstreamLink {
    * `auth` is this request's own (its credential may be per request, e.g. token exchange), of the
    * principal the session is bound to.
    */
-  async request(method: string, params: Record<string, unknown> | undefined, name: string | undefined, auth: AuthContext, span?: GatewaySpan): Promise<MeasuredAnswer> {
+  async request(method: string, params: Record<string, unknown> | undefined, name: string | undefined, auth: AuthContext, span?: GatewaySpan, signal?: AbortSignal): Promise<MeasuredAnswer> {
     this.auth = auth;
     await this.open(span);
     try {
-      return await this.send(method, params, name, span);
+      return await this.send(method, params, name, span, signal);
     } catch (err) {
       // The upstream forgot the session (a stdio process ended, a server restarted): opened afresh next time.
       if (err instanceof AggregateUpstreamError && err.status === 404) this.opened = undefined;
@@ -82,6 +89,8 @@ export class UpstreamLink {
   /** Ends the upstream session (DELETE); never throws. */
   close(): void {
     const sessionId = this.sessionId;
+    this.stream?.stop();
+    this.stream = undefined;
     if (this.opened === undefined || sessionId === undefined) return;
     this.opened = undefined;
     void Promise.resolve(this.upstream.headersFor(this.auth))
@@ -97,20 +106,52 @@ export class UpstreamLink {
     this.sessionId = sessionId;
     if (typeof answer.result.protocolVersion === 'string') this.protocolVersion = answer.result.protocolVersion;
     await this.exchange({ jsonrpc: '2.0', method: 'notifications/initialized' }, 'notifications/initialized', undefined, span);
+    await this.listen();
     return answer.result;
   }
 
-  private async send(method: string, params: Record<string, unknown> | undefined, name: string | undefined, span?: GatewaySpan): Promise<MeasuredAnswer> {
-    const message = { jsonrpc: '2.0', id: this.nextId++, method, ...(params && { params }) };
-    const { answer, bytes } = await this.exchange(message, method, name, span);
-    return { answer, bytes };
+  /**
+   * The upstream session's GET stream, where a server sends what no request
+   * asked (list_changed): opened once per upstream session, not reopened when
+   * it ends (a server without one answers 405 and that is all).
+   */
+  private async listen(): Promise<void> {
+    this.stream?.stop();
+    const injected = await this.upstream.headersFor(this.auth);
+    const reader = new EventStreamReader(this.upstream.maxBytes, (m) => this.notified(m));
+    const headers = { ...this.headers(undefined, undefined, this.sessionId), accept: 'text/event-stream' };
+    delete (headers as Record<string, string>)['content-type'];
+    const stream = openStream(this.upstream.forwarder, { method: 'GET', headers, body: Buffer.alloc(0) }, { auth: this.auth, injected }, (chunk) => reader.push(chunk));
+    this.stream = stream;
+    void stream.ended.then(() => {
+      if (this.stream === stream) this.stream = undefined;
+    });
   }
 
-  private async exchange(message: { jsonrpc: string; id?: number; method: string; params?: unknown }, method: string, name: string | undefined, span?: GatewaySpan): Promise<MeasuredAnswer & { sessionId?: string }> {
+  private notified(m: unknown): void {
+    if (isRecord(m) && typeof m.method === 'string' && m.id === undefined) this.onNotification?.(m.method, isRecord(m.params) ? m.params : undefined);
+  }
+
+  private async send(method: string, params: Record<string, unknown> | undefined, name: string | undefined, span?: GatewaySpan, signal?: AbortSignal): Promise<MeasuredAnswer> {
+    const message = { jsonrpc: '2.0', id: this.nextId++, method, ...(params && { params }) };
+    // The client's cancellation, told to the upstream with the id this link gave the request.
+    const cancel = () => void this.exchange({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: message.id, reason: String(signal?.reason ?? 'cancelled by the client') } }, 'notifications/cancelled', undefined, span).catch(() => undefined);
+    signal?.addEventListener('abort', cancel, { once: true });
+    try {
+      const { answer, bytes } = await this.exchange(message, method, name, span, signal);
+      return { answer, bytes };
+    } finally {
+      signal?.removeEventListener('abort', cancel);
+    }
+  }
+
+  private async exchange(message: { jsonrpc: string; id?: number; method: string; params?: unknown }, method: string, name: string | undefined, span?: GatewaySpan, signal?: AbortSignal): Promise<MeasuredAnswer & { sessionId?: string }> {
     const auth = this.auth;
     const injected = await this.upstream.headersFor(auth);
     const request = { method: 'POST' as const, headers: this.headers(method, name, this.sessionId), body: Buffer.from(JSON.stringify(message)) };
-    const captured = await captureExchange(this.upstream.forwarder, request, { auth, injected, span }, this.limits());
+    // Notifications in the answer's stream (progress) are read as they come, not when it ends.
+    const reader = new EventStreamReader(this.upstream.maxBytes, (m) => this.notified(m));
+    const captured = await captureExchange(this.upstream.forwarder, request, { auth, injected, span }, { ...this.limits(), signal, tap: (chunk) => reader.push(chunk) });
     if (captured.status < 200 || captured.status > 299) throw new AggregateUpstreamError('status', captured.status);
     const sessionId = captured.headers['mcp-session-id'];
     const bytes = captured.body.length;
@@ -136,37 +177,25 @@ export class UpstreamLink {
 
 /** The answer to `id` in a JSON body or an event stream. */
 function answerOf(captured: CapturedAnswer, id: number): JsonRpcAnswer {
-  const type = captured.headers['content-type'] ?? '';
-  const texts = type.includes('text/event-stream') ? eventData(captured.body.toString('utf8')) : [captured.body.toString('utf8')];
-  for (const text of texts) {
-    let parsed: unknown;
+  const messages: unknown[] = [];
+  if ((captured.headers['content-type'] ?? '').includes('text/event-stream')) {
+    // The whole stream is in hand (bounded by max_body_bytes); a last event without its blank line counts too.
+    new EventStreamReader(Infinity, (m) => messages.push(m)).push(Buffer.concat([captured.body, Buffer.from('\n\n')]));
+  } else {
     try {
-      parsed = JSON.parse(text);
+      const parsed: unknown = JSON.parse(captured.body.toString('utf8'));
+      messages.push(...(Array.isArray(parsed) ? (parsed as unknown[]) : [parsed]));
     } catch {
-      continue;
+      // not JSON: no answer in it
     }
-    for (const m of Array.isArray(parsed) ? parsed : [parsed]) {
-      if (isRecord(m) && m.id === id && ('result' in m || 'error' in m)) {
-        if (isRecord(m.result)) return { result: m.result };
-        if (isRecord(m.error) && typeof m.error.code === 'number' && typeof m.error.message === 'string') return { error: m.error as JsonRpcAnswer['error'] };
-      }
+  }
+  for (const m of messages) {
+    if (isRecord(m) && m.id === id && ('result' in m || 'error' in m)) {
+      if (isRecord(m.result)) return { result: m.result };
+      if (isRecord(m.error) && typeof m.error.code === 'number' && typeof m.error.message === 'string') return { error: m.error as JsonRpcAnswer['error'] };
     }
   }
   throw new AggregateUpstreamError('unreadable');
-}
-
-/** The data of each event of an event stream. */
-function eventData(text: string): string[] {
-  return text
-    .split(/\r\n\r\n|\n\n|\r\r/)
-    .map((event) =>
-      event
-        .split(/\r\n|\n|\r/)
-        .filter((line) => line.startsWith('data:'))
-        .map((line) => line.slice(line.startsWith('data: ') ? 6 : 5))
-        .join('\n'),
-    )
-    .filter((data) => data.length > 0);
 }
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
