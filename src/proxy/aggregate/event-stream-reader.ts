@@ -1,35 +1,36 @@
 // Reads an upstream's event stream as it comes (the GET stream of an
 // aggregated route's upstream session): each event's data parsed as JSON and
-// handed on, message by message. An unfinished event longer than `maxBytes`
-// is dropped, so a hostile upstream cannot grow what is held here.
-const EVENT_END = /\r\n\r\n|\n\n|\r\r/;
+// handed on, message by message. Events are cut by the one splitter every
+// event stream the gateway reads goes through (linear however the stream is
+// chunked); an unfinished event longer than `maxBytes` is dropped, so a
+// hostile upstream cannot grow what is held here.
+import { EventTooLargeError, SseEventSplitter, parseSseEvent } from '../../policy/sse-events.js';
 
 export class EventStreamReader {
-  private pending = '';
+  private splitter: SseEventSplitter;
 
   constructor(
     private readonly maxBytes: number,
     private readonly onMessage: (message: unknown) => void,
-  ) {}
-
-  push(chunk: Buffer): void {
-    this.pending += chunk.toString('utf8');
-    let match: RegExpExecArray | null;
-    while ((match = EVENT_END.exec(this.pending)) !== null) {
-      const event = this.pending.slice(0, match.index);
-      this.pending = this.pending.slice(match.index + match[0].length);
-      this.event(event);
-    }
-    if (this.pending.length > this.maxBytes) this.pending = '';
+  ) {
+    this.splitter = new SseEventSplitter(maxBytes);
   }
 
-  private event(event: string): void {
-    const data = event
-      .split(/\r\n|\n|\r/)
-      .filter((line) => line.startsWith('data:'))
-      .map((line) => line.slice(line.startsWith('data: ') ? 6 : 5))
-      .join('\n');
-    if (data.length === 0) return;
+  push(chunk: Buffer): void {
+    let events: Buffer[];
+    try {
+      events = this.splitter.push(chunk);
+    } catch (err) {
+      if (!(err instanceof EventTooLargeError)) throw err;
+      // The oversized event is dropped; reading starts afresh with what comes next.
+      this.splitter = new SseEventSplitter(this.maxBytes);
+      return;
+    }
+    for (const raw of events) this.event(parseSseEvent(raw).data);
+  }
+
+  private event(data: string | undefined): void {
+    if (data === undefined || data.length === 0) return;
     let parsed: unknown;
     try {
       parsed = JSON.parse(data);
