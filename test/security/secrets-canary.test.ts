@@ -188,13 +188,18 @@ describe('[I45] the secrets canary', () => {
     }
   });
 
+  /** Classes written by Store.admit (sliding windows): the per-user sign-in and DPoP shares, route rate limits. */
+  const SLIDING_WINDOWS = ['sign-in-share', 'dpop-share', 'route-limit'];
+
   it('[I44] key names are a namespace and sha256 parts only; the client secret is stored as its hash', async () => {
     const dump = await dumpRedis(gateway.redis, PREFIX);
     const namespaces = new Set<string>();
     for (const { key, type } of dump) {
       expect(key).toMatch(/^canary:[a-z-]+(?::[A-Za-z0-9_-]{43})+$/);
-      // The one log (a sorted set of revoked grant ids); every other key is a string.
-      expect(type).toBe(key.startsWith('canary:revoked-grants:') ? 'zset' : 'string');
+      // The one log (a sorted set of revoked grant ids) and the sliding-window counters (Store.admit:
+      // a hash of slot → count, no values from the flow); every other key is a string.
+      const expected = key.startsWith('canary:revoked-grants:') ? 'zset' : SLIDING_WINDOWS.some((c) => key.startsWith(`canary:${c}:`)) ? 'hash' : 'string';
+      expect(type, key).toBe(expected);
       namespaces.add(key.split(':')[1]!);
     }
     // What a full flow leaves: the client, the redeemed code marker, the refresh family, the consent record.
