@@ -21,6 +21,8 @@ type Answer = (id: number, method: string) => { status?: number; type?: string; 
 function fakeUpstream(answer: Answer): Forwarder {
   return {
     forward(req: IncomingMessage, res: ServerResponse, ctx) {
+      // The session's GET stream (list_changed): this upstream has none.
+      if (req.method === 'GET') return Promise.resolve(void res.writeHead(405).end());
       const message = JSON.parse(ctx.body.toString()) as { id?: number; method: string };
       if (message.method === 'initialize') {
         res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': 's1' });

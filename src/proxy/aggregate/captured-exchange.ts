@@ -143,10 +143,13 @@ export function openStream(forwarder: Forwarder, request: CapturedRequest, ctx: 
   const res = new CapturedResponse(0, onChunk);
   const ended = new Promise<void>((resolve) => {
     res.once('close', () => resolve());
-    forwarder.forward(requestOf(request), res as unknown as ServerResponse, { ...ctx, body: request.body }).then(
-      () => undefined,
-      () => (res.destroy(), undefined),
-    );
+    // A forwarder that throws, at once or later, ends the stream: `ended` never rejects.
+    const failed = () => (res.destroy(), undefined);
+    try {
+      forwarder.forward(requestOf(request), res as unknown as ServerResponse, { ...ctx, body: request.body }).then(() => undefined, failed);
+    } catch {
+      failed();
+    }
   });
   return { ended, stop: () => void res.destroy() };
 }
