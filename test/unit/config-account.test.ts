@@ -66,9 +66,9 @@ describe('account (the connected-apps page)', () => {
     for (const path of ['/account', '/accounts/mcp', '/my/account/mcp']) expect(isReservedPath(path)).toBe(false);
   });
 
-  it("the README's example turns the page on (on a loopback gateway, as its dev login needs)", async () => {
-    const readme = await readFile(new URL('../../README.md', import.meta.url), 'utf8');
-    const section = readme.slice(readme.indexOf('### Connected apps'));
+  it("the example of docs/authorization-server.md turns the page on (on a loopback gateway, as its dev login needs)", async () => {
+    const page = await readFile(new URL('../../docs/authorization-server.md', import.meta.url), 'utf8');
+    const section = page.slice(page.indexOf('## Connected apps'));
     const block = /```yaml\n([\s\S]*?)```/.exec(section)![1]!;
     const example = parse(block) as Record<string, unknown>;
     expect(example.account).toEqual({ enabled: true });

@@ -66,10 +66,10 @@ describe('upstream: { sse: URL }', () => {
   });
 });
 
-describe("the README's legacy SSE route", () => {
+describe("the legacy SSE route of docs/upstreams.md", () => {
   it('loads as shown', async () => {
-    const readme = await readFile(new URL('../../README.md', import.meta.url), 'utf8');
-    const block = /```yaml\n(# policies\/legacy\.yaml[\s\S]*?)```/.exec(readme)?.[1];
+    const page = await readFile(new URL('../../docs/upstreams.md', import.meta.url), 'utf8');
+    const block = /```yaml\n(# policies\/legacy\.yaml[\s\S]*?)```/.exec(page)?.[1];
     expect(block).toBeDefined();
     await writeFile(join(dir, 'gateway.yaml'), GATEWAY);
     await writeFile(join(dir, 'legacy.yaml'), block!);

@@ -5,7 +5,7 @@
  * unknown fields, which the schemas let through); and the manifests agree
  * with the gateway: port, probes, config mount, command line, drain timing,
  * and a ConfigMap that loads with the environment the Deployment provides;
- * the README's table names every variable each overlay needs.
+ * the table of docs/deployment.md names every variable each overlay needs.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -246,10 +246,10 @@ describe('the manifests agree with the gateway', () => {
   });
 });
 
-describe("the README names every variable each overlay needs", () => {
-  const readme = readFileSync(join(REPO, 'README.md'), 'utf8');
+describe("docs/deployment.md names every variable each overlay needs", () => {
+  const page = readFileSync(join(REPO, 'docs/deployment.md'), 'utf8');
   /** The table's rows as `overlay variable`. */
-  const rows = new Set([...readme.matchAll(/^\| (sidecar|standalone) \| `([A-Z_]+)` \|/gm)].map((m) => `${m[1]} ${m[2]}`));
+  const rows = new Set([...page.matchAll(/^\| (sidecar|standalone) \| `([A-Z_]+)` \|/gm)].map((m) => `${m[1]} ${m[2]}`));
 
   it.each(OVERLAYS)('%s: PUBLIC_URL, each Secret-fed variable and each { env: NAME } of its config', (overlay) => {
     const env = gatewayContainer(overlay).env ?? [];

@@ -1,6 +1,8 @@
 /**
- * The configurations the docs show are ones the gateway accepts: the README's
- * YAML blocks that are whole configurations, and the directory the `docker run`
+ * The configurations the docs show are ones the gateway accepts: the YAML blocks
+ * of the README and of docs/ that are whole configurations, the examples of the
+ * reference pages (docs/configuration.md, policies.md, dpop.md, upstreams.md,
+ * authorization-server.md, idps/), and the directory the `docker run`
  * of docs/deployment.md mounts, with that command's environment. Each goes
  * through the same loader as `check` and `serve`.
  */
@@ -46,7 +48,13 @@ async function fencedBlocks(file: string, language: string): Promise<{ before: s
   return blocks;
 }
 
-/** Writes a README config into its own directory, with the mounted secret files under the scratch directory. */
+/** The section of `file` under `heading`: its first block of `language`. */
+async function firstBlockUnder(file: string, heading: string, language = 'yaml'): Promise<string | undefined> {
+  const blocks = await fencedBlocks(file, language);
+  return blocks.find(({ before }) => before.includes(heading) && !before.slice(before.lastIndexOf(heading)).includes('```'))?.text;
+}
+
+/** Writes a docs config into its own directory, with the mounted secret files under the scratch directory. */
 async function writeConfig(name: string, files: Record<string, string>): Promise<string> {
   const dir = join(scratch, name);
   await mkdir(dir, { recursive: true });
@@ -56,18 +64,27 @@ async function writeConfig(name: string, files: Record<string, string>): Promise
 
 const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
-describe('README', () => {
+/** Its YAML blocks that are whole configurations (public_url and routes). */
+async function wholeConfigs(file: string): Promise<string[]> {
+  return (await fencedBlocks(file, 'yaml')).map(({ text }) => text).filter((text) => {
+    const data: unknown = parse(text);
+    return isRecord(data) && 'public_url' in data && 'routes' in data;
+  });
+}
+
+describe('README and docs/', () => {
   it('every YAML block that is a whole configuration (public_url and routes) loads', async () => {
-    const whole = (await fencedBlocks('README.md', 'yaml')).filter(({ text }) => {
-      const data: unknown = parse(text);
-      return isRecord(data) && 'public_url' in data && 'routes' in data;
-    });
-    // The quick start: an external IdP, the built-in AS on a laptop, the built-in AS in production.
-    expect(whole.length).toBeGreaterThanOrEqual(3);
-    for (const [i, { text }] of whole.entries()) {
-      const dir = await writeConfig(`readme-${i}`, { 'gateway.yaml': text });
+    // The README and the pages its reference moved to: every YAML block there parses.
+    const pages = ['README.md', ...['configuration', 'upstreams', 'policies', 'authorization-server', 'dpop', 'cli', 'operations', 'user-oauth', 'deployment'].map((name) => `docs/${name}.md`)];
+    const whole = (await Promise.all(pages.map(async (page) => (await wholeConfigs(page)).map((text) => ({ page, text }))))).flat();
+    // The quick start (an external IdP, the built-in AS on a laptop), and the reference's: the built-in AS
+    // in production, DPoP with nonces, a user_oauth route.
+    expect(whole.filter(({ page }) => page === 'README.md').length).toBeGreaterThanOrEqual(2);
+    expect(whole.map(({ page }) => page)).toEqual(expect.arrayContaining(['docs/authorization-server.md', 'docs/dpop.md', 'docs/user-oauth.md']));
+    for (const [i, { page, text }] of whole.entries()) {
+      const dir = await writeConfig(`whole-${i}`, { 'gateway.yaml': text });
       const config = await loadConfig(join(dir, 'gateway.yaml'), SECRETS_ENV);
-      expect(config.routes.length, text).toBeGreaterThan(0);
+      expect(config.routes.length, `${page}\n${text}`).toBeGreaterThan(0);
     }
   });
 
@@ -83,26 +100,25 @@ describe('README', () => {
     expect(config.authorizationServer?.clients?.map((c) => [c.clientId, c.grantTypes])).toEqual([['ci-bot', ['client_credentials']]]);
   });
 
-  it('the reference example (gateway.yaml and one route) loads as a directory', async () => {
-    const blocks = await fencedBlocks('README.md', 'yaml');
+  it('the reference example of docs/configuration.md (gateway.yaml and one route) loads as a directory', async () => {
+    const blocks = await fencedBlocks('docs/configuration.md', 'yaml');
     const start = blocks.findIndex(({ before }) => before.trimEnd().endsWith('A complete example in front of an MCP server that trusts an existing IdP:'));
     expect(start).toBeGreaterThanOrEqual(0);
     const [gateway, route] = [blocks[start]!.text, blocks[start + 1]!.text];
     expect(gateway).toMatch(/^# policies\/gateway\.yaml/);
     expect(route).toMatch(/^# policies\/github\.yaml/);
-    const dir = await writeConfig('readme-reference', { 'gateway.yaml': gateway, 'github.yaml': route });
+    const dir = await writeConfig('configuration-reference', { 'gateway.yaml': gateway, 'github.yaml': route });
     const config = await loadConfig(dir, SECRETS_ENV);
     expect(config.routes.map((r) => r.path)).toEqual(['/github/mcp']);
   });
 });
 
-describe('README: rate limits per route', () => {
+describe('docs/policies.md: rate limits per route', () => {
   it('the example route loads, with every limit as written', async () => {
-    const blocks = await fencedBlocks('README.md', 'yaml');
-    const route = blocks.find(({ before }) => before.includes('### Rate limits per route') && !before.slice(before.lastIndexOf('### Rate limits per route')).includes('```'));
-    expect(route?.text).toMatch(/^# policies\/github\.yaml/);
+    const route = await firstBlockUnder('docs/policies.md', '## Rate limits per route');
+    expect(route).toMatch(/^# policies\/github\.yaml/);
     const gateway = 'listen: { host: 127.0.0.1 }\npublic_url: http://127.0.0.1:8080\nauthorization_server: { enabled: true, login: { kind: dev } }\n';
-    const dir = await writeConfig('readme-rate-limits', { 'gateway.yaml': gateway, 'github.yaml': route!.text });
+    const dir = await writeConfig('policies-rate-limits', { 'gateway.yaml': gateway, 'github.yaml': route! });
     const config = await loadConfig(dir, SECRETS_ENV);
     expect(config.routes[0]!.rateLimits.map(({ per, requests, windowMs, match }) => [per, requests, windowMs, match ?? null])).toEqual([
       ['principal', 120, 60_000, null],
@@ -113,44 +129,38 @@ describe('README: rate limits per route', () => {
   });
 });
 
-describe('README: DPoP', () => {
+describe('docs/dpop.md', () => {
   it('the example route loads with dpop: required and its htu', async () => {
-    const heading = '### DPoP: tokens bound to the client\'s key';
-    const blocks = await fencedBlocks('README.md', 'yaml');
-    const route = blocks.find(({ before }) => before.includes(heading) && !before.slice(before.lastIndexOf(heading)).includes('```'));
-    expect(route?.text).toMatch(/^# policies\/github\.yaml/);
-    const dir = await writeConfig('readme-dpop', { 'gateway.yaml': 'listen: { host: 127.0.0.1 }\npublic_url: https://mcp.example.com\n', 'github.yaml': route!.text });
+    const route = await firstBlockUnder('docs/dpop.md', '# DPoP: tokens bound to the client\'s key');
+    expect(route).toMatch(/^# policies\/github\.yaml/);
+    const dir = await writeConfig('dpop', { 'gateway.yaml': 'listen: { host: 127.0.0.1 }\npublic_url: https://mcp.example.com\n', 'github.yaml': route! });
     const config = await loadConfig(dir, SECRETS_ENV);
     expect(config.routes[0]!.dpop).toEqual({ required: true, htu: 'https://mcp.example.com/github/mcp', nonce: false });
   });
 });
 
-describe('README: enterprise-managed authorization (ID-JAG)', () => {
+describe('docs/authorization-server.md: enterprise-managed authorization (ID-JAG)', () => {
   it('the example loads: one enterprise IdP, and a confidential client with the jwt-bearer grant', async () => {
-    const heading = '### Enterprise-managed authorization (ID-JAG)';
-    const blocks = await fencedBlocks('README.md', 'yaml');
-    const example = blocks.find(({ before }) => before.includes(heading) && !before.slice(before.lastIndexOf(heading)).includes('```'));
-    expect(example?.text).toMatch(/^# policies\/gateway\.yaml/);
-    const gateway = `listen: { host: 127.0.0.1 }\npublic_url: https://mcp.example.com\n${example!.text.replace(/^authorization_server:/m, 'authorization_server:\n  signing_key: { file: /secrets/signing.jwk.json }\n  login: { kind: oidc, issuer: https://idp.example.com, client_id: gw }')}`;
-    const dir = await writeConfig('readme-id-jag', { 'gateway.yaml': gateway, 'r.yaml': 'path: /a/mcp\nupstream: http://127.0.0.1:3000/mcp\n' });
+    const example = await firstBlockUnder('docs/authorization-server.md', '## Enterprise-managed authorization (ID-JAG)');
+    expect(example).toMatch(/^# policies\/gateway\.yaml/);
+    const gateway = `listen: { host: 127.0.0.1 }\npublic_url: https://mcp.example.com\n${example!.replace(/^authorization_server:/m, 'authorization_server:\n  signing_key: { file: /secrets/signing.jwk.json }\n  login: { kind: oidc, issuer: https://idp.example.com, client_id: gw }')}`;
+    const dir = await writeConfig('id-jag', { 'gateway.yaml': gateway, 'r.yaml': 'path: /a/mcp\nupstream: http://127.0.0.1:3000/mcp\n' });
     const config = await loadConfig(dir, SECRETS_ENV);
     expect(config.authorizationServer?.enterpriseIdps).toEqual([{ issuer: 'https://acme.okta.com', jwksUri: 'https://acme.okta.com/oauth2/v1/keys' }]);
     expect(config.authorizationServer?.clients?.map((c) => [c.clientId, c.grantTypes, c.clientSecret])).toEqual([['ai-agent', ['urn:ietf:params:oauth:grant-type:jwt-bearer'], 'agent-secret']]);
   });
 });
 
-describe('README: isolating stdio servers', () => {
+describe('docs/upstreams.md: isolating stdio servers', () => {
   it('the example route loads with its sandbox and user (as root; otherwise the user is refused, naming the capabilities)', async () => {
-    const heading = '#### Isolating stdio servers';
-    const blocks = await fencedBlocks('README.md', 'yaml');
-    const route = blocks.find(({ before }) => before.includes(heading) && !before.slice(before.lastIndexOf(heading)).includes('```'));
-    expect(route?.text).toMatch(/^# policies\/memory\.yaml/);
+    const route = await firstBlockUnder('docs/upstreams.md', '### Isolating stdio servers');
+    expect(route).toMatch(/^# policies\/memory\.yaml/);
     // The example's install folder, made here.
     const srv = join(scratch, 'srv-mcp');
     await mkdir(join(srv, 'node_modules'), { recursive: true });
-    const dir = await writeConfig('readme-isolation', {
+    const dir = await writeConfig('upstreams-isolation', {
       'gateway.yaml': 'listen: { host: 127.0.0.1 }\npublic_url: http://127.0.0.1:8080\nauthorization_server: { enabled: true, login: { kind: dev } }\n',
-      'memory.yaml': route!.text.replaceAll('/srv/mcp/', `${srv}/`),
+      'memory.yaml': route!.replaceAll('/srv/mcp/', `${srv}/`),
     });
     if (process.geteuid?.() !== 0) {
       await expect(loadConfig(dir, SECRETS_ENV)).rejects.toThrow(/upstream\.stdio\.user: the gateway \(uid \d+\) lacks CAP_/);
@@ -206,11 +216,11 @@ describe('docs/idps', () => {
     expect(config.authorizationServer?.login).toMatchObject(login);
   });
 
-  it("the README's login examples (oidc with its quirks, oauth2) load in a gateway.yaml", async () => {
-    const blocks = (await fencedBlocks('README.md', 'yaml')).filter(({ text }) => /^\s+kind: (oidc|oauth2)$/m.test(text) && /^authorization_server:/m.test(text) && !/^public_url:/m.test(text));
+  it("the login examples of docs/authorization-server.md (oidc with its quirks, oauth2) load in a gateway.yaml", async () => {
+    const blocks = (await fencedBlocks('docs/authorization-server.md', 'yaml')).filter(({ text }) => /^\s+kind: (oidc|oauth2)$/m.test(text) && /^authorization_server:/m.test(text) && !/^public_url:/m.test(text));
     const kinds: string[] = [];
     for (const [i, { text }] of blocks.entries()) {
-      const dir = await writeConfig(`readme-login-${i}`, { 'gateway.yaml': `listen: { host: 0.0.0.0 }\npublic_url: https://mcp.example.com\n${text}`, 'route.yaml': 'path: /mcp\nupstream: http://127.0.0.1:3000/mcp\n' });
+      const dir = await writeConfig(`as-login-${i}`, { 'gateway.yaml': `listen: { host: 0.0.0.0 }\npublic_url: https://mcp.example.com\n${text}`, 'route.yaml': 'path: /mcp\nupstream: http://127.0.0.1:3000/mcp\n' });
       kinds.push((await loadConfig(dir, SECRETS_ENV)).authorizationServer!.login.kind);
     }
     expect(kinds).toContain('oauth2');
