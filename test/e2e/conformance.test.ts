@@ -55,7 +55,7 @@ const JUSTIFIED: ExpectedDifference[] = [
     scenario: 'tasks-request-headers',
     direct: 'tasks-headers-reject-mismatched-method: FAILURE — expected -32020 HeaderMismatch; got -32000',
     gateway: 'tasks-headers-reject-mismatched-method: SUCCESS',
-    why: 'an Mcp-Method header that contradicts the body is refused with 400 and JSON-RPC -32020 (README, "What is judged"; 2026-07-28)',
+    why: 'an Mcp-Method header that contradicts the body is refused with 400 and JSON-RPC -32020 (docs/policies.md, "What is judged"; 2026-07-28)',
   },
 ];
 

@@ -1,7 +1,7 @@
 /**
  * Issue 2 "Done when", through the real command line (bin/mcp-auth-gateway.js, compiled from the
  * current sources): `check` validates (0) or reports `file:line: message` (1); `serve --config
- * <dir>` serves a route as the README's "HTTP behaviour" says — challenge, metadata, the SDK client's calls with
+ * <dir>` serves a route as docs/operations.md ("HTTP behaviour") says — challenge, metadata, the SDK client's calls with
  * only the configured credential upstream, and the 400/404 answers — in front of the unmodified
  * server-everything.
  */
@@ -126,7 +126,7 @@ describe('mcp-auth-gateway serve', () => {
     }
   });
 
-  it('answers 401 invalid_token, 403, 400 and 404 as the README (HTTP behaviour) says, forwarding nothing', async () => {
+  it('answers 401 invalid_token, 403, 400 and 404 as docs/operations.md (HTTP behaviour) says, forwarding nothing', async () => {
     const before = hop.requests.length;
     const good = await issuer.mint({ aud: `${PUBLIC_URL}${PATH}`, scope: 'mcp:read' });
     const cases: Array<[string, RequestInit & { path?: string }, Parameters<typeof expectRejection>[1], string]> = [

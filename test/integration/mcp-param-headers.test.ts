@@ -9,7 +9,7 @@
  *   missing is 400 with JSON-RPC -32020 and the request id, audited, forwarded to nobody; agreeing
  *   headers (any case of the name, plain or base64) pass unchanged.
  * - Before any tools/list, and after a reload, the route knows nothing and forwards (the upstream
- *   must validate: documented in the README).
+ *   must validate: documented in docs/policies.md).
  * - The same on a stdio route (the fixture server's `route_query`), whose child never sees headers.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';

@@ -4,7 +4,7 @@
  * redis-server and one signing key, in front of the real server-everything:
  * - alice approves two dynamically registered apps, signs in to the page with the dev login, and
  *   sees each with its name, client id, redirect host, MCP server, scopes, approved at and last
- *   used (the README's screenshot is taken here);
+ *   used (the screenshot of docs/authorization-server.md is taken here);
  * - she revokes one: its refresh token gets invalid_grant, its access token is refused on the
  *   replica that revoked it at once and on the other replica within 5 s (an SDK client on a
  *   kept-alive connection included); the other app keeps working on both; the revoked app has
@@ -38,8 +38,8 @@ import { startEverythingServer, type UpstreamHandle } from '../helpers/upstream.
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const available = existsSync(CHROMIUM);
-/** The README's picture of the page (docs/images/), taken from the first test's page. */
-// The README's screenshot is rewritten only when asked (UPDATE_SCREENSHOTS=1), so a test run leaves the
+/** The picture of the page in docs/authorization-server.md (docs/images/), taken from the first test's page. */
+// The screenshot is rewritten only when asked (UPDATE_SCREENSHOTS=1), so a test run leaves the
 // checkout clean; otherwise it goes to the temp directory for a human to look at.
 const SCREENSHOT = process.env.UPDATE_SCREENSHOTS === '1'
   ? new URL('../../docs/images/connected-apps.png', import.meta.url)

@@ -1,5 +1,5 @@
 /**
- * SECURITY-CASES J52 (README, "limits and revocation"): when a grant is revoked — /revoke of its
+ * SECURITY-CASES J52 (docs/authorization-server.md, "limits and revocation"): when a grant is revoked — /revoke of its
  * refresh token or of one of its access tokens, a replayed code, a reused refresh token — its
  * access tokens are refused (401 invalid_token, nothing upstream) on every replica within 5 s, on
  * a kept-alive connection that used the token before (the per-connection recall and the verified

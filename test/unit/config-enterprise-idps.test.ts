@@ -1,7 +1,7 @@
 // `authorization_server.enterprise_idps` (ID-JAG): checked once at load — https URLs (http only
 // on a loopback host), each issuer once and never this AS itself — and the jwt-bearer grant of a
-// configured client only for a confidential client, and only with an IdP to trust. (The README's
-// example is loaded by docs-examples.test.ts.)
+// configured client only for a confidential client, and only with an IdP to trust. (The example of
+// docs/authorization-server.md is loaded by docs-examples.test.ts.)
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -2,7 +2,7 @@
  * `match: { when: <CEL> }`: the library (@bufbuild/cel) against cel-spec's
  * conformance suite for the core language; conditions checked at load with
  * file:line issues (syntax, unknown names, size, nested comprehensions);
- * decisions over claims, method, tool, uri and arguments (the README's
+ * decisions over claims, method, tool, uri and arguments (docs/policies.md's
  * examples: groups, an email domain, a repository owner, a path prefix),
  * against a plain-JS oracle over generated inputs; a condition that cannot be
  * evaluated refuses rather than skips; `explain` shows the rule and decides
@@ -88,7 +88,7 @@ describe('conditions are checked at load, with file:line', () => {
   });
 });
 
-const README_RULES = [
+const DOCUMENTED_RULES = [
   { match: { method: 'tools/call', when: '!("admins" in claims.groups)', tool: 'delete_*' }, deny: true },
   { match: { method: 'tools/call', tool: 'create_issue', when: 'arguments.owner != "acme"' }, deny: true },
   { match: { method: 'tools/call', tool: 'read_file', when: '!arguments.path.startsWith("/srv/shared/")' }, deny: true },
@@ -98,13 +98,13 @@ const README_RULES = [
 describe('decisions over claims and arguments', () => {
   let policy: RoutePolicy;
   beforeAll(async () => {
-    const { config } = await load(README_RULES);
+    const { config } = await load(DOCUMENTED_RULES);
     policy = compilePolicy((await config).routes[0]!);
   });
   const caller = (claims: Record<string, unknown>): PolicyCaller => ({ subject: 'alice', clientId: 'c', scopes: ['mcp:read'], claims });
   const call = (name: string, args?: Record<string, unknown>) => ({ method: 'tools/call', name, ...(args && { arguments: args }) });
 
-  it('groups, a repository owner, a path prefix and an email domain, as the README writes them', () => {
+  it('groups, a repository owner, a path prefix and an email domain, as docs/policies.md writes them', () => {
     const member = caller({ groups: ['admins'], email: 'a@acme.example' });
     const outsider = caller({ groups: ['dev'], email: 'b@acme.example' });
     expect(evaluateOperation(policy, call('delete_repo'), member).allow).toBe(true);
@@ -161,7 +161,7 @@ describe('explain shows the condition and decides with --claims and --arguments'
   it('names the rule with its when, and the reason', async () => {
     const sub = await mkdtemp(join(dir, 'e-'));
     await writeFile(join(sub, 'gateway.yaml'), stringify(gatewayYaml()));
-    await writeFile(join(sub, 'route.yaml'), stringify(jwtRoute('/r/mcp', 'https://upstream.example.test/mcp', ISSUER, { rules: README_RULES })));
+    await writeFile(join(sub, 'route.yaml'), stringify(jwtRoute('/r/mcp', 'https://upstream.example.test/mcp', ISSUER, { rules: DOCUMENTED_RULES })));
     const lines: string[] = [];
     const out = { log: (l: string) => lines.push(l), error: (l: string) => lines.push(l) };
     const args = { route: '/r/mcp', tool: 'create_issue', scopes: 'mcp:read', claims: '{"groups":["dev"],"email":"a@acme.example"}' };

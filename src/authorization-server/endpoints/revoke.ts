@@ -1,5 +1,5 @@
 // /revoke (RFC 7009). A refresh token or an access token revokes its whole
-// grant (§2.1 allows it, the README promises it): further refreshes fail at
+// grant (§2.1 allows it, docs/authorization-server.md promises it): further refreshes fail at
 // once, and the grant's access tokens are refused on every replica within 5 s
 // (RevokedGrants). Only the client the token was issued to can revoke it.
 // Unknown, foreign or malformed tokens get the same 200 (§2.2).

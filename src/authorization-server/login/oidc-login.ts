@@ -53,7 +53,7 @@ export const oidcLogin: LoginMethodFactory = (ctx, services): LoginMethod => {
   // Refresh-token reuse, code replay, /revoke: the grant's IdP tokens go with it.
   services.grants.onRevoke((grantId) => tokens.delete(grantId));
   const idpTokens = new IdpAccessTokens({ issuer: ctx.issuer, store: ctx.store, tokens, client, grants: services.grants, logger: ctx.logger });
-  // The gateway's refresh asks the IdP too: a grant ends with its IdP session (README, "Third-party login").
+  // The gateway's refresh asks the IdP too: a grant ends with its IdP session (docs/authorization-server.md, "Third-party login").
   services.grants.beforeRefresh((grant) => idpTokens.confirmSession(grant));
   const sessions = new IdpSessions(ctx.store, ctx.config.refreshTokenTtlMs);
   const logoutPath = `${services.basePath}/backchannel-logout` as `/${string}`;

@@ -1,4 +1,4 @@
-// Which grants are revoked, known synchronously on every request (README,
+// Which grants are revoked, known synchronously on every request (docs/authorization-server.md,
 // "limits and revocation": a revoked grant's access tokens are refused on
 // every replica within 5 s, on kept-alive connections too). An access token
 // is a JWT checked without a store round trip, so each replica keeps a local set of revoked

@@ -44,7 +44,7 @@ function probe(bwrap: string, sandbox: StdioSandboxConfig, user: StdioUserConfig
       rmSync(processDir, { recursive: true, force: true });
       if (!err) return resolve(undefined);
       const said = firstLine(stderr) || err.message;
-      const hint = unprivileged ? ' (an unprivileged sandbox needs user namespaces: in a container they are often off; see the README, stdio upstreams)' : '';
+      const hint = unprivileged ? ' (an unprivileged sandbox needs user namespaces: in a container they are often off; see docs/upstreams.md, isolating stdio servers)' : '';
       resolve(`bwrap could not start a sandbox${user ? ` as uid ${user.uid}` : ''}: ${said}${hint}`);
     });
   });
