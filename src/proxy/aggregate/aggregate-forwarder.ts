@@ -16,6 +16,7 @@ import type { ForwardContext, Forwarder, ProxyLogger, SessionHook } from '../for
 import { methodNotAllowed } from '../forwarded-methods.js';
 import { AggregateMethods, rpcError, type SessionUpstream } from './aggregate-methods.js';
 import { UpstreamCapabilities } from './upstream-capabilities.js';
+import { ServerRequests, type AnswerMessage } from './server-requests.js';
 import { SessionSlots } from './session-slots.js';
 import { UpstreamHealth, type AggregateMetrics } from './upstream-health.js';
 import { UpstreamLink, type AggregateUpstream, type ClientHello } from './upstream-link.js';
@@ -41,7 +42,14 @@ interface ClientSession {
   inFlight: Map<string, AbortController>;
   /** The progress tokens of those requests (JSON): an upstream's progress on any other is not passed on. */
   progressTokens: Set<string>;
+  /** The upstreams' requests to the client (sampling, elicitation, roots) awaiting its answer. */
+  requests: ServerRequests;
+  /** Which of those the client said it serves (its initialize's capabilities), and ping. */
+  serves: ReadonlySet<string>;
 }
+
+/** The client capabilities passed on to the upstreams, and the requests each lets an upstream send the client. */
+const CLIENT_CAPABILITIES: Record<string, string> = { sampling: 'sampling/createMessage', elicitation: 'elicitation/create', roots: 'roots/list' };
 
 /** What a client's GET stream may hold unread before notifications to it are dropped. */
 const MAX_UNREAD_BYTES = 256 * 1024;
@@ -97,6 +105,9 @@ class AggregateForwarder implements Forwarder {
       if (sessionId === undefined) throw new GatewayError(400, 'invalid_request', 'Mcp-Session-Id header is required (a session starts with initialize)');
       const session = await this.sessionOf(sessionId, ctx.auth);
       session.lastUsed = Date.now();
+      // The client's answers to the upstreams' requests: all checked before anything is forwarded.
+      const replies = messages.filter((m) => typeof m.method !== 'string');
+      if (replies.length > 0) await session.requests.answered(replies as AnswerMessage[]);
       const answers = (await Promise.all(messages.map((m) => this.answer(session, m, ctx)))).filter((a) => a !== undefined);
       if (answers.length === 0) return void res.writeHead(202).end();
       this.reply(res, ctx, Array.isArray(parsed) ? answers : answers[0]);
@@ -127,13 +138,16 @@ class AggregateForwarder implements Forwarder {
     const params = isRecord(message.params) ? message.params : {};
     const requested = typeof params.protocolVersion === 'string' ? params.protocolVersion : SUPPORTED_VERSIONS[0]!;
     const protocolVersion = SUPPORTED_VERSIONS.includes(requested) ? requested : SUPPORTED_VERSIONS[0]!;
-    const hello: ClientHello = { protocolVersion, capabilities: {}, clientInfo: isRecord(params.clientInfo) ? params.clientInfo : { name: 'mcp-auth-gateway', version: '0.1.0' } };
+    const capabilities = clientCapabilities(params.capabilities);
+    const hello: ClientHello = { protocolVersion, capabilities, clientInfo: isRecord(params.clientInfo) ? params.clientInfo : { name: 'mcp-auth-gateway', version: '0.1.0' } };
     const id = randomBytes(24).toString('base64url');
     const upstreams = this.deps.upstreams.map((u, i) => ({ link: new UpstreamLink(u, ctx.auth, hello), health: u.perSession ? this.sessionHealth(u.name) : this.health[i]! }));
-    for (const u of upstreams) u.link.onNotification = (method, params) => this.notified(id, method, params);
+    const serves = new Set(['ping', ...Object.keys(capabilities).map((c) => CLIENT_CAPABILITIES[c]!)]);
+    const session: ClientSession = { owner: principalKey(ctx.auth), user, upstreams, methods: new AggregateMethods(this.route, upstreams, this.names, this.loggedClashes, this.deps.logger), lastUsed: Date.now(), inFlight: new Map(), progressTokens: new Set(), serves, requests: new ServerRequests((m) => this.push(session, m)) };
+    for (const u of upstreams) this.wire(session, u.link);
     const results = await Promise.all(upstreams.map((u) => (u.health.down ? undefined : u.link.open(ctx.span).then((r) => (u.health.served(), r), (err: unknown) => void u.health.failedWith('initialize', err)))));
     await this.deps.session.bind(id, ctx.auth);
-    this.sessions.set(id, { owner: principalKey(ctx.auth), user, upstreams, methods: new AggregateMethods(this.route, upstreams, this.names, this.loggedClashes, this.deps.logger), lastUsed: Date.now(), inFlight: new Map(), progressTokens: new Set() });
+    this.sessions.set(id, session);
     res.setHeader('mcp-session-id', id);
     const result = { protocolVersion, capabilities: capabilitiesOf(results), serverInfo: this.serverInfo() };
     this.reply(res, ctx, { jsonrpc: '2.0', id: message.id ?? null, result });
@@ -164,6 +178,7 @@ class AggregateForwarder implements Forwarder {
     session.stream = res;
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store' });
     res.flushHeaders();
+    session.requests.flush();
     res.on('close', () => {
       if (session.stream === res) session.stream = undefined;
     });
@@ -175,16 +190,31 @@ class AggregateForwarder implements Forwarder {
    * client's requests in flight is passed on as it is (tokens go to the
    * upstream unchanged, and each upstream session is this client session's).
    */
-  private notified(id: string, method: string, params: Record<string, unknown> | undefined): void {
-    const session = this.sessions.get(id);
-    if (!session) return;
-    let message: object | undefined;
+  private notified(session: ClientSession, link: UpstreamLink, method: string, params: Record<string, unknown> | undefined): void {
     if (LIST_CHANGED.has(method)) {
       if (method === 'notifications/resources/list_changed') session.methods.forgetResources();
-      message = { jsonrpc: '2.0', method };
-    } else if (method === 'notifications/progress' && session.progressTokens.has(JSON.stringify(params?.progressToken))) message = { jsonrpc: '2.0', method, params };
-    // A client that does not read its stream misses notifications rather than the gateway holding them without bound.
-    if (message && session.stream && session.stream.writableLength < MAX_UNREAD_BYTES) session.stream.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
+      this.push(session, { jsonrpc: '2.0', method });
+    } else if (method === 'notifications/progress' && session.progressTokens.has(JSON.stringify(params?.progressToken))) this.push(session, { jsonrpc: '2.0', method, params });
+    else if (method === 'notifications/cancelled') session.requests.cancelled(link, params?.requestId, params?.reason);
+  }
+
+  /** An upstream link's messages to the client, wired to this session: notifications, and requests the client serves. */
+  private wire(session: ClientSession, link: UpstreamLink): void {
+    link.onNotification = (method, params) => this.notified(session, link, method, params);
+    link.onRequest = (id, method, params) => {
+      const asked = link.session;
+      const sink = (upstreamId: string | number, answer: object) => link.respond(asked, { jsonrpc: '2.0', id: upstreamId, ...answer });
+      if (session.serves.has(method)) session.requests.asked(link, id, method, params, sink);
+      else void sink(id, rpcError(-32601, `Method not found: ${method}`)).catch(() => undefined);
+    };
+  }
+
+  /** One message on the client's GET stream; false when none is open or it holds too much unread (the client then misses notifications). */
+  private push(session: ClientSession, message: object): boolean {
+    const stream = session.stream;
+    if (!stream || stream.writableEnded || stream.writableLength >= MAX_UNREAD_BYTES) return false;
+    stream.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
+    return true;
   }
 
   /**
@@ -203,6 +233,8 @@ class AggregateForwarder implements Forwarder {
     if (m.id === undefined) {
       // The client's cancellation of a request in flight reaches the upstream serving it (other notifications are not passed on).
       if (m.method === 'notifications/cancelled') session.inFlight.get(JSON.stringify(params?.requestId))?.abort(typeof params?.reason === 'string' ? params.reason : undefined);
+      // The client's roots changed: every upstream session is told (each asks again if it wants them).
+      if (m.method === 'notifications/roots/list_changed' && session.serves.has('roots/list')) for (const u of session.upstreams) u.link.notify(m.method);
       return undefined;
     }
     if (m.method === 'initialize') return { jsonrpc: '2.0', id: m.id, ...rpcError(-32600, 'Already initialized') };
@@ -260,6 +292,14 @@ class AggregateForwarder implements Forwarder {
     const before = Date.now() - IDLE_MS;
     for (const [id, s] of this.sessions) if (s.lastUsed < before) this.drop(id);
   }
+}
+
+/** The client's capabilities the upstreams are told of: sampling, elicitation and roots, as the client gave them. */
+function clientCapabilities(given: unknown): Record<string, Record<string, unknown>> {
+  const out: Record<string, Record<string, unknown>> = {};
+  if (!isRecord(given)) return out;
+  for (const key of Object.keys(CLIENT_CAPABILITIES)) if (isRecord(given[key])) out[key] = given[key];
+  return out;
 }
 
 /** What some upstream offers among tools, prompts, resources and logging, and listChanged where some upstream sends it (subscribe not passed on yet). */

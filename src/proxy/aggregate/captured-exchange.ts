@@ -52,10 +52,12 @@ class CapturedResponse extends EventEmitter {
     this.statusCode = status;
     for (const [name, value] of Object.entries(headers ?? {})) if (value !== undefined) this.setHeader(name, value);
     this.headersSent = true;
+    this.emit('head');
     return this;
   }
   flushHeaders(): void {
     this.headersSent = true;
+    this.emit('head');
   }
   write(chunk: Buffer | string): boolean {
     if (this.writableEnded || this.destroyed) return false;
@@ -136,11 +138,16 @@ export function captureExchange(forwarder: Forwarder, request: CapturedRequest, 
 
 /**
  * A long-lived GET (the upstream session's stream of server messages) through
- * `forwarder`: each chunk goes to `onChunk` as it comes; `ended` resolves when
- * the stream ends, whatever the reason; `stop()` ends it from this side.
+ * `forwarder`: each chunk goes to `onChunk` as it comes; `started` resolves
+ * when the upstream answered its head (or the stream ended), `ended` when the
+ * stream ends, whatever the reason; `stop()` ends it from this side.
  */
-export function openStream(forwarder: Forwarder, request: CapturedRequest, ctx: Omit<ForwardContext, 'body'>, onChunk: (chunk: Buffer) => void): { ended: Promise<void>; stop(): void } {
+export function openStream(forwarder: Forwarder, request: CapturedRequest, ctx: Omit<ForwardContext, 'body'>, onChunk: (chunk: Buffer) => void): { started: Promise<void>; ended: Promise<void>; stop(): void } {
   const res = new CapturedResponse(0, onChunk);
+  const started = new Promise<void>((resolve) => {
+    res.once('head', () => resolve());
+    res.once('close', () => resolve());
+  });
   const ended = new Promise<void>((resolve) => {
     res.once('close', () => resolve());
     // A forwarder that throws, at once or later, ends the stream: `ended` never rejects.
@@ -151,7 +158,7 @@ export function openStream(forwarder: Forwarder, request: CapturedRequest, ctx: 
       failed();
     }
   });
-  return { ended, stop: () => void res.destroy() };
+  return { started, ended, stop: () => void res.destroy() };
 }
 
 function requestOf(request: CapturedRequest): IncomingMessage {

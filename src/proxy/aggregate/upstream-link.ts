@@ -42,11 +42,16 @@ export interface ClientHello {
 /** A notification of the upstream's (no id), from its stream or an answer's. */
 export type NotificationSink = (method: string, params: Record<string, unknown> | undefined) => void;
 
+/** A request of the upstream's to the client (sampling, elicitation, roots), from its stream or an answer's. */
+export type RequestSink = (id: string | number, method: string, params: Record<string, unknown> | undefined) => void;
+
 export class UpstreamLink {
   private opened?: Promise<Record<string, unknown>>;
   private stream?: { stop(): void };
   /** Where the upstream's notifications go (the aggregated session's); none: dropped. */
   onNotification?: NotificationSink;
+  /** Where the upstream's requests to the client go; none: left unanswered. */
+  onRequest?: RequestSink;
   private sessionId?: string;
   private protocolVersion: string;
   private nextId = 1;
@@ -100,20 +105,22 @@ export class UpstreamLink {
 
   private async handshake(span?: GatewaySpan): Promise<Record<string, unknown>> {
     this.sessionId = undefined;
-    const params = { protocolVersion: this.hello.protocolVersion, capabilities: {}, clientInfo: this.hello.clientInfo };
+    const params = { protocolVersion: this.hello.protocolVersion, capabilities: this.hello.capabilities, clientInfo: this.hello.clientInfo };
     const { answer, sessionId } = await this.exchange({ jsonrpc: '2.0', id: this.nextId++, method: 'initialize', params }, 'initialize', undefined, span);
     if (!answer.result) throw new AggregateUpstreamError('unreadable');
     this.sessionId = sessionId;
     if (typeof answer.result.protocolVersion === 'string') this.protocolVersion = answer.result.protocolVersion;
-    await this.exchange({ jsonrpc: '2.0', method: 'notifications/initialized' }, 'notifications/initialized', undefined, span);
+    // The GET stream first: a server that asks the client something once initialized (roots) sends it there.
     await this.listen();
+    await this.exchange({ jsonrpc: '2.0', method: 'notifications/initialized' }, 'notifications/initialized', undefined, span);
     return answer.result;
   }
 
   /**
    * The upstream session's GET stream, where a server sends what no request
-   * asked (list_changed): opened once per upstream session, not reopened when
-   * it ends (a server without one answers 405 and that is all).
+   * asked (list_changed, its own requests): opened once per upstream session,
+   * not reopened when it ends (a server without one answers 405 and that is
+   * all). Resolves once the upstream answered its head, or after its timeout.
    */
   private async listen(): Promise<void> {
     this.stream?.stop();
@@ -126,10 +133,36 @@ export class UpstreamLink {
     void stream.ended.then(() => {
       if (this.stream === stream) this.stream = undefined;
     });
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([stream.started, new Promise<void>((resolve) => (timer = setTimeout(resolve, this.upstream.timeoutMs)))]);
+    clearTimeout(timer);
   }
 
   private notified(m: unknown): void {
-    if (isRecord(m) && typeof m.method === 'string' && m.id === undefined) this.onNotification?.(m.method, isRecord(m.params) ? m.params : undefined);
+    if (!isRecord(m) || typeof m.method !== 'string') return;
+    const params = isRecord(m.params) ? m.params : undefined;
+    if (m.id === undefined) this.onNotification?.(m.method, params);
+    else if (typeof m.id === 'string' || (typeof m.id === 'number' && Number.isSafeInteger(m.id))) this.onRequest?.(m.id, m.method, params);
+  }
+
+  /**
+   * The client's answer to a request of this upstream's, sent to the upstream session that asked
+   * (`sessionId`, as it was then): a session opened since then never sees it.
+   */
+  async respond(sessionId: string | undefined, message: { jsonrpc: '2.0'; id: string | number }): Promise<void> {
+    if (this.opened === undefined || sessionId !== this.sessionId) throw new AggregateUpstreamError('down');
+    await this.exchange(message, undefined, undefined);
+  }
+
+  /** A notification of the client's to the upstream (roots/list_changed), when its session is open; never throws. */
+  notify(method: string): void {
+    if (this.opened === undefined || this.sessionId === undefined) return;
+    void this.exchange({ jsonrpc: '2.0', method }, method, undefined).catch(() => undefined);
+  }
+
+  /** The upstream session's id now (the one a request of the upstream's came from). */
+  get session(): string | undefined {
+    return this.sessionId;
   }
 
   private async send(method: string, params: Record<string, unknown> | undefined, name: string | undefined, span?: GatewaySpan, signal?: AbortSignal): Promise<MeasuredAnswer> {
@@ -145,7 +178,7 @@ export class UpstreamLink {
     }
   }
 
-  private async exchange(message: { jsonrpc: string; id?: number; method: string; params?: unknown }, method: string, name: string | undefined, span?: GatewaySpan, signal?: AbortSignal): Promise<MeasuredAnswer & { sessionId?: string }> {
+  private async exchange(message: { jsonrpc: string; id?: number | string; method?: string; params?: unknown }, method: string | undefined, name: string | undefined, span?: GatewaySpan, signal?: AbortSignal): Promise<MeasuredAnswer & { sessionId?: string }> {
     const auth = this.auth;
     const injected = await this.upstream.headersFor(auth);
     const request = { method: 'POST' as const, headers: this.headers(method, name, this.sessionId), body: Buffer.from(JSON.stringify(message)) };
@@ -155,7 +188,7 @@ export class UpstreamLink {
     if (captured.status < 200 || captured.status > 299) throw new AggregateUpstreamError('status', captured.status);
     const sessionId = captured.headers['mcp-session-id'];
     const bytes = captured.body.length;
-    if (message.id === undefined) return { answer: {}, bytes, sessionId };
+    if (message.id === undefined || message.method === undefined) return { answer: {}, bytes, sessionId };
     return { answer: answerOf(captured, message.id), bytes, sessionId };
   }
 
@@ -176,7 +209,7 @@ export class UpstreamLink {
 }
 
 /** The answer to `id` in a JSON body or an event stream. */
-function answerOf(captured: CapturedAnswer, id: number): JsonRpcAnswer {
+function answerOf(captured: CapturedAnswer, id: number | string): JsonRpcAnswer {
   const messages: unknown[] = [];
   if ((captured.headers['content-type'] ?? '').includes('text/event-stream')) {
     // The whole stream is in hand (bounded by max_body_bytes); a last event without its blank line counts too.

@@ -1,0 +1,108 @@
+// Requests an upstream of an aggregated route sends to the client (sampling,
+// elicitation, roots), for one client session (DESIGN §8.2). Each gets an id of
+// the gateway's own (random, so upstreams' ids cannot meet and a client cannot
+// guess one), is written to the client's GET stream (held until one is open),
+// and the client's answer to that id goes back to the upstream session that
+// asked, once. An answer to an id this session was never sent, or already
+// answered, is refused before anything is forwarded.
+import { randomBytes } from 'node:crypto';
+import { GatewayError } from '../../errors/gateway-error.js';
+
+/** Requests of the upstreams a client session holds unanswered; beyond, an upstream's request is refused at once. */
+export const MAX_PENDING = 32;
+
+export type RequestId = string | number;
+
+/** A client's answer, as the upstream will receive it (only these members are passed on). */
+export type ClientAnswer = { result: Record<string, unknown> } | { error: { code: number; message: string; data?: unknown } };
+
+/** Where an answer goes: the upstream session that asked, with its own id. */
+export type AnswerSink = (id: RequestId, answer: ClientAnswer) => Promise<void>;
+
+interface Pending {
+  upstreamId: RequestId;
+  /** Which upstream session asked (for its cancellation); the sink answers it. */
+  source: object;
+  sink: AnswerSink;
+  /** The request as the client sees it, until it is written to the client's stream. */
+  unsent?: object;
+}
+
+/** A client's message without a method, as it came. */
+export interface AnswerMessage {
+  id?: unknown;
+  result?: unknown;
+  error?: unknown;
+}
+
+export class ServerRequests {
+  private readonly pending = new Map<string, Pending>();
+
+  /** `write`: writes one message to the client's stream; false when none is open (the message is then held). */
+  constructor(private readonly write: (message: object) => boolean) {}
+
+  /** An upstream's request: mapped to a fresh id and sent on; refused at once when too many are pending. */
+  asked(source: object, upstreamId: RequestId, method: string, params: Record<string, unknown> | undefined, sink: AnswerSink): void {
+    if (this.pending.size >= MAX_PENDING) {
+      void sink(upstreamId, { error: { code: -32603, message: 'Too many requests to the client are pending' } }).catch(() => undefined);
+      return;
+    }
+    const id = `mag-${randomBytes(18).toString('base64url')}`;
+    const entry: Pending = { upstreamId, source, sink, unsent: { jsonrpc: '2.0', id, method, ...(params && { params }) } };
+    this.pending.set(id, entry);
+    this.send(entry);
+  }
+
+  /** The client's stream opened: what was held is written now. */
+  flush(): void {
+    for (const entry of this.pending.values()) this.send(entry);
+  }
+
+  /** The upstream gave up a request of its own (notifications/cancelled): the client is told, with the id it knows. */
+  cancelled(source: object, upstreamId: unknown, reason: unknown): void {
+    for (const [id, entry] of this.pending) {
+      if (entry.source !== source || entry.upstreamId !== upstreamId) continue;
+      this.pending.delete(id);
+      if (entry.unsent === undefined) this.write({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, ...(typeof reason === 'string' && { reason }) } });
+      return;
+    }
+  }
+
+  /**
+   * The client's answers of one POST: each must answer a request of this session still pending,
+   * once; otherwise the whole POST is refused (400) and nothing is forwarded. Then each goes to
+   * the upstream session that asked, with that upstream's id.
+   */
+  async answered(messages: readonly AnswerMessage[]): Promise<void> {
+    const taken = messages.map((m) => ({ entry: this.claimable(m, messages), answer: answerOf(m) }));
+    for (const m of messages) this.pending.delete(m.id as string);
+    const results = await Promise.allSettled(taken.map(({ entry, answer }) => entry.sink(entry.upstreamId, answer)));
+    if (results.some((r) => r.status === 'rejected')) throw new GatewayError(502, 'bad_gateway', 'The upstream that asked did not take the answer');
+  }
+
+  private claimable(m: AnswerMessage, all: readonly AnswerMessage[]): Pending {
+    const entry = typeof m.id === 'string' ? this.pending.get(m.id) : undefined;
+    // Delivered, pending, and named once in this POST: a replay, a guess or another session's id is none of these.
+    if (!entry || entry.unsent !== undefined || all.filter((x) => x.id === m.id).length > 1) {
+      throw new GatewayError(400, 'invalid_request', 'The answer names no request of this session awaiting one');
+    }
+    return entry;
+  }
+
+  private send(entry: Pending): void {
+    if (entry.unsent === undefined) return;
+    if (this.write(entry.unsent)) entry.unsent = undefined;
+  }
+}
+
+/** The answer's result or error, checked and rebuilt (nothing else the client put in it is passed on). */
+function answerOf(m: AnswerMessage): ClientAnswer {
+  if (isRecord(m.result) && m.error === undefined) return { result: m.result };
+  const e = m.error;
+  if (m.result === undefined && isRecord(e) && Number.isInteger(e.code) && typeof e.message === 'string') {
+    return { error: { code: e.code as number, message: e.message, ...(e.data !== undefined && { data: e.data }) } };
+  }
+  throw new GatewayError(400, 'invalid_request', 'An answer holds a result object or an error with a code and a message');
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
