@@ -179,6 +179,8 @@ class AggregateForwarder implements Forwarder {
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store' });
     res.flushHeaders();
     session.requests.flush();
+    // A client that had left too much unread gets the requests held meanwhile once it reads again.
+    res.on('drain', () => session.requests.flush());
     res.on('close', () => {
       if (session.stream === res) session.stream = undefined;
     });
