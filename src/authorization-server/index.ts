@@ -3,6 +3,7 @@
 import { Hono, type Context } from 'hono';
 import type { AuthorizationServerConfig, GatewayConfig, RouteConfig } from '../config/types.js';
 import { refuseDevLogin } from '../config/dev-login-placement.js';
+import { upstreamRoutes } from '../config/upstreams.js';
 import { errorResponse } from '../errors/respond.js';
 import { toGatewayError } from '../errors/translate.js';
 import type { TokenVerifier } from '../auth/verifier.js';
@@ -125,7 +126,7 @@ export async function createAuthorizationServer(config: GatewayConfig, deps: Aut
   const interactions = new Interactions(deps.store);
   const browser = new BrowserBinding(ctx.keys.cookieSecret);
   const account = asConfig.accountPage ? createAccount(ctx, grants, browser) : undefined;
-  const upstreamAccounts = account && config.accountTokens ? new UpstreamAccounts(ctx, config.routes, config.accountTokens, { timeoutMs: options.upstreamTimeoutMs }) : undefined;
+  const upstreamAccounts = account && config.accountTokens ? new UpstreamAccounts(ctx, config.routes.flatMap(upstreamRoutes), config.accountTokens, { timeoutMs: options.upstreamTimeoutMs }) : undefined;
   const signInShare = new SignInShare(deps.store, ctx.issuer, signInShareLimit(config.store), asConfig.refreshTokenTtlMs);
   const services = loginServices(ctx, { codes, clients, grants, interactions, browser, signInShare }, account, upstreamAccounts);
   const login = loginFactory(ctx, services);

@@ -23,10 +23,20 @@ export const ACCOUNT_PATHS = {
   disconnect: '/account/apps/disconnect',
 } as const;
 
-/** user_oauth: the one callback of a route's upstream AS (one path per route, so no AS can answer for another's). */
-export const upstreamCallbackPath = (routePath: string): `/${string}` => `/account/upstream-callback${routePath === '/' ? '' : routePath}`;
+/**
+ * A page of one route's upstream AS under `prefix`. An aggregated route's entry (`<path>#<name>`,
+ * a route path never holds `#`) has its own, under `<prefix>-entry/<name><path>`: a name holds no
+ * `/`, so no two routes or entries share one.
+ */
+function perRoutePath(prefix: string, routePath: string): `/${string}` {
+  const [path = '/', entry] = routePath.split('#');
+  const tail = path === '/' ? '' : path;
+  return entry === undefined ? `/account/${prefix}${tail}` : `/account/${prefix}-entry/${entry}${tail}`;
+}
+/** user_oauth: the one callback of a route's upstream AS (one path per route and aggregated entry, so no AS can answer for another's). */
+export const upstreamCallbackPath = (routePath: string): `/${string}` => perRoutePath('upstream-callback', routePath);
 /** user_oauth: the gateway's client ID metadata document for a route's upstream AS (its URL is the client_id there). */
-export const upstreamClientDocumentPath = (routePath: string): `/${string}` => `/account/upstream-client${routePath === '/' ? '' : routePath}`;
+export const upstreamClientDocumentPath = (routePath: string): `/${string}` => perRoutePath('upstream-client', routePath);
 
 export const OPERATIONS_PATHS = { health: '/healthz', ready: '/readyz', metrics: '/metrics' } as const;
 

@@ -88,7 +88,7 @@ class Resolver {
       const route = await this.route(source, publicUrl, authorizationServer?.issuer);
       const { value: f, at: here } = source;
       // Each upstream's credential where it can work: an aggregated route's entries each as a route of its own.
-      for (const each of upstreamRoutes(route)) this.upstreamAuthPlacement(each, here, authorizationServer, g.account_tokens !== undefined);
+      for (const each of upstreamRoutes(route)) this.upstreamAuthPlacement(each, entryLocate(here, each.path), authorizationServer, g.account_tokens !== undefined);
       const samePath = byPath.get(route.path);
       const sameResource = byResource.get(route.resource);
       if (samePath) this.issue(here, ['path'], `${route.path} is already the path of the route in ${samePath}`);
@@ -529,4 +529,10 @@ const upstreamLabel = (u: UpstreamFile): string =>
 function isHttpsOrLoopback(url: string): boolean {
   const { protocol } = new URL(url);
   return protocol === 'https:' || (protocol === 'http:' && isLoopbackUrl(url));
+}
+
+/** Where an aggregated route's entry (`<path>#<name>`) is written: its problems are located inside `upstreams.<name>`. */
+function entryLocate(at: Locate, path: string): Locate {
+  const name = path.split('#')[1];
+  return name === undefined ? at : (where, message, key) => at(['upstreams', name, ...where], message, key);
 }

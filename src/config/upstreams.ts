@@ -36,8 +36,6 @@ export async function resolveUpstreams(f: RouteFile, at: Locate, issue: (found: 
     for (const shown of Object.values(entry.rename)) {
       if (!TOOL_NAME_CHARS.test(shown)) note(['upstreams', name, 'rename'], `${JSON.stringify(shown)} is not a tool name (letters, digits, _ - . only)`);
     }
-    // Its connect pages and grants are per route path; an entry has none yet.
-    if (entry.upstream_auth?.kind === 'user_oauth') note(['upstreams', name, 'upstream_auth', 'kind'], 'user_oauth is not yet supported in an aggregated route\'s upstreams (give that server a route of its own)');
     upstreams.push({ name, renames: entry.rename, ...(await resolveEntry(entry, here)) });
   }
   checkCollisions(pattern, upstreams, note);

@@ -24,7 +24,7 @@ export class ConnectElicitation extends GatewayError {
   override readonly name = 'ConnectElicitation';
 
   constructor(
-    private readonly payload: Record<string, unknown>,
+    private readonly payload: object,
     readonly id: JsonRpcId,
   ) {
     super(200, 'unauthorized', MESSAGE);
@@ -42,12 +42,15 @@ export function asConnectElicitation(err: unknown, req: IncomingMessage, body: B
   // `initialize` carries no header yet: the version it asks for is the client's.
   const header = req.headers['mcp-protocol-version'];
   const version = typeof header === 'string' ? header : initializeVersion;
+  return new ConnectElicitation(connectAnswer(err, version), id);
+}
+
+/** The JSON-RPC answer (error or result) carrying the connect link, as `version` reads it (an aggregated route's per message). */
+export function connectAnswer(err: UpstreamAccountRequired, version: string | undefined): { error: { code: number; message: string; data: unknown } } | { result: Record<string, unknown> } {
   const elicitation = { mode: 'url', elicitationId: err.elicitationId, url: err.url, message: MESSAGE };
-  if (version === undefined || version < '2025-11-25') {
-    return new ConnectElicitation({ error: { code: CONNECT_REQUIRED_LEGACY, message: `${MESSAGE}: open ${err.url}`, data: { url: err.url } } }, id);
-  }
-  if (version < '2026-07-28') return new ConnectElicitation({ error: { code: URL_ELICITATION_REQUIRED, message: MESSAGE, data: { elicitations: [elicitation] } } }, id);
-  return new ConnectElicitation({ result: { resultType: 'input_required', inputRequests: { connect: { method: 'elicitation/create', params: elicitation } } } }, id);
+  if (version === undefined || version < '2025-11-25') return { error: { code: CONNECT_REQUIRED_LEGACY, message: `${MESSAGE}: open ${err.url}`, data: { url: err.url } } };
+  if (version < '2026-07-28') return { error: { code: URL_ELICITATION_REQUIRED, message: MESSAGE, data: { elicitations: [elicitation] } } };
+  return { result: { resultType: 'input_required', inputRequests: { connect: { method: 'elicitation/create', params: elicitation } } } };
 }
 
 /** The id of a single JSON-RPC request body (null for a batch, a notification, not JSON), and the version an `initialize` asks for. */

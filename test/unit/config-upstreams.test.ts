@@ -83,7 +83,7 @@ describe('upstreams: one route in front of several servers', () => {
     ['upstream_auth: { kind: signed }\nupstreams:\n  a: { upstream: http://127.0.0.1:3000/mcp }\n', /^a\.yaml:2:\d+: upstream_auth: an aggregated route takes upstream_auth in each of its upstreams$/],
     ['rules:\n  - { match: { upstream: gh }, deny: true }\nupstreams:\n  github: { upstream: http://127.0.0.1:3000/mcp }\n', /^a\.yaml:3:\d+: rules\[0\]\.match\.upstream: gh is not one of this route's upstreams \(github\)$/],
     ['upstream: http://127.0.0.1:3000/mcp\nrate_limits:\n  - { per: principal, match: { upstream: gh }, requests: 1, window: 1s }\n', /^a\.yaml:4:\d+: rate_limits\[0\]\.match\.upstream: match.upstream applies only to a route with upstreams$/],
-    ['upstreams:\n  gh: { upstream: http://127.0.0.1:3000/mcp, upstream_auth: { kind: user_oauth } }\n', /^a\.yaml:3:\d+: upstreams\.gh\.upstream_auth\.kind: user_oauth is not yet supported in an aggregated route's upstreams/],
+    ['upstreams:\n  gh: { upstream: http://127.0.0.1:3000/mcp, upstream_auth: { kind: user_oauth } }\n', /^a\.yaml:3:\d+: upstreams\.gh\.upstream_auth\.kind: user_oauth needs the built-in authorization server/],
     ['names: "{name}-{upstream}"\nupstream: http://127.0.0.1:3000/mcp\n', /^a\.yaml:2:\d+: names: names applies only to a route with upstreams$/],
   ])('refuses %j at its line', async (route, expected) => {
     const errors = await errorsOf(route);

@@ -11,6 +11,7 @@ import type { ShownNames } from '../../config/shown-names.js';
 import type { GatewaySpan } from '../../observability/tracing.js';
 import type { ProxyLogger } from '../forwarder.js';
 import { AggregateUpstreamError } from './captured-exchange.js';
+import { CallerAnswerError } from './caller-answer.js';
 import type { UpstreamHealth } from './upstream-health.js';
 import type { JsonRpcAnswer, MeasuredAnswer, UpstreamLink } from './upstream-link.js';
 
@@ -104,7 +105,7 @@ export class AggregateMethods {
           return await this.allPages(u, method, member, budget, ctx);
         } catch (err) {
           u.health.leftOut();
-          if (!(err instanceof AggregateUpstreamError)) this.logger?.error({ route: this.route, upstream: u.health.name, err }, 'aggregated list failed');
+          if (!(err instanceof AggregateUpstreamError) && !(err instanceof CallerAnswerError)) this.logger?.error({ route: this.route, upstream: u.health.name, err }, 'aggregated list failed');
           return [];
         }
       }),
@@ -198,6 +199,7 @@ export class AggregateMethods {
     try {
       return (await this.call(u, method, params, name, ctx)).answer;
     } catch (err) {
+      if (err instanceof CallerAnswerError) return err.answerFor(u.link.clientVersion); // e.g. the link to connect the caller's account there
       if (err instanceof AggregateUpstreamError && err.reason === 'cancelled') return rpcError(-32800, 'Request cancelled');
       if (err instanceof AggregateUpstreamError && err.status !== undefined && err.status < 500 && err.status !== 404) return rpcError(-32603, `Upstream ${u.health.name} refused the call (HTTP ${err.status})`);
       if (err instanceof AggregateUpstreamError) return rpcError(-32603, `Upstream ${u.health.name} is unavailable`);

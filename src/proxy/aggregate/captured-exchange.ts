@@ -99,6 +99,8 @@ export interface ExchangeLimits {
   maxBytes: number;
   tap?: (chunk: Buffer) => void;
   signal?: AbortSignal;
+  /** The credential renews itself: an upstream 401 is answered as such (status 401, empty) for the caller to retry once. */
+  renews?: boolean;
 }
 
 export interface CapturedRequest {
@@ -129,10 +131,20 @@ export function captureExchange(forwarder: Forwarder, request: CapturedRequest, 
       if (res.destroyed && !res.writableEnded) reject(new AggregateUpstreamError(res.statusCode === 200 && !res.headersSent ? 'timeout' : 'cut'));
       else resolve(res.answer());
     });
-    forwarder.forward(req, res as unknown as ServerResponse, { ...ctx, body: request.body }).catch((err: unknown) => {
-      clearTimeout(timer);
-      reject(err as Error);
-    });
+    let refused = false;
+    const rejected = limits.renews ? () => void (refused = true) : undefined;
+    forwarder.forward(req, res as unknown as ServerResponse, { ...ctx, body: request.body, ...(rejected && { rejected }) }).then(
+      () => {
+        // The forwarder wrote nothing on the upstream's 401: the caller renews the credential and asks again.
+        if (!refused) return;
+        clearTimeout(timer);
+        resolve({ status: 401, headers: {}, body: Buffer.alloc(0) });
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        reject(err as Error);
+      },
+    );
   });
 }
 

@@ -19,6 +19,8 @@ export interface AggregateUpstream {
   maxBytes: number;
   /** Each client session has a server of its own (stdio): its failures are that session's, never the route's. */
   perSession: boolean;
+  /** The upstream answered 401 to `injected`: a credential that renews itself (a user's grant) does so once, and the request is sent again. */
+  rejected?(auth: AuthContext, injected: Readonly<Record<string, string>>): Promise<void>;
 }
 
 export interface JsonRpcAnswer {
@@ -160,6 +162,11 @@ export class UpstreamLink {
     void this.exchange({ jsonrpc: '2.0', method }, method, undefined).catch(() => undefined);
   }
 
+  /** The protocol revision the client speaks (what an answer made for it follows). */
+  get clientVersion(): string {
+    return this.hello.protocolVersion;
+  }
+
   /** The upstream session's id now (the one a request of the upstream's came from). */
   get session(): string | undefined {
     return this.sessionId;
@@ -180,11 +187,18 @@ export class UpstreamLink {
 
   private async exchange(message: { jsonrpc: string; id?: number | string; method?: string; params?: unknown }, method: string | undefined, name: string | undefined, span?: GatewaySpan, signal?: AbortSignal): Promise<MeasuredAnswer & { sessionId?: string }> {
     const auth = this.auth;
-    const injected = await this.upstream.headersFor(auth);
+    let injected = await this.upstream.headersFor(auth);
     const request = { method: 'POST' as const, headers: this.headers(method, name, this.sessionId), body: Buffer.from(JSON.stringify(message)) };
     // Notifications in the answer's stream (progress) are read as they come, not when it ends.
     const reader = new EventStreamReader(this.upstream.maxBytes, (m) => this.notified(m));
-    const captured = await captureExchange(this.upstream.forwarder, request, { auth, injected, span }, { ...this.limits(), signal, tap: (chunk) => reader.push(chunk) });
+    const send = () => captureExchange(this.upstream.forwarder, request, { auth, injected, span }, { ...this.limits(), signal, tap: (chunk) => reader.push(chunk), renews: this.upstream.rejected !== undefined });
+    let captured = await send();
+    if (captured.status === 401 && this.upstream.rejected) {
+      // The user's grant refused: renewed once (or gone: the caller's connect link) and the request sent again.
+      await this.upstream.rejected(auth, injected);
+      injected = await this.upstream.headersFor(auth);
+      captured = await send();
+    }
     if (captured.status < 200 || captured.status > 299) throw new AggregateUpstreamError('status', captured.status);
     const sessionId = captured.headers['mcp-session-id'];
     const bytes = captured.body.length;
