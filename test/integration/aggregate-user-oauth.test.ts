@@ -5,7 +5,8 @@
  * The grant, connect link and callback belong to the entry (`/all/mcp#files`). A user who has not
  * connected there still initializes and is served by `everything`; lists leave `files` out for
  * them alone; a call to a `files` tool is answered with the URL elicitation (-32042), whose link
- * (opened in Chromium) connects the account; then the call carries that user's own upstream token.
+ * (opened in Chromium) connects the account; then the call carries that user's own upstream token,
+ * and an upstream 401 to it renews the grant once and sends the call again.
  * Without /usr/bin/chromium the test is skipped, with the reason in its name.
  */
 import { randomBytes } from 'node:crypto';
@@ -154,6 +155,14 @@ describeBrowser(`user_oauth on one entry of an aggregated route${why}`, () => {
     expect((result.content as { text: string }[])[0]!.text).toBe('alice-upstream');
     expect(upstream.seen.at(-1)!.sub).toBe('alice-upstream');
     expect(await toolNames(alice)).toEqual(expect.arrayContaining(['files__whoami', 'everything__echo']));
+    // An upstream 401 to alice's stored token: one refresh, and the call sent again with the new one.
+    upstream.refuseIssuedBefore.set('alice-upstream', Math.ceil(Date.now() / 1000) * 1000);
+    await new Promise((r) => setTimeout(r, 1100));
+    const [refreshes, refused] = [upstream.refreshes, upstream.refused];
+    const again = await alice.callTool({ name: 'files__whoami', arguments: {} });
+    expect((again.content as { text: string }[])[0]!.text).toBe('alice-upstream');
+    expect(upstream.refreshes - refreshes).toBe(1);
+    expect(upstream.refused - refused).toBeGreaterThanOrEqual(1);
     // Bob is not connected: still his own link, and everything serves him.
     expect(await toolNames(bob)).not.toContain('files__whoami');
     expect(await elicitedLink(bob)).not.toBe(link);

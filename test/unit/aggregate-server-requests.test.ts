@@ -1,0 +1,83 @@
+/**
+ * One aggregated session's requests of the upstreams to the client (server-requests.ts): held
+ * until the client's stream is open, bounded per session (beyond, the upstream is answered at once),
+ * an upstream's cancellation told to the client under the gateway's id, and an answer claimed once.
+ */
+import { describe, expect, it } from 'vitest';
+import { GatewayError } from '../../src/errors/gateway-error.js';
+import { MAX_PENDING, ServerRequests, type ClientAnswer } from '../../src/proxy/aggregate/server-requests.js';
+
+interface Written {
+  id?: string;
+  method: string;
+  params?: Record<string, unknown>;
+}
+
+function harness() {
+  let open = false;
+  const written: Written[] = [];
+  const requests = new ServerRequests((m) => (open ? (written.push(m as Written), true) : false));
+  const answered: { id: string | number; answer: ClientAnswer }[] = [];
+  const sink = (id: string | number, answer: ClientAnswer) => (answered.push({ id, answer }), Promise.resolve());
+  return { requests, written, answered, sink, open: () => ((open = true), requests.flush()) };
+}
+
+describe('server requests of an aggregated session', () => {
+  it('holds requests until the stream opens, then writes each once under a fresh id', () => {
+    const h = harness();
+    const source = {};
+    h.requests.asked(source, 0, 'roots/list', undefined, h.sink);
+    h.requests.asked(source, 1, 'sampling/createMessage', { maxTokens: 1 }, h.sink);
+    expect(h.written).toEqual([]);
+    h.open();
+    h.requests.flush();
+    expect(h.written.map((m) => m.method)).toEqual(['roots/list', 'sampling/createMessage']);
+    expect(new Set(h.written.map((m) => m.id)).size).toBe(2);
+    for (const m of h.written) expect(m.id).toMatch(/^mag-[A-Za-z0-9_-]{24}$/);
+  });
+
+  it(`answers the upstream at once past ${MAX_PENDING} pending, without writing to the client`, async () => {
+    const h = harness();
+    h.open();
+    for (let i = 0; i <= MAX_PENDING; i++) h.requests.asked({}, i, 'ping', undefined, h.sink);
+    await Promise.resolve();
+    expect(h.written).toHaveLength(MAX_PENDING);
+    expect(h.answered).toEqual([{ id: MAX_PENDING, answer: { error: { code: -32603, message: 'Too many requests to the client are pending' } } }]);
+  });
+
+  it("an upstream's cancellation reaches the client under the gateway's id, and the id is answered no more", async () => {
+    const h = harness();
+    h.open();
+    const a = {};
+    const b = {};
+    h.requests.asked(a, 7, 'elicitation/create', undefined, h.sink);
+    h.requests.asked(b, 7, 'elicitation/create', undefined, h.sink);
+    const [fromA, fromB] = h.written.map((m) => m.id!);
+    h.requests.cancelled(a, 7, 'gave up');
+    expect(h.written.at(-1)).toEqual({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: fromA, reason: 'gave up' } });
+    await expect(h.requests.answered([{ id: fromA, result: { action: 'cancel' } }])).rejects.toBeInstanceOf(GatewayError);
+    await h.requests.answered([{ id: fromB, result: { action: 'decline' } }]);
+    expect(h.answered).toEqual([{ id: 7, answer: { result: { action: 'decline' } } }]);
+  });
+
+  it('a request not yet written to the client cannot be answered (its id was never sent)', async () => {
+    const h = harness();
+    h.requests.asked({}, 1, 'roots/list', undefined, h.sink);
+    // The id exists only inside the gateway: a client guessing its shape gets nothing.
+    await expect(h.requests.answered([{ id: 'mag-AAAAAAAAAAAAAAAAAAAAAAAA', result: {} }])).rejects.toMatchObject({ status: 400 });
+    expect(h.answered).toEqual([]);
+  });
+
+  it('passes on only the result, or an error with its code, message and data', async () => {
+    const h = harness();
+    h.open();
+    h.requests.asked({}, 'x', 'sampling/createMessage', undefined, h.sink);
+    h.requests.asked({}, 'y', 'sampling/createMessage', undefined, h.sink);
+    const [x, y] = h.written.map((m) => m.id!);
+    await h.requests.answered([{ id: x, error: { code: -1, message: 'no', data: 1, extra: 'dropped' } } as never, { id: y, result: { ok: true } }]);
+    expect(h.answered).toEqual([
+      { id: 'x', answer: { error: { code: -1, message: 'no', data: 1 } } },
+      { id: 'y', answer: { result: { ok: true } } },
+    ]);
+  });
+});
