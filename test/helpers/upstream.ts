@@ -25,11 +25,13 @@ const EVERYTHING_MODES = {
 /**
  * Spawns `@modelcontextprotocol/server-everything streamableHttp` (or `sse`) (it reads only `PORT`, binds all
  * interfaces and cannot report a port it picked itself, so a free port is chosen first; retried on a race).
+ * `atPort` starts it on that port instead (retried while the port is still held).
  */
-export async function startEverythingServer(mode: keyof typeof EVERYTHING_MODES = 'streamableHttp'): Promise<UpstreamHandle> {
+export async function startEverythingServer(mode: keyof typeof EVERYTHING_MODES = 'streamableHttp', atPort?: number): Promise<UpstreamHandle> {
   const { ready: readyLine, path } = EVERYTHING_MODES[mode];
   for (let attempt = 1; ; attempt++) {
-    const port = await freePort();
+    // `atPort`: started again where a killed one was (its clients reconnect to the same URL).
+    const port = atPort ?? (await freePort());
     const child = spawn(process.execPath, [everythingEntry, mode], {
       env: { ...process.env, PORT: String(port) },
       stdio: ['ignore', 'ignore', 'pipe'],

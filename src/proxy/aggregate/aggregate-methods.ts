@@ -111,15 +111,13 @@ export class AggregateMethods {
       }),
     );
     const items: unknown[] = [];
+    const seen = new Map<string, string>();
     for (const [i, entries] of pages.entries()) {
       const upstream = this.upstreams[i]!.health.name;
       for (const item of entries) {
         if (!isRecord(item)) continue;
         if (named && typeof item.name === 'string') items.push({ ...item, name: this.names.shown(upstream, item.name) });
-        else if (!named) {
-          if (method === 'resources/list' && typeof item.uri === 'string') this.owns(item.uri, upstream);
-          items.push(item);
-        }
+        else if (!named && this.listed(method, item, upstream, seen)) items.push(item);
       }
     }
     // What a merged list holds depends on the caller's session: no shared cache keeps it (SEP-2549).
@@ -152,6 +150,18 @@ export class AggregateMethods {
       if (typeof cursor !== 'string' || cursor === '') break;
     }
     return items;
+  }
+
+  /**
+   * Whether a resource or template is shown: a resource URI once, as the upstream that serves it
+   * (the first in configuration order) lists it; a later upstream's entry would not be what a read gets.
+   */
+  private listed(method: string, item: Record<string, unknown>, upstream: string, seen: Map<string, string>): boolean {
+    if (method !== 'resources/list' || typeof item.uri !== 'string') return true;
+    this.owns(item.uri, upstream);
+    const first = seen.get(item.uri);
+    if (first === undefined) seen.set(item.uri, upstream);
+    return (first ?? upstream) === upstream;
   }
 
   private owns(uri: string, upstream: string): void {
