@@ -176,28 +176,40 @@ describe('aggregated route session caps: reserved before any await, counted per 
     return res;
   }
 
-  it('[K80] 64 concurrent initializes of one client: 16 sessions, the rest 503 with Retry-After; another user is served', async () => {
+  /** Whether a session still answers its principal (a ping), or is gone (404). */
+  async function alive(sub: string, clientId: string, res: Response): Promise<boolean> {
+    const token = await stage.issuer.token({ audience: stage.gw.config.routes.find((r) => r.path === PATH)!.resource, sub, clientId, scope: 'mcp:read' });
+    const ping = await fetch(stage.url(PATH), { method: 'POST', headers: { ...HEADERS, authorization: `Bearer ${token}`, 'mcp-session-id': res.headers.get('mcp-session-id')! }, body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'ping' }) });
+    await ping.arrayBuffer();
+    return ping.status === 200;
+  }
+
+  it('[K80] 64 concurrent initializes of one client: at most 16 of its sessions live at once, the rest 503 with Retry-After; another user is served', async () => {
+    const bob = await initialize('bob', 'app-1');
     const answers = await Promise.all(Array.from({ length: 64 }, () => initialize('mallory', 'app-1')));
-    expect(answers.filter((r) => r.status === 200)).toHaveLength(16);
+    const made = answers.filter((r) => r.status === 200);
+    expect(made.length).toBeGreaterThanOrEqual(16);
     for (const r of answers.filter((r) => r.status !== 200)) {
       expect(r.status).toBe(503);
       expect(r.headers.get('retry-after')).toBe('30');
     }
+    const live = (await Promise.all(made.map((r) => alive('mallory', 'app-1', r)))).filter(Boolean);
+    expect(live).toHaveLength(16);
+    // Mallory's sessions made room among themselves only: Bob's, idle and older than all, lives.
+    expect(await alive('bob', 'app-1', bob)).toBe(true);
     expect((await initialize('bob', 'app-1')).status).toBe(200);
   }, 60_000);
 
-  it('[K81] one user, three clients: 16 sessions for the user; an ended session gives its slot back', async () => {
+  it('[K81][K66] one user, three clients: 16 sessions for the user; at the cap a new one ends her least recently used idle one, never another user\'s', async () => {
+    const other = await initialize('victor', 'app-2');
     const made: Response[] = [];
     for (const client of ['app-2', 'app-3', 'app-4']) for (let i = 0; i < 16; i++) made.push(await initialize('trudy', client));
-    const ok = made.filter((r) => r.status === 200);
-    expect(ok).toHaveLength(16);
-    expect((await initialize('trudy', 'app-5')).status).toBe(503);
-    // trudy ends one session of app-2 (bound to that client): one more for her, of any client.
-    const token = await stage.issuer.token({ audience: stage.gw.config.routes.find((r) => r.path === PATH)!.resource, sub: 'trudy', clientId: 'app-2', scope: 'mcp:read' });
-    const ended = await fetch(stage.url(PATH), { method: 'DELETE', headers: { ...HEADERS, authorization: `Bearer ${token}`, 'mcp-session-id': ok[0]!.headers.get('mcp-session-id')! } });
-    expect(ended.status).toBe(200);
-    expect((await initialize('trudy', 'app-5')).status).toBe(200);
-    expect((await initialize('trudy', 'app-5')).status).toBe(503);
+    expect(made.every((r) => r.status === 200)).toBe(true);
+    const clientOf = (i: number) => ['app-2', 'app-3', 'app-4'][Math.floor(i / 16)]!;
+    const live = await Promise.all(made.map((r, i) => alive('trudy', clientOf(i), r)));
+    // The last 16 live, the 32 before were ended to make room for them, oldest first.
+    expect(live).toEqual(made.map((_, i) => i >= 32));
+    expect(await alive('victor', 'app-2', other)).toBe(true);
   }, 60_000);
 
   it('[K81] property: whatever the order of takes and gives over users and their clients, no user holds more than the cap and the route no more than its total', () => {

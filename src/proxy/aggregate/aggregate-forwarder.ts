@@ -124,7 +124,7 @@ class AggregateForwarder implements Forwarder {
 
   /** The gateway's own initialize answer; the user's slot is taken before any await and given back if it fails. */
   private async initialize(message: Message, res: ServerResponse, ctx: ForwardContext): Promise<void> {
-    const user = this.slots.take(ctx.auth);
+    const user = this.slots.take(ctx.auth, (u) => this.endLeastRecentIdle(u));
     try {
       await this.openSession(message, user, res, ctx);
     } catch (err) {
@@ -288,6 +288,18 @@ class AggregateForwarder implements Forwarder {
     this.sessions.delete(id);
     session?.stream?.end();
     for (const u of session?.upstreams ?? []) u.link.close();
+  }
+
+  /** Room for a user at a bound: their own session with no request in flight that was used least recently ends. */
+  private endLeastRecentIdle(user: string): void {
+    let oldest: [string, ClientSession] | undefined;
+    for (const entry of this.sessions) {
+      const s = entry[1];
+      if (s.user === user && s.inFlight.size === 0 && (oldest === undefined || s.lastUsed < oldest[1].lastUsed)) oldest = entry;
+    }
+    if (oldest === undefined) return;
+    this.drop(oldest[0]);
+    this.deps.session.release(oldest[0]);
   }
 
   private endIdle(): void {
