@@ -10,6 +10,7 @@
 //   stdio       tools/call on a stdio route against a direct stdio client (bench/stdio-route.ts)
 //   sse-upstream  tools/call on a legacy HTTP+SSE upstream against a direct SSE client (bench/sse-route.ts)
 //   user-oauth  CPU per request of a user_oauth route with a connected grant against static (bench/lib/user-oauth-phase.ts)
+//   aggregate   tools/list of an aggregated route of three upstreams against the slowest alone (bench/lib/aggregate-phase.ts)
 // Writes bench/results/<date>.json, latest.md and latest.svg; exits 1 when
 // the gateway answered anything but 2xx under load.
 import { existsSync, readdirSync, statSync } from 'node:fs';
@@ -34,6 +35,7 @@ import { compareStreams } from './lib/streaming.js';
 import { runPaced } from './lib/paced.js';
 import { ROUTE_PHASES, runRoutePhase } from './lib/route-phases.js';
 import { measureUserOAuth } from './lib/user-oauth-phase.js';
+import { measureAggregate } from './lib/aggregate-phase.js';
 
 const log = (...lines: string[]) => console.log(lines.join('\n'));
 
@@ -163,10 +165,15 @@ async function measure(env: BenchEnvironment, options: BenchOptions, loader: Loa
   if (options.phases.includes('user-oauth')) {
     log('user-oauth: CPU per request of a user_oauth route with a connected grant against the same route with static, one gateway (built-in AS, redis)');
     results.userOAuth = await measureUserOAuth(
-      { upstreamOrigin: env.upstream.url, gatewayArgs: options.runtime === 'dist' ? [options.gatewayEntry] : ['--import', 'tsx', 'bench/lib/gateway-from-src.ts'], settings, rounds: Math.max(options.rounds, 3), warmupSec: options.warmupSec },
+      { upstreamOrigin: env.upstream.url, gatewayArgs: gatewayArgs(options), settings, rounds: Math.max(options.rounds, 3), warmupSec: options.warmupSec },
       log,
       loader.run,
     );
+  }
+
+  if (options.phases.includes('aggregate')) {
+    log('aggregate: tools/list of one aggregated route of server-everything (HTTP), server-memory and server-filesystem (stdio) against each alone on its own route, one gateway');
+    results.aggregate = await measureAggregate({ gatewayArgs: gatewayArgs(options), rounds: options.smoke ? 1 : Math.max(options.rounds, 3), calls: options.smoke ? 20 : 200 }, log);
   }
 
   if (options.phases.includes('profile')) {
@@ -188,6 +195,11 @@ async function measure(env: BenchEnvironment, options: BenchOptions, loader: Loa
     await writeFile(file, markdown + '\n');
     log(markdown, `profile summary: ${file}`);
   }
+}
+
+/** The node arguments that run the measured gateway: the build, or the sources through tsx. */
+function gatewayArgs(options: BenchOptions): string[] {
+  return options.runtime === 'dist' ? [options.gatewayEntry] : ['--import', 'tsx', 'bench/lib/gateway-from-src.ts'];
 }
 
 /** The tokens of the shapes asked for: users' tokens of shape b, and the pool of shape c (minting it started with the environment). */

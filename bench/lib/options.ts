@@ -4,7 +4,7 @@ import type { LoaderChoice } from './loader.js';
 import { SHAPE_NAMES, type ShapeName } from './shapes.js';
 
 /** Run by default, in this order; `profile` runs only when asked for. */
-export const PHASES = ['throughput', 'latency', 'sse', 'memory', 'stdio', 'sse-upstream', 'user-oauth'] as const;
+export const PHASES = ['throughput', 'latency', 'sse', 'memory', 'stdio', 'sse-upstream', 'user-oauth', 'aggregate'] as const;
 export type Phase = (typeof PHASES)[number] | 'profile';
 
 export interface BenchOptions {

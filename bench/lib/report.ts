@@ -8,6 +8,7 @@ import type { ShapeName } from './shapes.js';
 import { ratioSpread, type Spread } from './stats.js';
 import { renderChart, type Panel } from './svg-chart.js';
 import { userOAuthGoal } from './user-oauth-summary.js';
+import { aggregateGoal } from './aggregate-summary.js';
 
 const fmt = (value: number, digits = 0) => (Number.isFinite(value) ? value.toFixed(digits) : '–');
 const fmtInt = (value: number) => (Number.isFinite(value) ? Math.round(value).toLocaleString('en-US') : '–');
@@ -68,6 +69,8 @@ export function checkGoals(results: BenchResults): Goal[] {
   }
   // Issue 23: each user's own upstream token costs next to nothing beside a shared one.
   if (results.userOAuth) goals.push(userOAuthGoal(results.userOAuth));
+  // Issue 23: one route in front of three servers costs little beyond the slowest of them.
+  if (results.aggregate) goals.push(aggregateGoal(results.aggregate));
   const loaded = [...Object.values(shapes).map((shape) => shape.targets.gateway), results.latency?.targets.gateway].filter(
     (t): t is TargetSummary => t !== undefined,
   );

@@ -11,6 +11,7 @@ import { SHAPES, splitShapeKey, type ShapeName } from './shapes.js';
 import { ratioSpread, spread, type Spread } from './stats.js';
 import type { RoutePhase, RoutePhaseResult } from './route-phases.js';
 import type { UserOAuthPhaseResult } from './user-oauth-summary.js';
+import type { AggregatePhaseResult } from './aggregate-summary.js';
 
 export type TargetName = 'direct' | 'nginx' | 'http-proxy' | 'proxy-core' | 'gateway-auth-off' | 'gateway';
 
@@ -85,6 +86,8 @@ export interface BenchResults {
   routes?: Partial<Record<RoutePhase, RoutePhaseResult>>;
   /** CPU per request of a user_oauth route with a connected grant against the same route with static. */
   userOAuth?: UserOAuthPhaseResult;
+  /** The aggregate phase: merged tools/list of three upstreams against the slowest alone. */
+  aggregate?: AggregatePhaseResult;
   goals: Goal[];
 }
 
