@@ -96,4 +96,26 @@ describe('server/discover on an aggregated route', () => {
     expect(res.status).toBe(401);
     await res.arrayBuffer();
   });
+
+  it('refuses a discover whose _meta lacks the revision or the client capabilities (400, -32602), or names a revision it does not serve (400, -32022 with the ones it does)', async () => {
+    const token = await stage.token(ALL);
+    const ask = async (version: string, meta: Record<string, unknown> | undefined) => {
+      const res = await fetch(stage.url(ALL), {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': version, 'mcp-method': 'server/discover' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'server/discover', params: meta === undefined ? {} : { _meta: meta } }),
+      });
+      return { status: res.status, body: (await res.json()) as { id: unknown; error?: { code: number; data?: unknown } } };
+    };
+    const revision = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28' };
+    const capabilities = { 'io.modelcontextprotocol/clientCapabilities': {} };
+    for (const meta of [undefined, revision, capabilities]) {
+      const { status, body } = await ask('2026-07-28', meta);
+      expect(status).toBe(400);
+      expect(body).toMatchObject({ id: 7, error: { code: -32602 } });
+    }
+    const { status, body } = await ask('v999.0.0', { ...capabilities, 'io.modelcontextprotocol/protocolVersion': 'v999.0.0' });
+    expect(status).toBe(400);
+    expect(body).toMatchObject({ id: 7, error: { code: -32022, data: { supported: ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'], requested: 'v999.0.0' } } });
+  });
 });

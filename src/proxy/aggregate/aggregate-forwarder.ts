@@ -15,6 +15,7 @@ import { writeError } from '../../errors/write-error.js';
 import type { ForwardContext, Forwarder, ProxyLogger, SessionHook } from '../forwarder.js';
 import { methodNotAllowed } from '../forwarded-methods.js';
 import { AggregateMethods, rpcError, type SessionUpstream } from './aggregate-methods.js';
+import { discoverFault } from './discover-request.js';
 import { UpstreamCapabilities } from './upstream-capabilities.js';
 import { ServerRequests, type AnswerMessage } from './server-requests.js';
 import { SessionSlots } from './session-slots.js';
@@ -159,6 +160,8 @@ class AggregateForwarder implements Forwarder {
    * session-based, so a 2026-07-28 client falls back to initialize.
    */
   private async discover(message: Message, res: ServerResponse, ctx: ForwardContext): Promise<void> {
+    const fault = discoverFault(message.params, SUPPORTED_VERSIONS);
+    if (fault) return void res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: message.id ?? null, error: fault }));
     const hello: ClientHello = { protocolVersion: SUPPORTED_VERSIONS[0]!, capabilities: {}, clientInfo: { name: 'mcp-auth-gateway', version: '0.1.0' } };
     const known = await this.capabilities.all(ctx.auth, hello);
     const serverInfo = this.serverInfo();
