@@ -9,6 +9,7 @@ import type { GatewaySpan } from '../../observability/tracing.js';
 import type { Forwarder } from '../forwarder.js';
 import { AggregateUpstreamError, captureExchange, openStream, type CapturedAnswer } from './captured-exchange.js';
 import { EventStreamReader } from './event-stream-reader.js';
+import { discoveredAsInitialize, initializeRemoved, MODERN_REVISION, withModernMeta } from './modern-wire.js';
 
 export interface AggregateUpstream {
   name: string;
@@ -57,6 +58,8 @@ export class UpstreamLink {
   private sessionId?: string;
   private protocolVersion: string;
   private nextId = 1;
+  /** The upstream speaks 2026-07-28 alone (modern-wire.ts): no session, every request stamped with `_meta`. */
+  private modern = false;
 
   constructor(
     readonly upstream: AggregateUpstream,
@@ -107,8 +110,15 @@ export class UpstreamLink {
 
   private async handshake(span?: GatewaySpan): Promise<Record<string, unknown>> {
     this.sessionId = undefined;
+    if (this.modern) return this.discover(span);
     const params = { protocolVersion: this.hello.protocolVersion, capabilities: this.hello.capabilities, clientInfo: this.hello.clientInfo };
-    const { answer, sessionId } = await this.exchange({ jsonrpc: '2.0', id: this.nextId++, method: 'initialize', params }, 'initialize', undefined, span);
+    const opened = await this.exchange({ jsonrpc: '2.0', id: this.nextId++, method: 'initialize', params }, 'initialize', undefined, span).catch(async (err: unknown) => {
+      if (!initializeRemoved(err)) throw err;
+      // No initialize: a server of 2026-07-28 alone answers its server/discover; any other keeps the initialize's failure.
+      return { discovered: await this.discover(span).catch(() => Promise.reject(err)) };
+    });
+    if ('discovered' in opened) return opened.discovered;
+    const { answer, sessionId } = opened;
     if (!answer.result) throw new AggregateUpstreamError('unreadable');
     this.sessionId = sessionId;
     if (typeof answer.result.protocolVersion === 'string') this.protocolVersion = answer.result.protocolVersion;
@@ -116,6 +126,21 @@ export class UpstreamLink {
     await this.listen();
     await this.exchange({ jsonrpc: '2.0', method: 'notifications/initialized' }, 'notifications/initialized', undefined, span);
     return answer.result;
+  }
+
+  /** 2026-07-28's server/discover, its answer read as an initialize's; from then on the link speaks that revision. */
+  private async discover(span?: GatewaySpan): Promise<Record<string, unknown>> {
+    const previous = this.protocolVersion;
+    this.protocolVersion = MODERN_REVISION;
+    try {
+      const { answer } = await this.exchange({ jsonrpc: '2.0', id: this.nextId++, method: 'server/discover', params: withModernMeta(undefined, this.hello) }, 'server/discover', undefined, span);
+      const result = discoveredAsInitialize(answer);
+      this.modern = true;
+      return result;
+    } catch (err) {
+      if (!this.modern) this.protocolVersion = previous;
+      throw err;
+    }
   }
 
   /**
@@ -173,7 +198,8 @@ export class UpstreamLink {
   }
 
   private async send(method: string, params: Record<string, unknown> | undefined, name: string | undefined, span?: GatewaySpan, signal?: AbortSignal): Promise<MeasuredAnswer> {
-    const message = { jsonrpc: '2.0', id: this.nextId++, method, ...(params && { params }) };
+    const stamped = this.modern ? withModernMeta(params, this.hello) : params;
+    const message = { jsonrpc: '2.0', id: this.nextId++, method, ...(stamped && { params: stamped }) };
     // The client's cancellation, told to the upstream with the id this link gave the request.
     const cancel = () => void this.exchange({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: message.id, reason: String(signal?.reason ?? 'cancelled by the client') } }, 'notifications/cancelled', undefined, span).catch(() => undefined);
     signal?.addEventListener('abort', cancel, { once: true });
