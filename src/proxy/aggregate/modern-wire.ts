@@ -5,7 +5,12 @@
 // headers Mcp-Method and Mcp-Name the link sends anyway).
 import { META_PROTOCOL_VERSION } from '../../policy/protocol-version.js';
 import { AggregateUpstreamError } from './captured-exchange.js';
-import type { ClientHello, JsonRpcAnswer } from './upstream-link.js';
+
+/** What the client said of itself (upstream-link.ts's ClientHello, as far as this revision's `_meta` carries it). */
+interface Hello {
+  capabilities: Record<string, unknown>;
+  clientInfo: Record<string, unknown>;
+}
 
 export const MODERN_REVISION = '2026-07-28';
 
@@ -15,7 +20,7 @@ export function initializeRemoved(err: unknown): boolean {
 }
 
 /** `params` with this revision's `_meta` of the client (the client's own `_meta` entries kept). */
-export function withModernMeta(params: Record<string, unknown> | undefined, hello: ClientHello): Record<string, unknown> {
+export function withModernMeta(params: Record<string, unknown> | undefined, hello: Hello): Record<string, unknown> {
   const own = params && typeof params._meta === 'object' && params._meta !== null && !Array.isArray(params._meta) ? (params._meta as Record<string, unknown>) : {};
   return {
     ...params,
@@ -24,7 +29,7 @@ export function withModernMeta(params: Record<string, unknown> | undefined, hell
 }
 
 /** The discover answer as an initialize result (its capabilities), or throws when the upstream does not serve 2026-07-28. */
-export function discoveredAsInitialize(answer: JsonRpcAnswer): Record<string, unknown> {
+export function discoveredAsInitialize(answer: { result?: Record<string, unknown> }): Record<string, unknown> {
   const result = answer.result;
   const versions = result?.supportedVersions;
   if (!result || !Array.isArray(versions) || !versions.includes(MODERN_REVISION)) throw new AggregateUpstreamError('unreadable');
