@@ -21,7 +21,7 @@ import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { freePort } from '../helpers/net.js';
 import { mintClientCredentialsToken, startOidcProvider, type OidcProviderHandle } from '../helpers/oidc-provider.js';
 import { startEverythingServer, type UpstreamHandle } from '../helpers/upstream.js';
-import { runServerConformance, sideBySide, startTokenInjectingHop, type ConformanceCheck, type ConformanceRun, type TokenInjectingHop } from '../helpers/conformance.js';
+import { minus, runServerConformance, sideBySide, startTokenInjectingHop, type ConformanceCheck, type ConformanceRun, type TokenInjectingHop } from '../helpers/conformance.js';
 
 /** A check as compared here: id and status. Where both runs fail a check, the route's error text is its own (it answers unknown names and session-less requests itself). */
 const outcome = (c: ConformanceCheck) => `${c.id}: ${c.status}`;
@@ -63,16 +63,6 @@ const DIFFERENCES: Difference[] = [
   { scenario: /^sep-2640-skills-/, direct: [/^sep-2640-skills-(directory|enumeration|manifest): FAILURE$/], gateway: [/^sep-2640-.*: SKIPPED$/, /^wire-schema-valid: SUCCESS$/], why: `neither offers the skills extension; directly its setup fails (${STATELESS}), through the route discover answers and the checks are skipped` },
   { scenario: 'tasks-capability-negotiation', direct: [/^tasks-capability-negotiation: FAILURE$/], gateway: [/^(sep-2663-server-rejects-undeclared-client|sep-2663-tasks-methods-non-declaring|tasks-extension-advertised|tasks-per-request-meta-opt-in|wire-schema-valid): FAILURE$/], why: `neither offers tasks; directly the setup fails, through the route discover answers and each check fails (${STATELESS})` },
 ];
-
-/** Removes each of `other`'s entries once from `list` (a multiset difference). */
-function minus(list: readonly string[], other: readonly string[]): string[] {
-  const rest = [...list];
-  for (const entry of other) {
-    const at = rest.indexOf(entry);
-    if (at !== -1) rest.splice(at, 1);
-  }
-  return rest;
-}
 
 /** What no listed difference accounts for, and the listed patterns nothing matched (fixed: remove them). */
 function unexplained(direct: ConformanceRun, gateway: ConformanceRun): { unexpected: string[]; stale: string[] } {

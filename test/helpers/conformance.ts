@@ -246,7 +246,7 @@ export interface Comparison {
 const WIRE_SCHEMA_CHECK = 'wire-schema-valid';
 
 /** Removes each of `other`'s entries once from `list` (a multiset difference). */
-function minus(list: readonly string[], other: readonly string[]): string[] {
+export function minus(list: readonly string[], other: readonly string[]): string[] {
   const rest = [...list];
   for (const entry of other) {
     const at = rest.indexOf(entry);
