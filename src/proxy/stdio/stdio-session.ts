@@ -3,8 +3,9 @@
 // gateway's own (so the answers of concurrent POSTs, batches or a client that
 // repeats ids can never be confused), responses go back to the POST that asked
 // with the client's id restored, and the server's own messages go to the POST
-// they relate to (progress by token) or else an open POST stream, else the
-// session's GET stream. A server request no client stream can carry is
+// they relate to (progress by token, a listen's frames by subscription id) or
+// else an open POST stream (never a 2026-07-28 client's), else the session's
+// GET stream. A server request no client stream can carry is
 // answered with an error at once, so the server never waits for nothing.
 import { GatewayError } from '../../errors/gateway-error.js';
 import { errorResponse, isObject, isRequest, isResponse, progressToken, UPSTREAM_GONE, type JsonRpcId, type Message } from './messages.js';
