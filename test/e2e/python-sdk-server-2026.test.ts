@@ -61,7 +61,8 @@ beforeAll(async () => {
     'gateway.yaml': gatewayYaml({ log_level: 'warn' }),
     'py.yaml': jwtRoute(ROUTE, direct, issuer, { rules }),
     'py-stdio.yaml': { ...jwtRoute(STDIO, direct, issuer, { rules }), upstream: { stdio: { command: venvPython, args: ['-u', script, 'stdio'] } } },
-    'py-sse.yaml': { ...jwtRoute(SSE, direct, issuer, { rules }), upstream: { sse: sseUrl } },
+    // A short upstream_timeout: a listen, once acknowledged, outlives it.
+    'py-sse.yaml': { ...jwtRoute(SSE, direct, issuer, { rules, limits: { upstream_timeout: '2s' } }), upstream: { sse: sseUrl } },
     'everything-sse.yaml': { ...jwtRoute(LEGACY_SSE, direct, issuer), upstream: { sse: everything.url } },
     'memory.yaml': { ...jwtRoute(LEGACY_STDIO, direct, issuer), upstream: { stdio: { command: process.execPath, args: [serverBin('@modelcontextprotocol/server-memory')], env: { MEMORY_FILE_PATH: '${PROCESS_DIR}/memory.jsonl' } } } },
   });
@@ -168,6 +169,8 @@ describe.each([
     const ack = await readEventsUntil(res, (t) => t.includes('notifications/subscriptions/acknowledged'));
     // post2026 sends id 1: the process saw an id of the gateway's, the client reads its own.
     expect(ack).toContain('"io.modelcontextprotocol/subscriptionId":1');
+    // Past the SSE route's upstream_timeout (2 s): the listen is held open, not timed out.
+    if (STDIO === SSE) await new Promise((resolve) => setTimeout(resolve, 3_000));
     // Another id than the listen's (1): on the legacy SSE transport the server holds one id space per session.
     const touched = await answer(await send('gateway', 'tools/call', { name: 'touch', arguments: { uri: 'file:///public/readme.txt' } }, { path: STDIO, token: readers[STDIO], id: 2 }));
     expect(touched).toMatchObject({ status: 200, body: { result: { content: [{ text: 'touched file:///public/readme.txt' }] } } });

@@ -74,6 +74,12 @@ export class PostReply {
     return this.finished;
   }
 
+  /** A listen's frame came (2026-07-28): the stream is acknowledged and held until the client leaves, with no answer to wait for. */
+  listening(json: string): void {
+    clearTimeout(this.timer);
+    this.relay(json);
+  }
+
   /** Progress came: the request is alive, its timeout starts again (as the SDKs' resetTimeoutOnProgress). */
   touch(): void {
     clearTimeout(this.timer);

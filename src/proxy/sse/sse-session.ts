@@ -215,7 +215,7 @@ export class SseSession {
     const message = classifyUpstreamMessage(parsed);
     if (message.kind === 'answer' && this.handshake !== undefined && message.key === this.handshake.key) return this.handshake.wait.answer(parsed as object);
     // A listen's frame goes to that listen's POST alone; once it is over, nowhere.
-    if (message.kind === 'subscription') return void this.answers.get(message.subscriptionKey)?.relay(json);
+    if (message.kind === 'subscription') return this.answers.get(message.subscriptionKey)?.listening(json);
     if (message.kind === 'answer') {
       const reply = this.answers.get(message.key);
       if (reply === undefined) return this.scope.logger?.warn({ route: this.scope.route }, 'upstream answered no waiting request; dropped');
