@@ -60,9 +60,9 @@ beforeAll(async () => {
   gw = await startTestGateway({
     'gateway.yaml': gatewayYaml({ log_level: 'warn' }),
     'py.yaml': jwtRoute(ROUTE, direct, issuer, { rules }),
-    'py-stdio.yaml': { ...jwtRoute(STDIO, direct, issuer, { rules }), upstream: { stdio: { command: venvPython, args: ['-u', script, 'stdio'] } } },
+    'py-stdio.yaml': { ...jwtRoute(STDIO, direct, issuer, { rules, limits: { max_get_streams_per_user: 1 } }), upstream: { stdio: { command: venvPython, args: ['-u', script, 'stdio'] } } },
     // A short upstream_timeout: a listen, once acknowledged, outlives it.
-    'py-sse.yaml': { ...jwtRoute(SSE, direct, issuer, { rules, limits: { upstream_timeout: '2s' } }), upstream: { sse: sseUrl } },
+    'py-sse.yaml': { ...jwtRoute(SSE, direct, issuer, { rules, limits: { upstream_timeout: '2s', max_get_streams_per_user: 1 } }), upstream: { sse: sseUrl } },
     'everything-sse.yaml': { ...jwtRoute(LEGACY_SSE, direct, issuer), upstream: { sse: everything.url } },
     'memory.yaml': { ...jwtRoute(LEGACY_STDIO, direct, issuer), upstream: { stdio: { command: process.execPath, args: [serverBin('@modelcontextprotocol/server-memory')], env: { MEMORY_FILE_PATH: '${PROCESS_DIR}/memory.jsonl' } } } },
   });
@@ -169,6 +169,11 @@ describe.each([
     const ack = await readEventsUntil(res, (t) => t.includes('notifications/subscriptions/acknowledged'));
     // post2026 sends id 1: the process saw an id of the gateway's, the client reads its own.
     expect(ack).toContain('"io.modelcontextprotocol/subscriptionId":1');
+    // One open listen is this user's whole share here (max_get_streams_per_user: 1): a second is 429.
+    const second = await send('gateway', 'subscriptions/listen', { notifications: { toolsListChanged: true } }, { path: STDIO, token: readers[STDIO], id: 3 });
+    expect(second.status).toBe(429);
+    expect(second.headers.get('retry-after')).toBeTruthy();
+    await second.body?.cancel();
     // Past the SSE route's upstream_timeout (2 s): the listen is held open, not timed out.
     if (STDIO === SSE) await new Promise((resolve) => setTimeout(resolve, 3_000));
     // Another id than the listen's (1): on the legacy SSE transport the server holds one id space per session.
