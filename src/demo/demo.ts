@@ -71,7 +71,7 @@ function demoAllRoute(upstream: string, memoryUpstream: ReturnType<typeof demoMe
   return {
     path: DEMO_ALL_ROUTE_PATH,
     upstreams: { demo: { upstream }, memory: { upstream: memoryUpstream } },
-    scopes_supported: ['mcp:read', 'mcp:write'],
+    scopes_supported: ['mcp:read'],
     required_scopes: ['mcp:read'],
     rules: [
       { match: { method: 'tools/call', tool: 'demo__delete_*' }, require_scopes: ['mcp:write'] },
@@ -109,7 +109,7 @@ export function demoConfigFiles(port: number, upstream: string, sandboxed = fals
     route: {
       path: DEMO_ROUTE_PATH,
       upstream,
-      scopes_supported: ['mcp:read', 'mcp:write'],
+      scopes_supported: ['mcp:read'],
       required_scopes: ['mcp:read'],
       rules: [
         { match: { method: 'tools/call', tool: 'delete_*' }, require_scopes: ['mcp:write'] },
@@ -122,7 +122,7 @@ export function demoConfigFiles(port: number, upstream: string, sandboxed = fals
     memoryRoute: {
       path: DEMO_MEMORY_ROUTE_PATH,
       upstream: memoryUpstream,
-      scopes_supported: ['mcp:read', 'mcp:write'],
+      scopes_supported: ['mcp:read'],
       required_scopes: ['mcp:read'],
       rules: [
         { match: { method: 'tools/call', tool: 'read_graph' }, require_scopes: ['mcp:read'] },

@@ -1,5 +1,6 @@
 // Clients of 2026-07-28 have no session and send no `initialize`; the servers
-// behind a stdio or legacy SSE route (written for earlier revisions) need one.
+// behind a stdio or legacy SSE route, written for earlier revisions, need one
+// (the server is probed first: a modern one is spoken to as it is).
 // So each principal gets one upstream session of its own (a process, an SSE
 // stream), which the gateway initializes itself (the handshake's answer is
 // kept from the client) before the first request reaches it; later requests
@@ -7,6 +8,53 @@
 // room for another, the server gone) the next one opens another. Both
 // transports take this file's handshake and per-principal map.
 import { GatewayError } from '../errors/gateway-error.js';
+
+/** The first revision without a handshake: what the gateway's probe of an upstream speaks. */
+export const MODERN_PROTOCOL_VERSION = '2026-07-28';
+
+/** UnsupportedProtocolVersionError (2026-07-28): only a modern server answers so. */
+const UNSUPPORTED_PROTOCOL_VERSION = -32022;
+
+/**
+ * 2026-07-28's stdio era probe (versioning, "Backward Compatibility"): a
+ * `server/discover` before anything else. A modern (or dual-era) server
+ * answers it, and is then spoken to as the client speaks, with no
+ * handshake; any other answer, or none, marks a legacy server.
+ */
+export const probeRequest = (id: string | number) => ({
+  jsonrpc: '2.0' as const,
+  id,
+  method: 'server/discover',
+  params: {
+    _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN_PROTOCOL_VERSION, 'io.modelcontextprotocol/clientInfo': CLIENT_INFO, 'io.modelcontextprotocol/clientCapabilities': {} },
+  },
+});
+
+/** Whether the answer to the probe comes from a modern server: a result, or the modern refusal of the version. */
+export function isModernAnswer(message: { result?: unknown; error?: unknown }): boolean {
+  if ('result' in message) return true;
+  const error = message.error as { code?: unknown } | undefined;
+  return error?.code === UNSUPPORTED_PROTOCOL_VERSION;
+}
+
+/** Waits for the answer to the gateway's probe: `done` resolves with it, or with undefined when none came within `timeoutMs`; rejects when the process failed. */
+export class ProbeWait {
+  readonly done: Promise<{ result?: unknown; error?: unknown } | undefined>;
+  answer!: (message: { result?: unknown; error?: unknown }) => void;
+  /** The probe was refused outright (an HTTP error to its POST): a legacy server, as one that does not answer. */
+  refused!: () => void;
+  fail!: (error: GatewayError) => void;
+
+  constructor(timeoutMs: number) {
+    this.done = new Promise((resolve, reject) => {
+      const timer = setTimeout(() => resolve(undefined), timeoutMs);
+      timer.unref();
+      this.answer = (message) => (clearTimeout(timer), resolve(message));
+      this.refused = () => (clearTimeout(timer), resolve(undefined));
+      this.fail = (error) => (clearTimeout(timer), reject(error));
+    });
+  }
+}
 
 /** The newest revision that still has the handshake; a server that knows only older ones answers with its own. */
 export const HANDSHAKE_PROTOCOL_VERSION = '2025-11-25';

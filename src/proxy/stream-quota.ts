@@ -1,11 +1,11 @@
 // Open long-lived streams (GET streams and `subscriptions/listen` POSTs,
-// long-lived-request.ts) of one Streamable HTTP route, per user (issuer, subject:
+// long-lived-request.ts) of one route, per user (issuer, subject:
 // all its clients one share, DESIGN.md §8.3). Each holds a client socket and
 // an upstream connection for as long as the client keeps it, idle or not, so
 // one user holding thousands would exhaust descriptors for everyone. Beyond
 // the share, 429 with Retry-After; counted per replica, released when the
-// client's response closes. (stdio and legacy SSE routes bound them through
-// their sessions: one GET stream per session.)
+// client's response closes. (stdio and legacy SSE routes count their listens
+// here; their GET streams are bounded by their sessions: one per session.)
 import type { ServerResponse } from 'node:http';
 import { tooManyRequests } from '../errors/gateway-error.js';
 import { writeError } from '../errors/write-error.js';

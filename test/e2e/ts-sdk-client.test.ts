@@ -137,14 +137,27 @@ class BrowserApp implements OAuthClientProvider {
   }
 }
 
-async function connect(mcpUrl: string, app: BrowserApp): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
+/** A `fetch` that keeps every token request's form and answer: what the SDK sends the AS. */
+function tokenRecorder(): { fetch: typeof fetch; exchanges: Array<{ form: URLSearchParams; answer: Record<string, unknown> }> } {
+  const exchanges: Array<{ form: URLSearchParams; answer: Record<string, unknown> }> = [];
+  const recording: typeof fetch = async (input, init) => {
+    const res = await fetch(input, init);
+    if (new URL(input instanceof Request ? input.url : String(input)).pathname === '/token') {
+      exchanges.push({ form: new URLSearchParams(String(init?.body)), answer: (await res.clone().json()) as Record<string, unknown> });
+    }
+    return res;
+  };
+  return { fetch: recording, exchanges };
+}
+
+async function connect(mcpUrl: string, app: BrowserApp, fetchFn?: typeof fetch): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
   const url = new URL(mcpUrl);
-  let transport = new StreamableHTTPClientTransport(url, { authProvider: app });
+  let transport = new StreamableHTTPClientTransport(url, { authProvider: app, fetch: fetchFn });
   let client = new Client({ name: 'ts-sdk-test-app', version: '1.0.0' });
   await expect(client.connect(transport)).rejects.toThrow(UnauthorizedError);
   await transport.finishAuth(await app.takeCode());
   await client.close();
-  transport = new StreamableHTTPClientTransport(url, { authProvider: app });
+  transport = new StreamableHTTPClientTransport(url, { authProvider: app, fetch: fetchFn });
   client = new Client({ name: 'ts-sdk-test-app', version: '1.0.0' });
   await client.connect(transport);
   return { client, transport };
@@ -197,10 +210,19 @@ describe.each(['demo', 'route'] as const)('the MCP TypeScript SDK 1.32 through t
     const context = await browser.newContext();
     const app = await BrowserApp.start(context, 'ts-bob', ['authorization_code', 'refresh_token']);
     try {
-      const { client } = await connect(targets[name]!.mcpUrl, app);
+      const recorder = tokenRecorder();
+      const { client } = await connect(targets[name]!.mcpUrl, app, recorder.fetch);
       expect(app.tokens()!.refresh_token).toBeTruthy();
+      const before = recorder.exchanges.length;
       await expect(client.callTool({ name: 'add_note', arguments: { text: 'from ts' } })).rejects.toThrow('Server returned 403 after trying upscoping');
       expect(app.authorizationUrls).toHaveLength(1);
+      // What the SDK did on the 403 (its auth() takes the refresh branch whenever it holds a refresh
+      // token, typescript-sdk#2255): one refresh, with no scope — the AS cannot tell it is a step-up —
+      // answered as RFC 6749 §6 says, with the grant's own scope; the retry met the same challenge.
+      const refreshes = recorder.exchanges.slice(before);
+      expect(refreshes.map((e) => e.form.get('grant_type'))).toEqual(['refresh_token']);
+      expect(refreshes[0]!.form.has('scope')).toBe(false);
+      expect(refreshes[0]!.answer.scope).toBe('mcp:read');
       expect(app.tokens()!.scope).toBe('mcp:read');
       await client.close();
     } finally {

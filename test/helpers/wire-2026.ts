@@ -15,9 +15,11 @@ export interface Wire2026Options {
   /** `_meta` client capabilities (default: elicitation, sampling and roots). */
   capabilities?: Record<string, unknown>;
   signal?: AbortSignal;
+  /** The request's JSON-RPC id (default 1). */
+  id?: number;
 }
 
-/** POSTs one request (id 1) of `method` with `params`; the name or URI it acts on goes in `Mcp-Name`. */
+/** POSTs one request (id 1 unless given) of `method` with `params`; the name or URI it acts on goes in `Mcp-Name`. */
 export function post2026(url: string, method: string, params: Record<string, unknown> = {}, options: Wire2026Options = {}): Promise<Response> {
   const version = options.version ?? WIRE_2026;
   const name = params.name ?? params.uri;
@@ -34,7 +36,7 @@ export function post2026(url: string, method: string, params: Record<string, unk
     else headers[key] = value;
   }
   const meta = { 'io.modelcontextprotocol/protocolVersion': version, 'io.modelcontextprotocol/clientCapabilities': options.capabilities ?? { elicitation: {}, sampling: {}, roots: {} } };
-  const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: { ...params, _meta: meta } });
+  const body = JSON.stringify({ jsonrpc: '2.0', id: options.id ?? 1, method, params: { ...params, _meta: meta } });
   return fetch(url, { method: 'POST', headers, body, signal: options.signal });
 }
 

@@ -115,7 +115,8 @@ describe('metadata', () => {
       upstream: `${upstream.origin}/mcp`,
       routes: {
         'a.yaml': { path: '/a/mcp', scopes_supported: ['mcp:read', 'offline_access'], required_scopes: ['mcp:read'] },
-        'b.yaml': { path: '/b/mcp', scopes_supported: ['files:read'] },
+        // files:write is asked for by step-up only: not in the protected resource's minimal set, but the AS grants and advertises it.
+        'b.yaml': { path: '/b/mcp', scopes_supported: ['files:read'], rules: [{ match: { method: 'tools/call', tool: 'write_*' }, require_scopes: ['files:write'] }] },
       },
       authorizationServer: { issuer: 'http://127.0.0.1:1/tenant', registration: { dynamic: false, client_id_metadata_documents: false } },
     });
@@ -143,9 +144,9 @@ describe('metadata', () => {
     expect((await fetch(`${gateway.issuer}/.well-known/oauth-authorization-server/other`)).status).toBe(404);
   });
 
-  it('advertises the union of the routes’ scopes without offline_access, and no registration when it is off', async () => {
+  it('advertises the union of the routes’ scopes (their rules’ included) without offline_access, and no registration when it is off', async () => {
     const body = (await (await fetch(`${gateway.issuer}/.well-known/oauth-authorization-server`)).json()) as Record<string, unknown>;
-    expect(body.scopes_supported).toEqual(['mcp:read', 'files:read']);
+    expect(body.scopes_supported).toEqual(['mcp:read', 'files:read', 'files:write']);
     expect(body).not.toHaveProperty('registration_endpoint');
     expect(body.client_id_metadata_document_supported).toBe(false);
     const register = await fetch(`${gateway.issuer}/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });

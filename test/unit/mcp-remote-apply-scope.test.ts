@@ -1,5 +1,7 @@
 /**
- * Why `mcp-remote` 0.15.1 cannot step up through the demo (issue 24 item 3; docs/clients.md), pinned
+ * Why `mcp-remote` 0.15.1 cannot step up where the step-up scope spells `scopes_supported` (issue 24
+ * item 3; docs/clients.md, "mcp-remote's applyScope"; the demo advertised that before it advertised
+ * the minimal set, mcp:read, as MCP asks), pinned
  * on its own unmodified code: `NodeOAuthClientProvider.applyScope` (dist/chunk-KJCT2FXL.js:35320-35336,
  * upstream src/lib/node-oauth-client-provider.ts) runs on every authorization URL the SDK builds and
  * decides whether the URL's `scope` came from the server or from mcp-remote itself. It decides by
@@ -7,7 +9,7 @@
  * protected resource's `scopes_supported` joined with spaces is taken for its own and replaced by the
  * effective scope. On a 403 insufficient_scope the SDK asks for the union of the token's scope and
  * the challenge's (computeScopeUnion, :27811, called at :31098); where that union reads exactly like `scopes_supported`
- * — the demo: "mcp:read mcp:write" — the step-up is turned back into the first scope. The MCP
+ * — a server advertising "mcp:read mcp:write" — the step-up is turned back into the first scope. The MCP
  * authorization spec (2025-11-25 and 2026-07-28) says clients MUST NOT assume any set relation between
  * the challenged scopes and `scopes_supported` and MUST treat the challenge's scopes as authoritative.
  *
@@ -72,7 +74,7 @@ describe('mcp-remote 0.15.1 applyScope: a scope that reads like scopes_supported
     expect((require(packageJson) as { version: string }).version).toBe('0.15.1');
   });
 
-  it('through the demo: the step-up scope "mcp:read mcp:write" equals scopes_supported and is replaced by mcp:read', () => {
+  it('where scopes_supported is mcp:read mcp:write: the step-up scope "mcp:read mcp:write" spells it and is replaced by mcp:read', () => {
     const demo = ['mcp:read', 'mcp:write'];
     // The gateway's challenge names every scope the call needs (MCP 2025-11-25's recommended form)…
     expect(sent('mcp:read', demo, union('mcp:read', 'mcp:read mcp:write'))).toEqual({ scope: 'mcp:read', keptLogged: false });
@@ -80,8 +82,9 @@ describe('mcp-remote 0.15.1 applyScope: a scope that reads like scopes_supported
     expect(sent('mcp:read', demo, union('mcp:read', 'mcp:write'))).toEqual({ scope: 'mcp:read', keptLogged: false });
   });
 
-  it('through the test route (a third scope advertised) the same step-up is kept', () => {
+  it('through the test route (a third scope advertised) and the demo (the minimal set, mcp:read) the same step-up is kept', () => {
     expect(sent('mcp:read', ['mcp:read', 'mcp:write', 'mcp:admin'], 'mcp:read mcp:write')).toEqual({ scope: 'mcp:read mcp:write', keptLogged: true });
+    expect(sent('mcp:read', ['mcp:read'], 'mcp:read mcp:write')).toEqual({ scope: 'mcp:read mcp:write', keptLogged: true });
   });
 
   it('for any first scope, scopes_supported and requested scope: kept unless it spells one of the two, then the first scope', () => {

@@ -78,4 +78,17 @@ export function grantableScopes(route: RouteConfig, client: ClientRecord, scopes
   return [...new Set(scopes)].filter((scope) => scope !== OFFLINE_ACCESS && known.has(scope) && (!bound || bound.includes(scope)));
 }
 
-const knownScopes = (route: RouteConfig): ReadonlySet<string> => new Set([...route.scopesSupported, ...route.requiredScopes]);
+/**
+ * Every scope the route names: what it advertises (`scopes_supported`, which MCP
+ * calls the minimal set for basic functionality), what it requires, and what
+ * its rules require. A rule's scope is what its 403 challenge asks for, so the
+ * AS grants it even when it is not advertised: else step-up would end on
+ * invalid_scope for the very scope the route asked for.
+ */
+export function routeScopes(route: RouteConfig): string[] {
+  const scopes = new Set([...route.scopesSupported, ...route.requiredScopes]);
+  for (const rule of route.rules) for (const scope of rule.requireScopes ?? []) scopes.add(scope);
+  return [...scopes];
+}
+
+const knownScopes = (route: RouteConfig): ReadonlySet<string> => new Set(routeScopes(route));

@@ -8,12 +8,13 @@ import type { AsContext } from '../context.js';
 import { endpointUrl } from '../context.js';
 import { publicCors } from '../helpers/cors.js';
 import { offeredGrantTypes, TOKEN_ENDPOINT_AUTH_METHODS } from '../clients/client-record.js';
+import { routeScopes } from '../clients/resource-scope.js';
 import { ID_JAG_GRANT_PROFILE } from '../idp/id-jag.js';
 import { DPOP_ALGORITHMS } from '../../config/jws-algorithms.js';
 
 function authorizationServerMetadata(ctx: AsContext): Record<string, unknown> {
   const scopes = new Set<string>();
-  for (const route of ctx.resources.values()) for (const scope of [...route.scopesSupported, ...route.requiredScopes]) scopes.add(scope);
+  for (const route of ctx.resources.values()) for (const scope of routeScopes(route)) scopes.add(scope);
   // 2026-07-28: offline_access is not advertised (clients registered for refresh_token get refresh tokens anyway).
   scopes.delete('offline_access');
   return {

@@ -66,13 +66,22 @@ export function readClientMessages(body: Buffer): ClientMessages {
 export type UpstreamMessage =
   | { kind: 'answer'; key: string }
   | { kind: 'progress'; progressKey: string }
+  | { kind: 'subscription'; subscriptionKey: string }
   | { kind: 'server' };
+
+/** Where a listen stream's frames name the listen. */
+const SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId';
 
 export function classifyUpstreamMessage(message: unknown): UpstreamMessage {
   if (!isRecord(message)) return { kind: 'server' };
   if (message.method === undefined && ('result' in message || 'error' in message)) {
     const key = idKey(message.id);
     if (key !== undefined) return { kind: 'answer', key };
+  }
+  // A frame of a `subscriptions/listen` stream (2026-07-28) names its listen by the listen's id.
+  if (isRecord(message.params) && isRecord(message.params._meta)) {
+    const subscriptionKey = idKey(message.params._meta[SUBSCRIPTION_ID]);
+    if (subscriptionKey !== undefined) return { kind: 'subscription', subscriptionKey };
   }
   if (message.method === 'notifications/progress' && isRecord(message.params)) {
     const progressKey = idKey(message.params.progressToken);

@@ -22,6 +22,8 @@ export interface ReplyOptions {
   transform?: ResponseTransform;
   /** Announced in the head: the session this POST (an initialize) created. */
   newSessionId?: string;
+  /** The HTTP status of a single error answer, where the client's revision binds one (modern-error-status.ts); set for such a client only. */
+  errorStatus?: (message: Record<string, unknown>) => number | undefined;
   /** The reply ended: `cancelled` when the client left before every answer came. */
   onEnd(reply: PostReply, cancelled: boolean): void;
   /** No answer within upstream_timeout. */
@@ -72,6 +74,12 @@ export class PostReply {
     return this.finished;
   }
 
+  /** A listen's frame came (2026-07-28): the stream is acknowledged and held until the client leaves, with no answer to wait for. */
+  listening(json: string): void {
+    clearTimeout(this.timer);
+    this.relay(json);
+  }
+
   /** Progress came: the request is alive, its timeout starts again (as the SDKs' resetTimeoutOnProgress). */
   touch(): void {
     clearTimeout(this.timer);
@@ -90,6 +98,11 @@ export class PostReply {
     if (this.head === 'none' && this.opts.acceptsJson) return this.writeJson();
     if (this.head === 'none') this.startEvents();
     this.endEvents();
+  }
+
+  /** Whether the server's messages unrelated to its requests may ride on it: never a 2026-07-28 client's (that revision forbids them there). */
+  get carriesUnrelated(): boolean {
+    return this.opts.errorStatus === undefined;
   }
 
   /** A message related to this POST (progress, or a server request while it waits). False when this reply cannot carry it. */
@@ -126,9 +139,15 @@ export class PostReply {
       }
     }
     this.head = 'json';
-    this.res.writeHead(200, { ...this.sessionHeader(), ...privateWhen(body), 'content-type': 'application/json', 'content-length': out.length });
+    this.res.writeHead(this.jsonStatus(json), { ...this.sessionHeader(), ...privateWhen(body), 'content-type': 'application/json', 'content-length': out.length });
     this.res.end(out);
     this.finish(false);
+  }
+
+  /** 200, or the status the client's revision binds to a single error answer. */
+  private jsonStatus(json: string): number {
+    if (this.opts.batch || this.opts.errorStatus === undefined) return 200;
+    return this.opts.errorStatus(JSON.parse(json) as Record<string, unknown>) ?? 200;
   }
 
   private startEvents(): void {

@@ -5,16 +5,18 @@
 // named by `Mcp-Session-Id` once the session hook admitted it for this
 // principal, and DELETE ends it. Any other POST without a session (a
 // 2026-07-28 client) goes to the principal's own session, which the gateway
-// opened and initialized itself (../stateless-init.ts), as on stdio routes. Authentication, policy and the credential
+// opened (probed, and initialized if legacy) itself (../stateless-init.ts), as on stdio routes. Authentication, policy and the credential
 // swap ran before, as for any route; `ctx.injected` goes on the GET and on
 // every POST.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { principalKey } from '../../auth/principal.js';
+import { principalKey, userKey } from '../../auth/principal.js';
 import type { RouteConfig, SseUpstreamConfig } from '../../config/types.js';
 import { GatewayError } from '../../errors/gateway-error.js';
 import { writeError } from '../../errors/write-error.js';
 import type { ForwardContext, Forwarder, ProxyLogger, ProxyMetrics, SessionHook } from '../forwarder.js';
 import { isForwardedMethod, methodNotAllowed } from '../forwarded-methods.js';
+import { isModernRequest } from '../modern-error-status.js';
+import { StreamQuota } from '../stream-quota.js';
 import { readClientMessages } from './messages.js';
 import { SseScope } from './sse-scope.js';
 import type { ClientAccepts } from './sse-session.js';
@@ -34,6 +36,7 @@ function accepts(req: IncomingMessage): ClientAccepts {
   return {
     json: any || accept.includes('application/json') || accept.includes('application/*'),
     eventStream: any || accept.includes('text/event-stream') || accept.includes('text/*'),
+    modern: isModernRequest(req.headers),
   };
 }
 
@@ -44,6 +47,7 @@ export function createSseForwarder(route: RouteConfig & { sse: SseUpstreamConfig
   const limits = { timeoutMs: route.upstreamTimeoutMs, maxBytes: route.maxBodyBytes };
   const scope = new SseScope(route.path, limits, deps.session, deps.logger, deps.metrics);
   const sessions = new SseSessions(new URL(route.upstream), route.sse, scope);
+  const streams = new StreamQuota(route.maxGetStreamsPerUser);
 
   async function dispatch(req: IncomingMessage, res: ServerResponse, ctx: ForwardContext): Promise<void> {
     // Node joins repeated headers with ", ", which no session id minted here contains.
@@ -71,6 +75,8 @@ export function createSseForwarder(route: RouteConfig & { sse: SseUpstreamConfig
   return {
     async forward(req, res, ctx) {
       if (!isForwardedMethod(req.method)) return writeError(res, methodNotAllowed());
+      // A listen is a stream held open: one user holds at most its share of them (stream-quota.ts).
+      if (ctx.longLived === true && req.method === 'POST' && !streams.admit(userKey(ctx.auth), res)) return;
       try {
         await dispatch(req, res, ctx);
       } catch (err) {

@@ -12,10 +12,11 @@ import { GatewayError, temporarilyUnavailable } from '../../errors/gateway-error
 import type { GatewaySpan } from '../../observability/tracing.js';
 import type { ForwardContext } from '../forwarder.js';
 import type { ResponseTransform } from '../response-transform.js';
+import { modernErrorStatus } from '../modern-error-status.js';
 import { carryTraceContext } from '../trace-meta.js';
 import { upstreamErrorResponse } from '../upstream-failure.js';
 import { ClientStream } from './client-streams.js';
-import { HandshakeWait, handshakeRequest, INITIALIZED_NOTIFICATION } from '../stateless-init.js';
+import { HandshakeWait, handshakeRequest, INITIALIZED_NOTIFICATION, isModernAnswer, ProbeWait, probeRequest } from '../stateless-init.js';
 import { cancelledNotification, classifyUpstreamMessage, idKey, type ClientMessages } from './messages.js';
 import { PostReply, REQUEST_TIMEOUT } from './post-reply.js';
 import type { SseScope } from './sse-scope.js';
@@ -34,11 +35,19 @@ export type SessionEnd = 'deleted' | 'lost' | 'shutdown' | 'idle' | 'evicted';
 export interface ClientAccepts {
   json: boolean;
   eventStream: boolean;
+  /** The request speaks 2026-07-28 or later: some error answers carry their HTTP status (modern-error-status.ts). */
+  modern?: boolean;
 }
 
-/** The id of the gateway's own initialize: no client request waits on a session while it does. */
+/** The ids of the gateway's own probe and initialize: no client request waits on a session while they do. */
+const PROBE_ID = 'mcp-auth-gateway-discover';
 const HANDSHAKE_ID = 'mcp-auth-gateway-initialize';
-const HANDSHAKE_KEY = idKey(HANDSHAKE_ID);
+
+/** One of the gateway's own requests on a stateless session, waiting for its answer. */
+interface GatewayRequest {
+  key: string | undefined;
+  wait: { answer(message: object): void; fail(error: GatewayError): void };
+}
 
 const UPSTREAM_SPAN = { 'mag.upstream.transport': 'sse' };
 const errorType = (err: unknown) => (err instanceof GatewayError ? err.code : err instanceof Error ? err.name : 'error');
@@ -54,8 +63,8 @@ export class SseSession {
   private readonly backlog: string[] = [];
   private lastActive = Date.now();
   ended = false;
-  /** The gateway's own initialize (a stateless session's), while it waits for its answer. */
-  private handshake: HandshakeWait | undefined;
+  /** The gateway's own probe or initialize (a stateless session's), while it waits for its answer. */
+  private handshake: GatewayRequest | undefined;
 
   constructor(
     readonly id: string,
@@ -83,13 +92,16 @@ export class SseSession {
   }
 
   /**
-   * The handshake of a stateless (2026-07-28) session, made by the gateway
-   * (../stateless-init.ts): initialize, its answer kept from any client, then
-   * notifications/initialized. Rejects with the client's answer (504 at upstream_timeout).
+   * The opening of a stateless (2026-07-28) session, made by the gateway
+   * (../stateless-init.ts): the era probe (server/discover); a modern server is
+   * left as it is, a legacy one gets initialize, its answer kept from any
+   * client, then notifications/initialized. Rejects with the client's answer
+   * (504 at upstream_timeout).
    */
   async initialize(injected: ForwardContext['injected']): Promise<void> {
+    if (await this.probe(injected)) return;
     const wait = new HandshakeWait(this.scope.limits.timeoutMs);
-    this.handshake = wait;
+    this.handshake = { key: idKey(HANDSHAKE_ID), wait };
     this.upstream.post(Buffer.from(JSON.stringify(handshakeRequest(HANDSHAKE_ID))), injected).catch((err: unknown) => wait.fail(this.scope.failure(err)));
     try {
       await wait.done;
@@ -97,6 +109,19 @@ export class SseSession {
       this.handshake = undefined;
     }
     await this.upstream.post(Buffer.from(JSON.stringify(INITIALIZED_NOTIFICATION)), injected);
+  }
+
+  /** Whether the upstream answers server/discover as a modern server does (a refused or unanswered probe: legacy). */
+  private async probe(injected: ForwardContext['injected']): Promise<boolean> {
+    const wait = new ProbeWait(this.scope.limits.timeoutMs);
+    this.handshake = { key: idKey(PROBE_ID), wait };
+    this.upstream.post(Buffer.from(JSON.stringify(probeRequest(PROBE_ID))), injected).catch(() => wait.refused());
+    try {
+      const answer = await wait.done;
+      return answer !== undefined && isModernAnswer(answer);
+    } finally {
+      this.handshake = undefined;
+    }
   }
 
   /** Milliseconds since anything happened, or 0 while a POST waits or the GET stream is open. */
@@ -121,6 +146,7 @@ export class SseSession {
       acceptsEventStream: accepts.eventStream,
       transform: ctx.transform,
       newSessionId,
+      errorStatus: accepts.modern ? modernErrorStatus : undefined,
       onEnd: (ended, cancelled) => this.replyEnded(ended, cancelled, ctx.injected),
       onTimeout: (late) => this.timedOut(late, ctx.injected),
     });
@@ -187,7 +213,9 @@ export class SseSession {
 
   private fromUpstream(json: string, parsed: unknown): void {
     const message = classifyUpstreamMessage(parsed);
-    if (message.kind === 'answer' && message.key === HANDSHAKE_KEY && this.handshake !== undefined) return this.handshake.answer(parsed as object);
+    if (message.kind === 'answer' && this.handshake !== undefined && message.key === this.handshake.key) return this.handshake.wait.answer(parsed as object);
+    // A listen's frame goes to that listen's POST alone; once it is over, nowhere.
+    if (message.kind === 'subscription') return this.answers.get(message.subscriptionKey)?.listening(json);
     if (message.kind === 'answer') {
       const reply = this.answers.get(message.key);
       if (reply === undefined) return this.scope.logger?.warn({ route: this.scope.route }, 'upstream answered no waiting request; dropped');
@@ -202,10 +230,10 @@ export class SseSession {
     this.toClient(json);
   }
 
-  /** The server's own message: the GET stream, else a POST still waiting (an event stream), else the backlog. */
+  /** The server's own message: the GET stream, else a POST still waiting (an event stream, not a 2026-07-28 client's), else the backlog. */
   private toClient(json: string): void {
     if (this.stream) return this.stream.send(json);
-    for (const reply of [...this.replies].reverse()) if (reply.relay(json)) return;
+    for (const reply of [...this.replies].reverse()) if (reply.carriesUnrelated && reply.relay(json)) return;
     if (this.backlog.length >= MAX_BACKLOG) {
       this.backlog.shift();
       this.scope.logger?.warn({ route: this.scope.route, limit: MAX_BACKLOG }, 'no GET stream open: the oldest held server message dropped');
@@ -243,7 +271,7 @@ export class SseSession {
     const answer =
       why === 'shutdown' ? upstreamErrorResponse('shutdown') : (err ?? new GatewayError(404, 'not_found', 'The session has ended'));
     for (const reply of [...this.replies]) reply.fail(answer, SESSION_ENDED);
-    this.handshake?.fail(answer);
+    this.handshake?.wait.fail(answer);
     this.stream?.end();
     this.backlog.length = 0;
     this.onEnded(this);

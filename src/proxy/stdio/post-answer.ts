@@ -26,6 +26,11 @@ export interface PostAnswerOptions {
   timeoutMs: number;
   /** The route's max_body_bytes: what an event-stream client may leave unread before it is cut. */
   maxUnreadBytes: number;
+  /**
+   * The HTTP status of an error answer, where the client's revision binds one (2026-07-28:
+   * modern-error-status.ts); set for such a client, whose stream carries only its request's own messages.
+   */
+  errorStatus?: (message: Message) => number | undefined;
   /** The answer is complete, failed or abandoned by the client. */
   done(outcome: 'complete' | 'timeout' | 'client_gone'): void;
 }
@@ -51,7 +56,7 @@ export class PostAnswer implements Answer {
   }
 
   get streaming(): boolean {
-    return this.sink !== undefined;
+    return this.sink !== undefined && this.options.errorStatus === undefined;
   }
 
   /**
@@ -61,6 +66,12 @@ export class PostAnswer implements Answer {
   respond(message: Message): void {
     if (this.finished) return;
     this.outstanding--;
+    const status = this.options.batch || this.sink?.headSent ? undefined : this.options.errorStatus?.(message);
+    if (status !== undefined) {
+      clearTimeout(this.timer);
+      this.collected.push(message);
+      return this.writeJson(status);
+    }
     if (this.sink) {
       clearTimeout(this.timer);
       const last = this.outstanding <= 0;
@@ -96,7 +107,7 @@ export class PostAnswer implements Answer {
     this.finish('complete');
   }
 
-  private writeJson(): void {
+  private writeJson(status = 200): void {
     const { res, batch, transform, headers } = this.options;
     const payload = batch ? this.collected : this.collected[0];
     const head: Record<string, string> = { 'content-type': 'application/json', ...headers };
@@ -115,7 +126,7 @@ export class PostAnswer implements Answer {
     }
     this.finish('complete');
     if (res.writableEnded) return;
-    res.writeHead(200, { ...head, 'content-length': String(bytes.length) });
+    res.writeHead(status, { ...head, 'content-length': String(bytes.length) });
     res.end(bytes);
   }
 

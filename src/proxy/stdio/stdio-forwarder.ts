@@ -14,6 +14,8 @@ import { GatewayError } from '../../errors/gateway-error.js';
 import { writeError } from '../../errors/write-error.js';
 import type { ForwardContext, Forwarder } from '../forwarder.js';
 import { isForwardedMethod, methodNotAllowed } from '../forwarded-methods.js';
+import { isModernRequest, modernErrorStatus } from '../modern-error-status.js';
+import { StreamQuota } from '../stream-quota.js';
 import { carryTraceContext } from '../trace-meta.js';
 import { isObject, isRequest, type Message } from './messages.js';
 import { PostAnswer } from './post-answer.js';
@@ -39,6 +41,7 @@ export function createStdioForwarder(route: RouteConfig & { stdio: StdioUpstream
 class StdioForwarder implements Forwarder {
   private readonly pool: ProcessPool;
   private readonly timeoutMs: number;
+  private readonly streams: StreamQuota;
 
   constructor(
     private readonly route: RouteConfig & { stdio: StdioUpstreamConfig },
@@ -46,6 +49,7 @@ class StdioForwarder implements Forwarder {
   ) {
     this.pool = new ProcessPool(route.path, route.stdio, route.maxBodyBytes, deps);
     this.timeoutMs = route.upstreamTimeoutMs;
+    this.streams = new StreamQuota(route.maxGetStreamsPerUser);
   }
 
   async forward(req: IncomingMessage, res: ServerResponse, ctx: ForwardContext): Promise<void> {
@@ -110,6 +114,8 @@ class StdioForwarder implements Forwarder {
     const { messages, batch } = readMessages(ctx.body);
     const requests = messages.filter(isRequest).length;
     const initialize = sessionId === undefined && !batch && messages[0]?.method === 'initialize' && requests === 1;
+    // A listen is a stream held open: one user holds at most its share of them (stream-quota.ts).
+    if (ctx.longLived === true && !this.streams.admit(userKey(ctx.auth), res)) return;
     const session =
       sessionId !== undefined
         ? await this.namedSession(sessionId, ctx.auth)
@@ -132,6 +138,8 @@ class StdioForwarder implements Forwarder {
       batch,
       transform: ctx.transform,
       headers: initialize ? { 'mcp-session-id': session.id! } : undefined,
+      // A 2026-07-28 client reads some errors by their HTTP status.
+      errorStatus: isModernRequest(req.headers) ? modernErrorStatus : undefined,
       timeoutMs: this.timeoutMs,
       maxUnreadBytes: this.route.maxBodyBytes,
       done(outcome) {

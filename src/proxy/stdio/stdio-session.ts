@@ -3,8 +3,9 @@
 // gateway's own (so the answers of concurrent POSTs, batches or a client that
 // repeats ids can never be confused), responses go back to the POST that asked
 // with the client's id restored, and the server's own messages go to the POST
-// they relate to (progress by token) or else an open POST stream, else the
-// session's GET stream. A server request no client stream can carry is
+// they relate to (progress by token, a listen's frames by subscription id) or
+// else an open POST stream (never a 2026-07-28 client's), else the session's
+// GET stream. A server request no client stream can carry is
 // answered with an error at once, so the server never waits for nothing.
 import { GatewayError } from '../../errors/gateway-error.js';
 import { errorResponse, isObject, isRequest, isResponse, progressToken, UPSTREAM_GONE, type JsonRpcId, type Message } from './messages.js';
@@ -16,6 +17,7 @@ import type { ProcessEndReason } from './stdio-deps.js';
 export interface Answer {
   /** Requests still waiting for their response. */
   outstanding: number;
+  /** An event stream that may carry the server's messages unrelated to its requests (never a 2026-07-28 client's: that revision forbids them there). */
   readonly streaming: boolean;
   respond(message: Message): void;
   /** A related server message; false when this answer cannot carry it. */
@@ -27,6 +29,17 @@ interface Pending {
   answer: Answer;
   clientId: JsonRpcId;
   progress?: JsonRpcId;
+}
+
+/** Where a listen stream's frames name the listen (the `subscriptions/listen` request's id). */
+const SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId';
+
+/** The listen a server message belongs to, as the process knows it (the gateway's id), if it names one. */
+function subscriptionIdOf(message: Message): number | undefined {
+  const params = message.params;
+  if (!isObject(params) || !isObject(params._meta)) return undefined;
+  const id = params._meta[SUBSCRIPTION_ID];
+  return typeof id === 'number' ? id : undefined;
 }
 
 export class StdioSession {
@@ -112,6 +125,8 @@ export class StdioSession {
       pending.answer.respond({ ...message, id: pending.clientId });
       return;
     }
+    const subscription = subscriptionIdOf(message);
+    if (subscription !== undefined) return this.toSubscription(message, subscription);
     const target = this.relatedAnswer(message);
     if (target?.relay(message)) {
       this.lastActivity = Date.now();
@@ -125,6 +140,18 @@ export class StdioSession {
     }
     // No stream to carry it: a request is refused now (the server would wait forever), a notification dropped.
     if (isRequest(message)) this.child.send(errorResponse(message.id as JsonRpcId, UPSTREAM_GONE, 'No client stream is open to carry this request'));
+  }
+
+  /**
+   * A frame of a `subscriptions/listen` stream (2026-07-28) goes to that listen's POST alone, naming
+   * it by the client's id; one whose listen is over (the client left, the process was told) is dropped.
+   */
+  private toSubscription(message: Message, subscription: number): void {
+    const pending = this.pending.get(subscription);
+    if (!pending) return;
+    const params = message.params as Message;
+    const relayed = { ...message, params: { ...params, _meta: { ...(params._meta as Message), [SUBSCRIPTION_ID]: pending.clientId } } };
+    if (pending.answer.relay(relayed)) this.lastActivity = Date.now();
   }
 
   /** The POST a server message belongs to: by progress token or cancelled id, else the oldest open event stream. */

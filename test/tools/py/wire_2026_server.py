@@ -1,7 +1,8 @@
 """An MCP server built on the official Python SDK (mcp 2.3.0, MCPServer), which speaks the
 2026-07-28 wire: server/discover, subscriptions/listen, InputRequiredResult rounds, the request
 headers checked against the body. test/e2e/python-sdk-server-2026.test.ts runs it behind the
-gateway and compares. Usage: python wire_2026_server.py <port>
+gateway and compares. Usage: python wire_2026_server.py <port> (Streamable HTTP), or
+python wire_2026_server.py stdio, or python wire_2026_server.py sse <port> (the legacy HTTP+SSE transport)
 """
 
 import sys
@@ -53,4 +54,9 @@ async def touch(uri: str, ctx: Context) -> str:
 
 
 if __name__ == "__main__":
-    uvicorn.run(server.streamable_http_app(), host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
+    if sys.argv[1] == "stdio":
+        server.run("stdio")
+    elif sys.argv[1] == "sse":
+        uvicorn.run(server.sse_app(), host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
+    else:
+        uvicorn.run(server.streamable_http_app(), host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
