@@ -11,7 +11,7 @@ export interface RedisClientOptions {
   commandTimeoutMs: number;
 }
 
-const MAX_RECONNECT_DELAY_MS = 2_000;
+export const MAX_RECONNECT_DELAY_MS = 2_000;
 const reconnectDelay = (attempt: number) => Math.min(100 * 2 ** (attempt - 1), MAX_RECONNECT_DELAY_MS);
 
 export function createRedisClient(topology: RedisTopology, options: RedisClientOptions): RedisClient {

@@ -8,7 +8,8 @@ import { Cluster } from 'ioredis';
 import { StoreUnavailableError, type Admission, type AdmitRequest, type LogEntry, type Store } from './store.js';
 import { assertAdmitRequest, SLIDING_WINDOW_SLOTS } from './sliding-window.js';
 import { assertTtl } from './ttl.js';
-import { createRedisClient, type RedisClient } from './redis-client.js';
+import { createRedisClient, MAX_RECONNECT_DELAY_MS, type RedisClient } from './redis-client.js';
+import { reviveWhenEnded, type Revival } from './redis-revival.js';
 import { parseRedisUrl, type RedisTopology } from '../config/redis-url.js';
 
 export interface RedisStoreOptions {
@@ -86,6 +87,7 @@ export class RedisStore implements Store {
   readonly topology: RedisTopology['kind'];
   readonly #client: RedisClient;
   readonly #deadlineMs: number;
+  readonly #revival: Revival | undefined;
   #hasGetdel = true;
 
   constructor(options: RedisStoreOptions) {
@@ -95,6 +97,8 @@ export class RedisStore implements Store {
     this.#client = createRedisClient(topology, { keyPrefix: options.keyPrefix, commandTimeoutMs: options.commandTimeoutMs });
     // Without a listener ioredis prints every reconnect failure to the console.
     this.#client.on('error', (err: Error) => options.onConnectionError?.(err));
+    // A Cluster ends only when closed; a single client may also end on a failed Sentinel lookup.
+    this.#revival = this.#client instanceof Cluster ? undefined : reviveWhenEnded(this.#client, MAX_RECONNECT_DELAY_MS);
   }
 
   async get(key: string): Promise<string | undefined> {
@@ -202,6 +206,7 @@ export class RedisStore implements Store {
   }
 
   async close(): Promise<void> {
+    this.#revival?.stop();
     if (this.#client.status === 'ready') {
       try {
         await this.#client.quit();
