@@ -210,11 +210,16 @@ describe('[K63] a hostile child that floods, stops reading or answers badly neve
     const { pid } = await report(stage, '/hostile/mcp', id);
     expect((await call(stage, '/hostile/mcp', id, 'deaf')).status).toBe(200);
     const big = { jsonrpc: '2.0', method: 'notifications/message', params: { data: 'y'.repeat(900_000) } };
+    const stopping = () => stage.gw.logs.some((l) => l.includes('does not read its stdin'));
     // Notifications get 202 at once: the gateway holds them for the process, up to its bound.
-    for (let i = 0; i < 8 && running(pid); i++) await post(stage, '/hostile/mcp', big, id);
+    for (let i = 0; i < 8 && !stopping(); i++) await post(stage, '/hostile/mcp', big, id);
+    expect(stopping()).toBe(true);
+    // The session ended when the gateway decided to stop the process, not when its exit is seen: the
+    // next request is 404 (the client starts a new session) whether or not the process is gone yet.
+    const listTools = { jsonrpc: '2.0', id: 5, method: 'tools/list' };
+    expect((await post(stage, '/hostile/mcp', listTools, id)).status).toBe(404);
     await waitFor(() => !running(pid), 10_000, 'the deaf process to be stopped');
-    expect(stage.gw.logs.some((l) => l.includes('does not read its stdin'))).toBe(true);
-    expect((await post(stage, '/hostile/mcp', { jsonrpc: '2.0', id: 5, method: 'tools/list' }, id)).status).toBe(404);
+    expect((await post(stage, '/hostile/mcp', listTools, id)).status).toBe(404);
     await bobServed();
   }, 60_000);
 });

@@ -95,6 +95,8 @@ export class ProcessPool {
             this.deps.logger[level]({ route: this.route, session: tag, code, signal, error, reason }, 'stdio server process ended');
             session.end(error !== undefined ? 'Upstream process could not start' : 'Upstream process exited');
           },
+          // Stopped for what it did: its id is unknown (404) from now on, as after a DELETE.
+          fault: () => void this.stop(session, 'fault'),
         },
       );
     } catch (err) {

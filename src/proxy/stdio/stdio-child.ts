@@ -25,6 +25,12 @@ export interface ChildEvents {
   message(message: unknown): void;
   /** The process is gone (exited, killed, or never started); called once. */
   exit(detail: { code: number | null; signal: string | null; error?: string }): void;
+  /**
+   * The gateway is stopping the process for what it did (stdin left unread past its share, a line
+   * over the limit, output that could not be handled); called once, before the signal. Its session
+   * ends now, not when the exit is seen: a request in between would reach a process already dying.
+   */
+  fault?(): void;
 }
 
 export interface ChildOptions {
@@ -66,6 +72,7 @@ export class StdioChild {
   private killTimer: NodeJS.Timeout | undefined;
   private readonly maxUnreadStdin: number;
   private readonly stdinFull: () => void;
+  private readonly faulted: () => void;
   readonly ended: Promise<void>;
 
   constructor(config: StdioUpstreamConfig, options: ChildOptions, events: ChildEvents) {
@@ -95,6 +102,7 @@ export class StdioChild {
     this.ended = new Promise<void>((resolve) => (resolveEnded = resolve));
     const tags = { route: options.route, session: options.session, pid: child.pid };
     this.stdinFull = () => options.logger.warn({ ...tags, unread: this.maxUnreadStdin }, 'stdio server does not read its stdin: stopping it');
+    this.faulted = this.stopForFault(events, options.logger, tags);
     const finish = (detail: { code: number | null; signal: string | null; error?: string }) => {
       if (this.exited) return;
       this.exited = true;
@@ -119,6 +127,22 @@ export class StdioChild {
     if (plan.gated) this.openGate(child, options, tags);
   }
 
+  /** Stops the process for what it did, its owner told first (once); a throwing owner is logged, the process stopped all the same. */
+  private stopForFault(events: ChildEvents, logger: StdioLogger, tags: object): () => void {
+    let told = false;
+    return () => {
+      if (!told && !this.exited) {
+        told = true;
+        try {
+          events.fault?.();
+        } catch (err) {
+          logger.error({ ...tags, err }, 'stdio process fault handling failed');
+        }
+      }
+      void this.stop();
+    };
+  }
+
   /** stdout as bounded lines of JSON-RPC, stderr (and stdout that is not JSON-RPC) to the log, bounded and rate-limited. */
   private readOutput(child: ChildProcess, options: ChildOptions, events: ChildEvents, tags: { route: string; session: string; pid: number | undefined }): void {
     // Not JSON-RPC on stdout (a banner, debug output): logged as stderr is, bounded and rate-limited, never forwarded.
@@ -127,7 +151,7 @@ export class StdioChild {
       line: (text) => this.onLine(text, events, stdoutLog),
       overflow: () => {
         options.logger.warn(tags, 'stdio server wrote a message over the size limit: stopping it');
-        this.stop();
+        this.faulted();
       },
     });
     const stderr = new StderrRelay(options.logger, tags);
@@ -138,7 +162,7 @@ export class StdioChild {
         handle(chunk);
       } catch (err) {
         options.logger.error({ ...tags, err }, 'stdio server output could not be handled: stopping it');
-        void this.stop();
+        this.faulted();
       }
     };
     child.stdout!.on('data', guarded((chunk) => stdout.push(chunk)));
@@ -205,7 +229,7 @@ export class StdioChild {
     // A process that does not read its stdin is not buffered for without bound.
     if (stdin.writableLength > this.maxUnreadStdin && this.killTimer === undefined) {
       this.stdinFull();
-      void this.stop();
+      this.faulted();
     }
   }
 
