@@ -47,8 +47,12 @@ async function bearer(sub: string, path: string): Promise<string> {
 
 const HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25' };
 
-/** A request whose answer is read for at most `ms` and 2 MiB: what came back, or how it ended. */
-async function call(sub: string, path: string, method: string, params: Record<string, unknown>, ms = 3000): Promise<{ status: number | 'error'; text: string }> {
+/**
+ * A request whose answer is read for at most `ms` and 2 MiB: what came back, or how it ended. The
+ * bound only ends what never would (a hang fails the test): at 3 s, a loaded machine's slow but
+ * healthy answers came back as 'error' (carol's 200s, the answer whose event ids K68 resumes).
+ */
+async function call(sub: string, path: string, method: string, params: Record<string, unknown>, ms = 10_000): Promise<{ status: number | 'error'; text: string }> {
   try {
     const res = await fetch(`${gw.url}${path}`, {
       method: 'POST',
@@ -77,7 +81,7 @@ async function call(sub: string, path: string, method: string, params: Record<st
   }
 }
 
-const misbehave = (sub: string, kind: Misbehaviour, args: Record<string, unknown> = {}) => call(sub, HOSTILE, 'tools/call', { name: kind, arguments: args }, kind === 'never-answers' ? 8000 : 3000);
+const misbehave = (sub: string, kind: Misbehaviour, args: Record<string, unknown> = {}) => call(sub, HOSTILE, 'tools/call', { name: kind, arguments: args }, kind === 'never-answers' ? 15_000 : 10_000);
 
 /** Carol's steady traffic while `during` runs: every status she got. */
 async function carolMeanwhile(during: () => Promise<unknown>): Promise<(number | 'error')[]> {
@@ -178,7 +182,9 @@ describe('[K68] an upstream copying one principal\'s event id to another does no
     const resume = async (sub: string) => {
       const res = await fetch(`${gw.url}${HOSTILE}`, {
         headers: { authorization: await bearer(sub, HOSTILE), accept: 'text/event-stream', 'mcp-protocol-version': '2025-11-25', 'last-event-id': eventId },
-        signal: AbortSignal.timeout(1000),
+        // Only a bound on the answer's headers (the stream is cancelled once they came): a loaded
+        // machine may take over a second to answer, which a 1 s bound turned into an AbortError.
+        signal: AbortSignal.timeout(15_000),
       });
       await res.body?.cancel().catch(() => undefined);
       return res.status;

@@ -124,10 +124,12 @@ async function resume(sub: string, sessionId: string, lastEventId: string): Prom
     signal: controller.signal,
   });
   if (res.status !== 200) return { status: res.status, text: await res.text() };
-  // A replay arrives at once; the stream then stays open for the session's notifications.
+  // A replay arrives at once; the stream then stays open for the session's notifications. Reading
+  // stops as soon as the whole replay came; the deadline only ends a replay that never completes,
+  // and is generous, as a loaded machine can take seconds to deliver one that does.
   let text = '';
   const reader = res.body!.getReader();
-  const deadline = setTimeout(() => controller.abort(), 5000);
+  const deadline = setTimeout(() => controller.abort(), 20_000);
   try {
     for (;;) {
       const { done, value } = await reader.read();
