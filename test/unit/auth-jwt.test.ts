@@ -9,6 +9,7 @@ import type { JwtAlgorithm } from '../../src/config/jws-algorithms.js';
 import type { JwtTokenConfig, RouteConfig } from '../../src/config/types.js';
 import { GatewayError } from '../../src/errors/gateway-error.js';
 import { rejection } from '../helpers/rejection.js';
+import { watchLoopBlocks } from '../helpers/loop-blocks.js';
 
 const ISSUER = 'https://idp.example.com/tenant';
 const RESOURCE = 'https://mcp.example.com/github/mcp';
@@ -237,9 +238,10 @@ describe('JWT verifier: size and format (SECURITY A.5)', () => {
 
   it('refuses a 64 KiB token before crypto', async () => {
     const token = await sign(claims({ pad: 'x'.repeat(64 * 1024) }));
-    const started = performance.now();
+    const work = watchLoopBlocks();
     expect((await expectInvalid(token)).description).toBe('Token too large');
-    expect(performance.now() - started).toBeLessThan(100);
+    // CPU time, which a loaded machine does not stretch as it does the wall clock.
+    expect(work.stop().totalCpuMs).toBeLessThan(100);
     expect(server.count('/jwks')).toBe(0);
   });
 

@@ -7,7 +7,8 @@ import { StoreUnavailableError } from '../../src/store/store.js';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
 
 const COMMAND_TIMEOUT_MS = 500;
-const SLACK_MS = 300;
+// Over the bound, for timers that fire late on a loaded machine: a queued command with no bound would wait far longer.
+const SLACK_MS = 1_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function timed<T>(p: Promise<T>): Promise<{ error: unknown; ms: number }> {
@@ -53,9 +54,9 @@ describe('RedisStore faults', () => {
       expect(ms).toBeLessThan(COMMAND_TIMEOUT_MS + SLACK_MS);
       await sleep(100);
     }
-    // Once the close is seen, rejection is immediate rather than a timeout.
+    // Once the close is seen, rejection is immediate (or after a refused connect) rather than a timeout.
     const { ms } = await timed(store.get('k'));
-    expect(ms).toBeLessThan(100);
+    expect(ms).toBeLessThan(COMMAND_TIMEOUT_MS / 2);
     await expect(store.ping()).rejects.toBeInstanceOf(StoreUnavailableError);
 
     await redis.restart();
