@@ -188,12 +188,13 @@ describe('a session', () => {
       body: JSON.stringify({ jsonrpc: '2.0', id: 'gone-1', method: 'hang' }),
     }).catch((err: unknown) => err);
     await waitFor(() => servers.good.requests.some((r) => r.body.includes('"gone-1"')));
-    const aborted = Date.now();
     abort.abort();
     await pending;
-    await waitFor(() => servers.good.requests.some((r) => r.body.includes('notifications/cancelled') && r.body.includes('"requestId":"gone-1"')));
-    // Well inside upstream_timeout (1 s): the cancellation came from the client leaving, not the timeout.
-    expect(Date.now() - aborted).toBeLessThan(800);
+    const cancellation = () => servers.good.requests.find((r) => r.body.includes('notifications/cancelled') && r.body.includes('"requestId":"gone-1"'));
+    await waitFor(() => cancellation() !== undefined);
+    // The cancellation came from the client leaving, not upstream_timeout (1 s): its reason says which,
+    // where a wall-clock bound under the timeout broke on a loaded machine.
+    expect(JSON.parse(cancellation()!.body)).toMatchObject({ params: { reason: 'The client closed the response' } });
   });
 
   it('counts the GET stream in mag_open_streams while it is open', async () => {

@@ -253,7 +253,8 @@ describeBrowser(`user_oauth: each user's own account at the upstream${why}`, () 
       owner.set(token, sub);
     }
     expect(upstream.refreshes).toBeGreaterThan(0);
-  }, TEST_MS);
+    // Up to 9 rounds of up to 18 concurrent SDK sessions on two replicas: 61 s at load 15, half of TEST_MS.
+  }, 2 * TEST_MS);
 
   it('one refresh under concurrency: an expired grant used by 16 calls on both replicas is refreshed once', async () => {
     await whoami(A, 'carol');

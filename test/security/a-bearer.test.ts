@@ -362,7 +362,8 @@ describe('[A2] [A4] [A5] token tricks (corpora/token-tricks.json)', () => {
       const challenge = res.status === 401 || (res.status === 400 && c.expect.error !== undefined) ? 'error' : undefined;
       expectRejection(res, { status: res.status, error: c.expect.error, challenge, resourceMetadata: metadataUrlOf(PATH) }, tokenSecrets(token));
     }
-    if (c.fast) expect(elapsed).toBeLessThan(1_000);
+    // Refused before any key work (a PBES2 p2c of 2^31 would take hours), with room for a loaded machine.
+    if (c.fast) expect(elapsed).toBeLessThan(5_000);
     expect(trap.hits).toEqual([]);
   });
 

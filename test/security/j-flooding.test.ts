@@ -271,7 +271,8 @@ describe('[J54] the store failing lets requests through (fail open), counted', (
     for (const endpoint of ENDPOINTS) {
       const started = performance.now();
       expect((await send(issuer, endpoint)).status, endpoint.name).not.toBe(429);
-      expect(performance.now() - started, endpoint.name).toBeLessThan(1_000);
+      // Well under the counter's 5 s (the handler did not wait for it), with room for a loaded machine.
+      expect(performance.now() - started, endpoint.name).toBeLessThan(3_000);
     }
     expect(await failOpenCount(issuer, 'authorize')).toBe(2);
     expect(await failOpenCount(issuer, 'pending_authorizations')).toBe(2);
@@ -345,7 +346,8 @@ describe('[J54] a flood of /authorize never evicts sessions, grants or registrat
     } finally {
       await conn.close();
     }
-  });
+    // 2,500 consent pages rendered: 12 s here, over the default 30 s when the machine is loaded.
+  }, 120_000);
 });
 
 describe('[J54] memory store budgets per key class', () => {

@@ -138,7 +138,8 @@ describe('upstream_auth client_credentials', () => {
     endpoint.delayMs = 3000;
     const start = Date.now();
     await expect(Promise.resolve(build().headersFor(auth()))).rejects.toMatchObject({ status: 502 });
-    expect(Date.now() - start).toBeLessThan(1500);
+    // The 1 s timeout, not the endpoint's 3 s, with room for a loaded machine.
+    expect(Date.now() - start).toBeLessThan(2_500);
   });
 
   it('refuses a DPoP-bound token', async () => {
