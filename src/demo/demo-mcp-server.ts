@@ -45,11 +45,15 @@ function buildServer(notes: Map<number, Note>, nextId: () => number): McpServer 
 }
 
 /** Starts the demo server on a free loopback port. */
-export async function startDemoMcpServer(): Promise<DemoMcpServer> {
+export function startDemoMcpServer(): Promise<DemoMcpServer> {
   const notes = new Map<number, Note>();
   let lastId = 0;
   const nextId = () => ++lastId;
+  return startStatelessMcpServer(() => buildServer(notes, nextId));
+}
 
+/** A stateless Streamable HTTP server at /mcp on a free loopback port: `build` makes the SDK server for each request. */
+export async function startStatelessMcpServer(build: (req: IncomingMessage) => McpServer): Promise<DemoMcpServer> {
   const http: Server = createServer((req, res) => {
     void handle(req, res).catch(() => {
       if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":"internal error"}');
@@ -75,7 +79,7 @@ export async function startDemoMcpServer(): Promise<DemoMcpServer> {
       return;
     }
     // One server and transport per request (the SDK's stateless pattern); the notes are shared.
-    const server = buildServer(notes, nextId);
+    const server = build(req);
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
     res.on('close', () => {
       void transport.close();

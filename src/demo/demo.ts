@@ -11,15 +11,12 @@
 import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { resolveConfig } from '../config/resolve.js';
-import { ConfigError, type ConfigIssue } from '../config/config-error.js';
-import { GatewaySchema, RouteSchema } from '../config/schema.js';
 import type { GatewayConfig } from '../config/types.js';
-import { validate } from '../config/validate.js';
-import type { Locate } from '../config/yaml-file.js';
 import { startGateway } from '../gateway.js';
 import { sandboxProblem } from '../proxy/stdio/bubblewrap-check.js';
 import { startDemoMcpServer } from './demo-mcp-server.js';
+import { newAccountTokensKey, startRemoteService, type RemoteService } from './demo-remote-service.js';
+import { resolveEmbeddedConfig } from './embedded-config.js';
 
 export const DEMO_ROUTE_PATH = '/demo/mcp';
 /** The machine client of the README's headless recipe; its secret is made at each start and printed. */
@@ -28,6 +25,9 @@ const DEMO_SECRET_ENV = 'MAG_DEMO_CI_SECRET';
 export const DEMO_MEMORY_ROUTE_PATH = '/memory/mcp';
 /** Both servers behind one route: tools shown as `demo__echo`, `memory__read_graph`. */
 export const DEMO_ALL_ROUTE_PATH = '/all/mcp';
+/** A remote server that wants each user's own account at its own AS (`user_oauth`, DESIGN §8.1). */
+export const DEMO_REMOTE_ROUTE_PATH = '/remote/mcp';
+const DEMO_TOKENS_KEY_ENV = 'MAG_DEMO_ACCOUNT_TOKENS_KEY';
 /** The MCP Inspector the README pins: its CLI has --header and runs on Node 20 (its engines field says 22; tried on 20.20 against the demo). */
 export const INSPECTOR_VERSION = '0.21.2';
 
@@ -87,7 +87,7 @@ function demoAllRoute(upstream: string, memoryUpstream: ReturnType<typeof demoMe
 }
 
 /** The demo's configuration, as it would be written in policies/. */
-export function demoConfigFiles(port: number, upstream: string, sandboxed = false) {
+export function demoConfigFiles(port: number, upstream: string, sandboxed = false, remoteUpstream?: string) {
   const publicUrl = `http://127.0.0.1:${port}`;
   const memoryUpstream = demoMemoryUpstream(sandboxed);
   return {
@@ -105,6 +105,9 @@ export function demoConfigFiles(port: number, upstream: string, sandboxed = fals
         // The README's headless recipe: client_credentials, without a browser.
         clients: [{ client_id: DEMO_MACHINE_CLIENT, client_secret: { env: DEMO_SECRET_ENV }, grant_types: ['client_credentials'], scopes: ['mcp:read'] }],
       },
+      // The remote route's upstream accounts: connected on the consent or connect page, listed (and disconnected) at /account/apps.
+      account: { enabled: true },
+      account_tokens: { encryption_key: { env: DEMO_TOKENS_KEY_ENV } },
     },
     route: {
       path: DEMO_ROUTE_PATH,
@@ -134,25 +137,19 @@ export function demoConfigFiles(port: number, upstream: string, sandboxed = fals
       upstream_auth: { kind: 'none' },
     },
     allRoute: demoAllRoute(upstream, memoryUpstream),
+    ...(remoteUpstream && { remoteRoute: demoRemoteRoute(remoteUpstream) }),
   };
 }
 
-export async function demoConfig(port: number, upstream: string, sandboxed = false, machineSecret = randomBytes(24).toString('base64url')): Promise<GatewayConfig> {
-  const files = demoConfigFiles(port, upstream, sandboxed);
-  const at: Locate = (path, message, key) => ({ file: 'demo', line: 0, column: 0, message: `${[...path, ...(key ? [key] : [])].join('.')}: ${message}` });
-  const gateway = validate(GatewaySchema, files.gateway, at);
-  const routes = [files.route, files.memoryRoute, files.allRoute].map((r) => validate(RouteSchema, r, at));
-  const issues: ConfigIssue[] = [...gateway.issues, ...routes.flatMap((r) => r.issues)];
-  if (!gateway.value || routes.some((r) => !r.value)) throw new ConfigError(issues);
-  const resolved = await resolveConfig({
-    source: 'demo',
-    configDir: process.cwd(),
-    gateway: { file: 'demo', value: gateway.value, at },
-    routes: routes.map((r) => ({ file: 'demo', value: r.value!, at })),
-    env: { ...process.env, [DEMO_SECRET_ENV]: machineSecret },
-  });
-  if (resolved.issues.length > 0) throw new ConfigError(resolved.issues);
-  return resolved.config;
+/** The user's own account at the remote service: nothing configured but the kind, the rest is discovered from its 401. */
+function demoRemoteRoute(upstream: string) {
+  return { path: DEMO_REMOTE_ROUTE_PATH, upstream, scopes_supported: ['mcp:read'], required_scopes: ['mcp:read'], upstream_auth: { kind: 'user_oauth' } };
+}
+
+export async function demoConfig(port: number, upstream: string, sandboxed = false, machineSecret = randomBytes(24).toString('base64url'), remoteUpstream?: string): Promise<GatewayConfig> {
+  const files = demoConfigFiles(port, upstream, sandboxed, remoteUpstream);
+  const routes = [files.route, files.memoryRoute, files.allRoute, ...(files.remoteRoute ? [files.remoteRoute] : [])];
+  return resolveEmbeddedConfig(files.gateway, routes, { ...process.env, [DEMO_SECRET_ENV]: machineSecret, [DEMO_TOKENS_KEY_ENV]: newAccountTokensKey() });
 }
 
 export interface RunningDemo {
@@ -161,6 +158,8 @@ export interface RunningDemo {
   memoryUrl: string;
   /** Both servers behind one aggregated route. */
   allUrl: string;
+  /** The remote service, each user with their own account there (user_oauth). */
+  remoteUrl: string;
   /** Its processes run in a bubblewrap sandbox. */
   sandboxed: boolean;
   /** The secret of DEMO_MACHINE_CLIENT, new at each start. */
@@ -170,22 +169,28 @@ export interface RunningDemo {
 
 export async function startDemo(port: number): Promise<RunningDemo> {
   const upstream = await startDemoMcpServer();
+  let remote: RemoteService | undefined;
   try {
+    remote = await startRemoteService();
     const sandboxed = await demoCanSandbox();
     const machineSecret = randomBytes(24).toString('base64url');
-    const gateway = await startGateway(await demoConfig(port, upstream.url, sandboxed, machineSecret));
+    const gateway = await startGateway(await demoConfig(port, upstream.url, sandboxed, machineSecret, remote.url));
+    const running = remote;
     return {
       machineSecret,
       mcpUrl: `${gateway.url}${DEMO_ROUTE_PATH}`,
       memoryUrl: `${gateway.url}${DEMO_MEMORY_ROUTE_PATH}`,
       allUrl: `${gateway.url}${DEMO_ALL_ROUTE_PATH}`,
+      remoteUrl: `${gateway.url}${DEMO_REMOTE_ROUTE_PATH}`,
       sandboxed,
       async close() {
         await gateway.close();
+        await running.close();
         await upstream.close();
       },
     };
   } catch (err) {
+    await remote?.close();
     await upstream.close();
     throw err;
   }
@@ -247,6 +252,12 @@ function demoBanner(demo: RunningDemo): string {
     '',
     '  One MCP server to the client, one authorization: the tools of both, shown as demo__echo,',
     '  memory__read_graph, ..., under the same policy (docs/aggregation.md).',
+    '',
+    `  Your own account at a remote server: ${demo.remoteUrl}`,
+    '',
+    '  A server that wants each user\'s own token from its own authorization server (upstream_auth:',
+    '  user_oauth, docs/user-oauth.md). After the consent page the browser visits that server\'s AS once:',
+    '  approve and sign in there with any name; whoami then answers that name. Disconnect at /account/apps.',
     '',
     `  Without a browser (the README's headless recipe): the machine client ${DEMO_MACHINE_CLIENT}, secret ${demo.machineSecret} (new at each start)`,
     `    TOKEN=$(curl -s -u '${DEMO_MACHINE_CLIENT}:${demo.machineSecret}' -d grant_type=client_credentials -d resource=${demo.mcpUrl} ${new URL(demo.mcpUrl).origin}/token | jq -r .access_token)`,
