@@ -57,7 +57,7 @@ import { CONNECTED_RESUME_PATH } from '../config/reserved-paths.js';
 import type { UpstreamAccountSource } from '../upstream-auth/upstream-credential.js';
 
 export interface AuthorizationServerOptions {
-  /** Test only, never from configuration: SSRF guard settings for Client ID Metadata Document fetches. */
+  /** Test only, never from configuration: SSRF guard settings for Client ID Metadata Document fetches (and `allowLoopback` for user_oauth's discovered URLs). */
   safeFetch?: SafeFetchOptions;
   /** Successful registrations per client address; default: `authorization_server.rate_limits.registrations`. */
   registrationRateLimit?: RateLimit;
@@ -126,7 +126,7 @@ export async function createAuthorizationServer(config: GatewayConfig, deps: Aut
   const interactions = new Interactions(deps.store);
   const browser = new BrowserBinding(ctx.keys.cookieSecret);
   const account = asConfig.accountPage ? createAccount(ctx, grants, browser) : undefined;
-  const upstreamAccounts = account && config.accountTokens ? new UpstreamAccounts(ctx, config.routes.flatMap(upstreamRoutes), config.accountTokens, { timeoutMs: options.upstreamTimeoutMs }) : undefined;
+  const upstreamAccounts = account && config.accountTokens ? new UpstreamAccounts(ctx, config.routes.flatMap(upstreamRoutes), config.accountTokens, { timeoutMs: options.upstreamTimeoutMs, allowLoopback: options.safeFetch?.allowLoopback }) : undefined;
   const signInShare = new SignInShare(deps.store, ctx.issuer, signInShareLimit(config.store), asConfig.refreshTokenTtlMs);
   const services = loginServices(ctx, { codes, clients, grants, interactions, browser, signInShare }, account, upstreamAccounts);
   const login = loginFactory(ctx, services);

@@ -95,6 +95,8 @@ beforeAll(async () => {
       'files.yaml': { path: ROUTE, upstream: upstream.url, upstream_auth: { kind: 'user_oauth' } },
     },
     { SIGNING_KEY: JSON.stringify(await generateSigningKey()), TOKENS_KEY: randomBytes(32).toString('base64') },
+    // The upstream's AS is on 127.0.0.1 (another port than the upstream): the discovery guard's test-only loopback allowance.
+    { authorizationServer: { safeFetch: { allowLoopback: true } } },
   );
 }, 90_000);
 
@@ -190,6 +192,7 @@ describeBrowser(`user_oauth: the gateway's client ID metadata document as its cl
         'files.yaml': { path: ROUTE, upstream: upstream.url, upstream_auth: { kind: 'user_oauth' } },
       }),
       { SIGNING_KEY: JSON.stringify(await generateSigningKey()), TOKENS_KEY: randomBytes(32).toString('base64') },
+      { authorizationServer: { safeFetch: { allowLoopback: true } } },
     );
     try {
       const before = registrations;

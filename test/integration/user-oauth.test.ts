@@ -39,6 +39,8 @@ const TEST_MS = 120_000;
 const ACCESS_TOKEN_TTL_S = 6;
 const ROUTE = '/files/mcp';
 const CALLBACK = 'http://127.0.0.1:1/callback';
+/** The upstream's AS is on 127.0.0.1 (another port than the upstream): the discovery guard's test-only loopback allowance. */
+const LOOPBACK_AS = { safeFetch: { allowLoopback: true } };
 
 let browser: Browser;
 let redis: RedisServer;
@@ -71,8 +73,8 @@ beforeAll(async () => {
     }),
     'files.yaml': { path: ROUTE, upstream: upstream.url, upstream_auth: { kind: 'user_oauth' } },
   });
-  A = await startTestGateway(files(portA), env, { audit });
-  B = await startTestGateway(files(portB), env);
+  A = await startTestGateway(files(portA), env, { audit, authorizationServer: LOOPBACK_AS });
+  B = await startTestGateway(files(portB), env, { authorizationServer: LOOPBACK_AS });
   // They decline at the upstream AS when asked at consent: the apps work, the accounts are not connected.
   for (const user of ['alice', 'bob', 'carol']) tokens.set(user, (await approveApp(user)).token);
 }, 90_000);

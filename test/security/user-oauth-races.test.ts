@@ -121,6 +121,8 @@ describe('user_oauth races and hostile upstream AS answers', () => {
 
     expect(await accounts.list(SUBJECT)).toEqual([]);
     expect(await accounts.grants.load(owner)).toBeUndefined();
+    // The dropped answer's tokens are revoked there too (RFC 7009), not left live at the AS.
+    await until(() => as.requests.some((r) => r.path === '/revoke' && r.body.get('token') === 'rt-after-refresh'));
   });
 
   it('a token endpoint answer is read only up to a bound (a hostile AS cannot make the gateway hold or store megabytes per user)', async () => {

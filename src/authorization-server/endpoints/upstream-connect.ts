@@ -19,6 +19,7 @@ import { errorPage, guarded } from '../pages/respond-page.js';
 import { renderUpstreamConnected } from '../pages/upstream-accounts-page.js';
 import { ConnectCallbackRefused } from '../upstream-accounts/connect-flow.js';
 import type { RouteAccount, UpstreamAccounts } from '../upstream-accounts/upstream-accounts.js';
+import { DiscoveredUrlRefused } from '../upstream-accounts/discovery-guard.js';
 import { UpstreamAsError } from '../upstream-accounts/upstream-server.js';
 
 export type UpstreamConnectDeps = Pick<AccountDeps, 'sessions' | 'browser' | 'interactions' | 'login' | 'selfOrigin'> & { accounts: UpstreamAccounts };
@@ -69,6 +70,7 @@ async function connectPage(c: Context, ctx: AsContext, deps: UpstreamConnectDeps
   } catch (err) {
     if (!(err instanceof UpstreamAsError)) throw err;
     deps.accounts.events.record('connect_failed', owner, err.message);
+    if (err instanceof DiscoveredUrlRefused) return errorPage(c, 502, 'Cannot connect', `The MCP server names a sign-in this gateway does not reach: ${err.message}. Nothing was sent there.`);
     return errorPage(c, 502, 'Cannot connect', 'The MCP server\'s sign-in cannot be reached right now. Try again later.');
   }
 }

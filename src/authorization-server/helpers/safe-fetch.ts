@@ -153,6 +153,14 @@ export function createSafeFetcher(options: SafeFetchOptions = {}): SafeFetcher {
   };
 }
 
+/**
+ * An undici dispatcher whose connections reach public addresses only (the
+ * same lookup as the fetcher's): for callers that need more than a GET.
+ */
+export function publicOnlyAgent(options: { allowLoopback?: boolean; timeoutMs: number }): Agent {
+  return new Agent({ connect: { lookup: publicOnlyLookup(options.allowLoopback === true), timeout: options.timeoutMs }, pipelining: 0 });
+}
+
 /** DNS lookup for the agent's connections: a host with any non-public address is refused. */
 function publicOnlyLookup(allowLoopback: boolean): LookupFunction {
   return (hostname, lookupOptions, callback) => {

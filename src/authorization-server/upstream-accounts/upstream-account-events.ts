@@ -5,7 +5,7 @@ import type { Audit } from '../../observability/audit.js';
 import type { AuthorizationServerMetrics } from '../../observability/metrics.js';
 import type { GrantOwner } from './upstream-grants.js';
 
-export type UpstreamAccountEvent = 'connected' | 'connect_failed' | 'refreshed' | 'refresh_failed' | 'disconnected' | 'revocation_failed';
+export type UpstreamAccountEvent = 'connected' | 'connect_failed' | 'refreshed' | 'refresh_failed' | 'disconnected' | 'revocation_failed' | 'refresh_dropped';
 
 export interface UpstreamAccountEvents {
   record(event: UpstreamAccountEvent, owner: GrantOwner, reason?: string): void;

@@ -3,7 +3,6 @@
 // connect flow and its token source; and, per user, the list /account/apps
 // shows and Disconnect (RFC 7009 at the upstream where it can, then the grant
 // deleted).
-import * as oauth from 'oauth4webapi';
 import type { AccountTokensConfig } from '../../config/account-tokens.js';
 import { upstreamCallbackPath, upstreamClientDocumentPath } from '../../config/reserved-paths.js';
 import type { RouteConfig, UserOAuthConfig } from '../../config/types.js';
@@ -50,7 +49,8 @@ export class UpstreamAccounts {
     private readonly ctx: AsContext,
     routes: readonly RouteConfig[],
     keys: AccountTokensConfig,
-    options: { timeoutMs?: number } = {},
+    /** `allowLoopback`: test only, never from configuration (discovery-guard.ts). */
+    options: { timeoutMs?: number; allowLoopback?: boolean } = {},
   ) {
     const cipher = new AccountTokenCipher(keys.keys);
     this.grants = new UpstreamGrants(ctx.store, cipher, ctx.config.refreshTokenTtlMs);
@@ -58,17 +58,17 @@ export class UpstreamAccounts {
     this.events = upstreamAccountEvents(ctx.audit, ctx.metrics);
     for (const route of routes) {
       if (route.upstreamAuth.kind !== 'user_oauth') continue;
-      this.routes.set(route.path, this.#routeAccount(route, route.upstreamAuth, cipher, options.timeoutMs ?? DEFAULT_TIMEOUT_MS));
+      this.routes.set(route.path, this.#routeAccount(route, route.upstreamAuth, cipher, { timeoutMs: options.timeoutMs ?? DEFAULT_TIMEOUT_MS, allowLoopback: options.allowLoopback }));
     }
   }
 
-  #routeAccount(route: RouteConfig, config: UserOAuthConfig, cipher: AccountTokenCipher, timeoutMs: number): RouteAccount {
+  #routeAccount(route: RouteConfig, config: UserOAuthConfig, cipher: AccountTokenCipher, fetching: { timeoutMs: number; allowLoopback?: boolean }): RouteAccount {
     const callbackPath = upstreamCallbackPath(route.path);
     const redirectUri = endpointUrl(this.ctx.issuer, callbackPath);
     const documentPath = upstreamClientDocumentPath(route.path);
     const clientDocumentUrl = endpointUrl(this.ctx.issuer, documentPath);
     const { store } = this.ctx;
-    const server = new UpstreamServer({ routePath: route.path, upstream: route.upstream, config, redirectUri, clientDocumentUrl, store, cipher, timeoutMs });
+    const server = new UpstreamServer({ routePath: route.path, upstream: route.upstream, config, redirectUri, clientDocumentUrl, store, cipher, ...fetching, logger: this.ctx.logger });
     const flow = new ConnectFlow({ routePath: route.path, server, grants: this.grants, store, cipher, redirectUri, resource: config.resource });
     const tokens = new UpstreamTokens({ routePath: route.path, resource: config.resource, server, grants: this.grants, store, events: this.events, connectLink: (owner) => this.links.linkFor(owner) });
     const clientDocument = { path: documentPath, body: upstreamClientDocument(clientDocumentUrl, redirectUri) };
@@ -92,21 +92,15 @@ export class UpstreamAccounts {
     const route = this.routes.get(owner.routePath);
     const grant = route && (await this.grants.load(owner));
     if (!route || !grant) return false;
-    await this.#revokeUpstream(route, owner, grant.refreshToken ?? grant.accessToken, grant.refreshToken ? 'refresh_token' : 'access_token');
+    await this.#revokeUpstream(route, owner, grant.asIssuer, grant.refreshToken ?? grant.accessToken, grant.refreshToken ? 'refresh_token' : 'access_token');
     await this.grants.delete(owner);
     this.events.record('disconnected', owner);
     return true;
   }
 
   /** Best effort: a revocation the AS refuses or cannot take is audited; the grant goes either way. */
-  async #revokeUpstream(route: RouteAccount, owner: GrantOwner, token: string, hint: string): Promise<void> {
-    try {
-      const { server, client, auth, insecure } = await route.server.resolve();
-      if (!server.revocation_endpoint) return;
-      const response = await oauth.revocationRequest(server, client, auth, token, { ...route.server.requestOptions(insecure), additionalParameters: { token_type_hint: hint } });
-      await oauth.processRevocationResponse(response);
-    } catch {
-      this.events.record('revocation_failed', owner);
-    }
+  async #revokeUpstream(route: RouteAccount, owner: GrantOwner, asIssuer: string, token: string, hint: 'refresh_token' | 'access_token'): Promise<void> {
+    await route.server.revoke(asIssuer, token, hint).catch(() => this.events.record('revocation_failed', owner));
   }
+
 }

@@ -11,11 +11,6 @@ export const MAX_UPSTREAM_ANSWER_BYTES = 64 * 1024;
 /** Real access and refresh tokens (JWTs included) stay far below this. */
 export const MAX_UPSTREAM_TOKEN_CHARS = 16 * 1024;
 
-/** `fetch` for oauth4webapi's customFetch: the answer is read whole, up to the bound, before oauth4webapi parses it. */
-export async function boundedFetch(url: string, init: RequestInit): Promise<Response> {
-  return bounded(await fetch(url, init));
-}
-
 /** The same answer, its body read up to the bound (UpstreamAsError past it, declared or streamed). */
 export async function bounded(response: Response): Promise<Response> {
   const declared = Number(response.headers.get('content-length') ?? 0);

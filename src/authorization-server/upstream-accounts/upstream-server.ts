@@ -5,15 +5,18 @@
 // its RFC 9728 metadata. Which client: the configured one, else one registered
 // there (RFC 7591) once and kept in the store for every user and replica.
 // Every request has a deadline and follows no redirect; errors say what failed,
-// never what the AS answered (an answer may carry tokens).
+// never what the AS answered (an answer may carry tokens). What the upstream's
+// answers chose (its AS, that AS's endpoints) goes through the discovery guard.
 import * as oauth from 'oauth4webapi';
 import type { UserOAuthConfig } from '../../config/types.js';
+import type { Logger } from '../../observability/logger.js';
 import { upstreamClientKey } from '../../store/key-names.js';
 import type { Store } from '../../store/store.js';
 import type { AccountTokenCipher } from './account-token-cipher.js';
 import { clientDocumentUsable, UPSTREAM_CLIENT_NAME } from './client-metadata-document.js';
+import { DiscoveredUrlRefused, DiscoveryGuard } from './discovery-guard.js';
 import { UpstreamAsError } from './upstream-as-error.js';
-import { bounded, boundedFetch } from './upstream-answers.js';
+import { bounded } from './upstream-answers.js';
 
 export { UpstreamAsError };
 
@@ -39,6 +42,9 @@ export interface UpstreamServerOptions {
   store: Store;
   cipher: AccountTokenCipher;
   timeoutMs: number;
+  logger?: Logger;
+  /** Test only, never from configuration: discovered loopback addresses (and http to them) pass the guard. */
+  allowLoopback?: boolean;
 }
 
 /** Metadata and a registration are looked up again after this long. */
@@ -50,18 +56,32 @@ export class UpstreamServer {
   #resolved: { at: number; value: Promise<UpstreamClient> } | undefined;
   /** The dynamic registration in use, as kept in the store: what `forgetRegistration` may drop. */
   #registration: { key: string; sealed: string; clientId: string } | undefined;
+  /** The issuer of the last resolve that succeeded: what a grant's issuer is compared with without waiting for discovery. */
+  #knownIssuer: string | undefined;
+  readonly #guard: DiscoveryGuard;
 
-  constructor(private readonly o: UpstreamServerOptions) {}
+  constructor(private readonly o: UpstreamServerOptions) {
+    this.#guard = new DiscoveryGuard({ upstream: o.upstream, config: o.config, timeoutMs: o.timeoutMs, allowLoopback: o.allowLoopback });
+  }
 
   /** The AS and client, discovered and registered at most once an hour (a failure is retried on the next call). */
   resolve(): Promise<UpstreamClient> {
     if (this.#resolved && Date.now() - this.#resolved.at < RESOLVED_TTL_MS) return this.#resolved.value;
     const value = this.#resolve();
     this.#resolved = { at: Date.now(), value };
-    value.catch(() => {
-      if (this.#resolved?.value === value) this.#resolved = undefined;
-    });
+    value.then(
+      (resolved) => (this.#knownIssuer = resolved.server.issuer),
+      (err: unknown) => {
+        if (this.#resolved?.value === value) this.#resolved = undefined;
+        if (err instanceof DiscoveredUrlRefused) this.o.logger?.warn({ route: this.o.routePath, reason: err.message }, 'user_oauth: a URL the upstream named was refused and not fetched');
+      },
+    );
     return value;
+  }
+
+  /** The AS's issuer: configured, else the one discovery found last (undefined before the first discovery). */
+  knownIssuer(): string | undefined {
+    return this.configuredIssuer() ?? this.#knownIssuer;
   }
 
   /** The AS's issuer where the configuration fixes it (`issuer`, or the explicit endpoints' origin); undefined: discovered. */
@@ -81,7 +101,7 @@ export class UpstreamServer {
   }
 
   requestOptions(insecure: boolean) {
-    return { signal: AbortSignal.timeout(this.o.timeoutMs), [oauth.allowInsecureRequests]: insecure, [oauth.customFetch]: boundedFetch };
+    return { signal: AbortSignal.timeout(this.o.timeoutMs), [oauth.allowInsecureRequests]: insecure, [oauth.customFetch]: this.#guard.fetch };
   }
 
   async #resolve(): Promise<UpstreamClient> {
@@ -98,12 +118,30 @@ export class UpstreamServer {
     return { server: found.server, client, auth: oauth.None(), scopes, insecure };
   }
 
+  /**
+   * RFC 7009 at the AS that issued `token` (`asIssuer`), where it has a revocation endpoint (false:
+   * none). Throws when the AS refuses or cannot be reached, or now is another AS: a token never
+   * goes to an AS that did not issue it.
+   */
+  async revoke(asIssuer: string, token: string, hint: 'refresh_token' | 'access_token'): Promise<boolean> {
+    const { server, client, auth, insecure } = await this.resolve();
+    if (!server.revocation_endpoint) return false;
+    if (server.issuer !== asIssuer) throw new UpstreamAsError('the token is from another authorization server than the upstream now names');
+    const response = await oauth.revocationRequest(server, client, auth, token, { ...this.requestOptions(insecure), additionalParameters: { token_type_hint: hint } });
+    await oauth.processRevocationResponse(response);
+    return true;
+  }
+
   /** The issuer (configured, else from the upstream's 401 → RFC 9728), then its metadata. */
   async #discover(): Promise<{ server: oauth.AuthorizationServer; scopes: string[] }> {
     const resource = this.o.config.issuer ? undefined : await this.#resourceMetadata();
     const issuer = this.o.config.issuer ?? resource?.authorization_servers?.[0];
     if (!issuer) throw new UpstreamAsError("the upstream's metadata names no authorization server");
+    if (!this.o.config.issuer) this.#guard.check(issuer, "the authorization server the upstream's metadata names,");
     const discovered = await this.#asMetadata(issuer);
+    // A configured AS's metadata is trusted as the configuration is; a discovered one's endpoints are checked.
+    if (this.o.config.issuer) this.#guard.trust(endpointsOf(discovered));
+    else for (const [name, url] of Object.entries(endpointsOf(discovered))) this.#guard.check(url, `the authorization server's ${name}`);
     const revocation = this.o.config.revocationEndpoint;
     const server = revocation ? { ...discovered, revocation_endpoint: revocation } : discovered;
     return { server, scopes: resource?.scopes_supported ?? [] };
@@ -148,14 +186,19 @@ export class UpstreamServer {
   async #asMetadata(issuer: string): Promise<oauth.AuthorizationServer> {
     const issuerUrl = new URL(issuer);
     const insecure = issuerUrl.protocol === 'http:';
+    let mismatch = false;
     for (const algorithm of ['oauth2', 'oidc'] as const) {
       try {
         const response = await oauth.discoveryRequest(issuerUrl, { algorithm, ...this.requestOptions(insecure) });
         return await oauth.processDiscoveryResponse(issuerUrl, await bounded(response));
-      } catch {
+      } catch (err) {
+        if (err instanceof DiscoveredUrlRefused) throw err;
+        mismatch ||= err instanceof oauth.OperationProcessingError && err.code === oauth.JSON_ATTRIBUTE_COMPARISON;
         // the other well-known document next
       }
     }
+    // RFC 8414 §3.3: metadata whose issuer is not the one it was fetched for is not used.
+    if (mismatch) throw new DiscoveredUrlRefused(`the authorization server metadata at ${issuerUrl.origin} names another issuer than ${issuer} (RFC 8414 §3.3)`);
     throw new UpstreamAsError('cannot read the upstream authorization server metadata (RFC 8414 or OpenID)');
   }
 
@@ -202,6 +245,12 @@ export class UpstreamServer {
     this.#resolved = undefined;
     await this.o.store.compareAndSet(registration.key, registration.sealed, undefined, REGISTRATION_TTL_MS);
   }
+}
+
+/** The endpoints an AS's metadata names that the gateway or the browser is sent to. */
+function endpointsOf(server: oauth.AuthorizationServer): Record<string, string> {
+  const named = { authorization_endpoint: server.authorization_endpoint, token_endpoint: server.token_endpoint, registration_endpoint: server.registration_endpoint, revocation_endpoint: server.revocation_endpoint };
+  return Object.fromEntries(Object.entries(named).filter((e): e is [string, string] => typeof e[1] === 'string'));
 }
 
 /** An AS without metadata: its issuer is taken as the authorization endpoint's origin, only to check an RFC 9207 `iss` it might send. */

@@ -14,6 +14,8 @@ import type { Store } from '../../store/store.js';
 import { upstreamCredentialFailed } from '../../upstream-auth/credential-error.js';
 import { UpstreamAccountRequired } from '../../upstream-auth/user-oauth.js';
 import type { UpstreamAccountSource } from '../../upstream-auth/upstream-credential.js';
+import { GatewayError } from '../../errors/gateway-error.js';
+import { DiscoveredUrlRefused } from './discovery-guard.js';
 import { checkTokenSizes } from './upstream-answers.js';
 import type { GrantOwner, UpstreamGrant, UpstreamGrants, VersionedGrant } from './upstream-grants.js';
 import { safeReason, type UpstreamServer } from './upstream-server.js';
@@ -60,9 +62,9 @@ export class UpstreamTokens implements UpstreamAccountSource {
     await this.#refreshOnce(owner, { ...grant, expiresAt: 0 });
   }
 
-  /** Kept for another configuration (another resource, or another AS where the configuration names it): not used. */
+  /** Kept for another configuration (another resource, or from an AS other than the configured or last discovered one): not used. */
   #forThisRoute(grant: UpstreamGrant): boolean {
-    const issuer = this.o.server.configuredIssuer();
+    const issuer = this.o.server.knownIssuer();
     return grant.resource === this.o.resource && (issuer === undefined || grant.asIssuer === issuer);
   }
 
@@ -120,7 +122,14 @@ export class UpstreamTokens implements UpstreamAccountSource {
       this.o.events.record('refresh_failed', owner, 'no refresh token');
       return this.#forget(owner, version);
     }
-    const resolved = await this.o.server.resolve();
+    const resolved = await this.o.server.resolve().catch((err: unknown) => {
+      throw err instanceof DiscoveredUrlRefused ? new GatewayError(502, 'bad_gateway', `the upstream's authorization server is refused: ${err.message}`, { cause: err }) : err;
+    });
+    // Its refresh token goes only to the AS that issued it (RFC 8414 §3.3): the upstream now names another, the grant is over.
+    if (resolved.server.issuer !== grant.asIssuer) {
+      this.o.events.record('refresh_failed', owner, 'the grant is from another authorization server than the upstream now names');
+      return this.#forget(owner, version);
+    }
     let tokens: oauth.TokenEndpointResponse;
     try {
       const options = { ...this.o.server.requestOptions(resolved.insecure), ...(grant.resource && { additionalParameters: this.o.server.resourceParameter(grant.resource) }) };
@@ -136,10 +145,22 @@ export class UpstreamTokens implements UpstreamAccountSource {
       throw upstreamCredentialFailed(new Error(`upstream token refresh failed: ${safeReason(err)}`));
     }
     const refreshed = grantFrom(tokens, { ...grant, refreshToken: tokens.refresh_token ?? grant.refreshToken });
-    // Disconnected or connected again while the AS answered: that stands, this answer is dropped.
-    if (!(await this.o.grants.replace(owner, version, refreshed))) return this.#current(owner);
+    // Disconnected or connected again while the AS answered: that stands, this answer is dropped, and revoked there.
+    if (!(await this.o.grants.replace(owner, version, refreshed))) {
+      this.#revokeDropped(owner, refreshed);
+      return this.#current(owner);
+    }
     this.o.events.record('refreshed', owner);
     return refreshed;
+  }
+
+  /** RFC 7009 for tokens no grant holds (best effort, in the background: the request does not wait for the AS). */
+  #revokeDropped(owner: GrantOwner, dropped: UpstreamGrant): void {
+    const [token, hint] = dropped.refreshToken ? [dropped.refreshToken, 'refresh_token' as const] : [dropped.accessToken, 'access_token' as const];
+    this.o.server.revoke(dropped.asIssuer, token, hint).then(
+      (revoked) => this.o.events.record('refresh_dropped', owner, revoked ? 'revoked at the upstream authorization server' : 'the upstream authorization server has no revocation endpoint'),
+      () => this.o.events.record('revocation_failed', owner, 'the tokens of a dropped refresh'),
+    );
   }
 
   /** Deletes the refused grant unless it changed meanwhile (then the new one is the answer). */
