@@ -12,6 +12,7 @@ type Operation = 'get' | 'set' | 'setIfAbsent' | 'compareAndSet' | 'take' | 'inc
 
 export class InstrumentedStore implements Store {
   readonly kind: Store['kind'];
+  readonly notices: Store['notices'];
 
   constructor(
     /** The backend itself (e.g. for backend-specific checks). */
@@ -20,6 +21,7 @@ export class InstrumentedStore implements Store {
     private readonly tracing?: Tracing,
   ) {
     this.kind = backend.kind;
+    this.notices = backend.notices;
   }
 
   get(key: string): Promise<string | undefined> {

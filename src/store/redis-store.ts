@@ -10,6 +10,7 @@ import { assertAdmitRequest, SLIDING_WINDOW_SLOTS } from './sliding-window.js';
 import { assertTtl } from './ttl.js';
 import { createRedisClient, MAX_RECONNECT_DELAY_MS, type RedisClient } from './redis-client.js';
 import { reviveWhenEnded, type Revival } from './redis-revival.js';
+import { RedisNotices } from './redis-notices.js';
 import { parseRedisUrl, type RedisTopology } from '../config/redis-url.js';
 
 export interface RedisStoreOptions {
@@ -89,6 +90,7 @@ export class RedisStore implements Store {
   readonly #deadlineMs: number;
   readonly #revival: Revival | undefined;
   #hasGetdel = true;
+  readonly notices: RedisNotices;
 
   constructor(options: RedisStoreOptions) {
     const topology = parseRedisUrl(options.url);
@@ -99,6 +101,7 @@ export class RedisStore implements Store {
     this.#client.on('error', (err: Error) => options.onConnectionError?.(err));
     // A Cluster ends only when closed; a single client may also end on a failed Sentinel lookup.
     this.#revival = this.#client instanceof Cluster ? undefined : reviveWhenEnded(this.#client, MAX_RECONNECT_DELAY_MS);
+    this.notices = new RedisNotices(this.#client, options.keyPrefix);
   }
 
   async get(key: string): Promise<string | undefined> {
@@ -207,6 +210,7 @@ export class RedisStore implements Store {
 
   async close(): Promise<void> {
     this.#revival?.stop();
+    this.notices.close();
     if (this.#client.status === 'ready') {
       try {
         await this.#client.quit();

@@ -47,6 +47,25 @@ export interface Store {
   /** Resolves when the backend answers; rejects (StoreUnavailableError) otherwise. */
   ping(): Promise<void>;
   close(): Promise<void>;
+  /** Change notices between replicas (a shared backend only; the memory store has one replica). */
+  readonly notices?: StoreNotices;
+}
+
+/**
+ * Notices between replicas, for an in-process cache of store values that must
+ * end on every replica when the value changes: a writer publishes, every
+ * subscriber (the writer's replica included) hears it. Delivery is best
+ * effort: while `live()` is false notices may be missed, and a cache must not
+ * be used.
+ */
+export interface StoreNotices {
+  subscribe(channel: string, onNotice: (message: string) => void): NoticeSubscription;
+  publish(channel: string, message: string): Promise<void>;
+}
+
+export interface NoticeSubscription {
+  /** Subscribed and connected now: no notice published from here on is missed. */
+  live(): boolean;
 }
 
 /** One member of a time-ordered log (`Store.appendToLog`). */

@@ -49,11 +49,11 @@ export class UpstreamAccounts {
     private readonly ctx: AsContext,
     routes: readonly RouteConfig[],
     keys: AccountTokensConfig,
-    /** `allowLoopback`: test only, never from configuration (discovery-guard.ts). */
-    options: { timeoutMs?: number; allowLoopback?: boolean } = {},
+    /** `allowLoopback`, `grantCacheTtlMs`: test only, never from configuration (discovery-guard.ts, upstream-grants.ts). */
+    options: { timeoutMs?: number; allowLoopback?: boolean; grantCacheTtlMs?: number } = {},
   ) {
     const cipher = new AccountTokenCipher(keys.keys);
-    this.grants = new UpstreamGrants(ctx.store, cipher, ctx.config.refreshTokenTtlMs);
+    this.grants = new UpstreamGrants(ctx.store, cipher, ctx.config.refreshTokenTtlMs, options.grantCacheTtlMs);
     this.links = new ConnectLinks(ctx.store, ctx.issuer);
     this.events = upstreamAccountEvents(ctx.audit, ctx.metrics);
     for (const route of routes) {

@@ -3,8 +3,12 @@
 // account_tokens keys under a key that names neither in clear. The grant's
 // record holds the upstream tokens; nothing here logs or returns them but
 // `load` to the one caller that puts the access token on the upstream request.
+// `load` is on every request of a user_oauth route: the opened grant is kept in
+// process for a few seconds (no store read, no decryption, no parse), and every
+// write here sends a store notice that ends it on every replica at once; while
+// a replica may miss notices (its subscriber is down), it keeps nothing.
 import { upstreamGrantKey, upstreamUsedKey } from '../../store/key-names.js';
-import type { Store } from '../../store/store.js';
+import type { NoticeSubscription, Store } from '../../store/store.js';
 import type { AccountTokenCipher } from './account-token-cipher.js';
 
 export interface UpstreamGrant {
@@ -36,16 +40,28 @@ export interface GrantOwner {
 /** Without a refresh token, a grant is kept this long past its access token. */
 const NO_REFRESH_GRACE_MS = 60_000;
 const LAST_USED_WRITE_INTERVAL_MS = 60_000;
+/** How long an opened grant is kept in process: notices end it sooner, this bounds a notice that never came. */
+const CACHE_TTL_MS = 5_000;
+const CACHE_MAX_ENTRIES = 10_000;
+const NOTICE_CHANNEL = 'upstream-grant-changed';
 
 export class UpstreamGrants {
   readonly #lastUsedWrites = new Map<string, number>();
+  readonly #cache = new Map<string, { grant: UpstreamGrant; at: number }>();
+  /** Bumped by every change heard: a read that started before one is not kept. */
+  #changes = 0;
+  readonly #notices: NoticeSubscription;
 
   constructor(
     private readonly store: Store,
     private readonly cipher: AccountTokenCipher,
     /** How long a grant with a refresh token is kept (the built-in AS's refresh token lifetime). */
     private readonly ttlMs: number,
-  ) {}
+    private readonly cacheTtlMs = CACHE_TTL_MS,
+  ) {
+    // The memory store has one replica: this process's own writes are all the changes there are.
+    this.#notices = store.notices?.subscribe(NOTICE_CHANNEL, (key) => this.#forget(key)) ?? { live: () => store.kind === 'memory' };
+  }
 
   keyOf(owner: GrantOwner): string {
     return upstreamGrantKey(owner.issuer, owner.subject, owner.routePath);
@@ -54,9 +70,31 @@ export class UpstreamGrants {
   /** The grant; undefined when there is none or it does not open (a key removed from the list, a value moved from another key). */
   async load(owner: GrantOwner): Promise<UpstreamGrant | undefined> {
     const key = this.keyOf(owner);
+    const kept = this.#cache.get(key);
+    if (kept && Date.now() - kept.at < this.cacheTtlMs && this.#notices.live()) return kept.grant;
+    const changes = this.#changes;
     const sealed = await this.store.get(key);
     const text = sealed === undefined ? undefined : this.cipher.open(key, sealed);
-    return text === undefined ? undefined : (JSON.parse(text) as UpstreamGrant);
+    const grant = text === undefined ? undefined : (JSON.parse(text) as UpstreamGrant);
+    if (grant && changes === this.#changes && this.#notices.live()) this.#keep(key, grant);
+    return grant;
+  }
+
+  #keep(key: string, grant: UpstreamGrant): void {
+    this.#cache.delete(key);
+    if (this.#cache.size >= CACHE_MAX_ENTRIES) this.#cache.delete(this.#cache.keys().next().value!);
+    this.#cache.set(key, { grant, at: Date.now() });
+  }
+
+  #forget(key: string): void {
+    this.#changes++;
+    this.#cache.delete(key);
+  }
+
+  /** After every write: ended here at once, and on the other replicas when they hear the notice. */
+  async #changed(key: string): Promise<void> {
+    this.#forget(key);
+    await this.store.notices?.publish(NOTICE_CHANNEL, key).catch(() => undefined);
   }
 
   /** The grant and its version (the sealed record as stored, unique to each write): what `replace` and `deleteIf` compare against. */
@@ -71,18 +109,22 @@ export class UpstreamGrants {
   async save(owner: GrantOwner, grant: UpstreamGrant): Promise<void> {
     const key = this.keyOf(owner);
     await this.store.set(key, this.cipher.seal(key, JSON.stringify(grant)), this.#ttlOf(grant));
+    await this.#changed(key);
   }
 
   /** A refresh's result, written only if the grant is still the version it started from (no Disconnect, no new connection since). */
   async replace(owner: GrantOwner, version: string, grant: UpstreamGrant): Promise<boolean> {
     const key = this.keyOf(owner);
-    return this.store.compareAndSet(key, version, this.cipher.seal(key, JSON.stringify(grant)), this.#ttlOf(grant));
+    const replaced = await this.store.compareAndSet(key, version, this.cipher.seal(key, JSON.stringify(grant)), this.#ttlOf(grant));
+    if (replaced) await this.#changed(key);
+    return replaced;
   }
 
   /** A grant the AS refused, deleted only if it is still that version. */
   async deleteIf(owner: GrantOwner, version: string): Promise<boolean> {
     const key = this.keyOf(owner);
     if (!(await this.store.compareAndSet(key, version, undefined, this.ttlMs))) return false;
+    await this.#changed(key);
     await this.store.delete(upstreamUsedKey(key));
     return true;
   }
@@ -94,6 +136,7 @@ export class UpstreamGrants {
   async delete(owner: GrantOwner): Promise<void> {
     const key = this.keyOf(owner);
     await this.store.delete(key);
+    await this.#changed(key);
     await this.store.delete(upstreamUsedKey(key));
   }
 

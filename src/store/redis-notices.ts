@@ -1,0 +1,59 @@
+// Store notices on Redis pub/sub: one subscriber connection per store, opened
+// on the first subscription (a replica with no cache opens none). Channels
+// carry the store's key prefix, as keys do (ioredis does not prefix channels),
+// so gateways sharing one Redis under different prefixes do not hear each
+// other. The subscription is live only while that connection is up and
+// subscribed: while it is down notices may be missed, and callers stop caching.
+import { Cluster } from 'ioredis';
+import { MAX_RECONNECT_DELAY_MS, type RedisClient } from './redis-client.js';
+import { reviveWhenEnded, type Revival } from './redis-revival.js';
+import type { NoticeSubscription, StoreNotices } from './store.js';
+
+export class RedisNotices implements StoreNotices {
+  #subscriber: RedisClient | undefined;
+  #subscribed = false;
+  #revival: Revival | undefined;
+  readonly #handlers = new Map<string, ((message: string) => void)[]>();
+
+  constructor(
+    private readonly client: RedisClient,
+    private readonly prefix: string,
+  ) {}
+
+  subscribe(channel: string, onNotice: (message: string) => void): NoticeSubscription {
+    const name = this.prefix + channel;
+    const handlers = this.#handlers.get(name) ?? [];
+    handlers.push(onNotice);
+    this.#handlers.set(name, handlers);
+    const subscriber = this.#connect();
+    if (handlers.length === 1) void subscriber.subscribe(name).then(() => (this.#subscribed = true), () => undefined);
+    return { live: () => this.#subscribed && subscriber.status === 'ready' };
+  }
+
+  async publish(channel: string, message: string): Promise<void> {
+    await this.client.publish(this.prefix + channel, message);
+  }
+
+  #connect(): RedisClient {
+    if (this.#subscriber) return this.#subscriber;
+    const subscriber = this.client.duplicate();
+    subscriber.on('error', () => undefined);
+    // ioredis subscribes again after a reconnect; until it has, notices may be missed.
+    subscriber.on('close', () => (this.#subscribed = false));
+    subscriber.on('ready', () => {
+      if (this.#handlers.size > 0) void subscriber.subscribe(...this.#handlers.keys()).then(() => (this.#subscribed = true), () => undefined);
+    });
+    subscriber.on('message', (channel: string, message: string) => {
+      for (const handler of this.#handlers.get(channel) ?? []) handler(message);
+    });
+    // Given up for good after a failed Sentinel lookup, as the store's own client can be: started again.
+    this.#revival = subscriber instanceof Cluster ? undefined : reviveWhenEnded(subscriber, MAX_RECONNECT_DELAY_MS);
+    this.#subscriber = subscriber;
+    return subscriber;
+  }
+
+  close(): void {
+    this.#revival?.stop();
+    this.#subscriber?.disconnect();
+  }
+}
