@@ -55,6 +55,8 @@ beforeAll(async () => {
       'all.yaml': { path: ROUTE, upstreams: { files: { upstream: upstream.url, upstream_auth: { kind: 'user_oauth' } }, everything: { upstream: everything.url } } },
     },
     { SIGNING_KEY: JSON.stringify(await generateSigningKey()), TOKENS_KEY: randomBytes(32).toString('base64') },
+    // The upstream's AS is on 127.0.0.1 (another port than the upstream): the discovery guard's test-only loopback allowance.
+    { authorizationServer: { safeFetch: { allowLoopback: true } } },
   );
   for (const user of ['alice', 'bob']) tokens.set(user, await approveApp(user));
 }, 90_000);
