@@ -9,13 +9,13 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuthContext } from '../../src/auth/principal.js';
-import type { AsContext } from '../../src/authorization-server/context.js';
 import { UpstreamAccounts } from '../../src/authorization-server/upstream-accounts/upstream-accounts.js';
 import type { UpstreamGrant } from '../../src/authorization-server/upstream-accounts/upstream-grants.js';
 import type { RouteConfig } from '../../src/config/types.js';
 import { RedisStore } from '../../src/store/redis-store.js';
 import { UpstreamAccountRequired } from '../../src/upstream-auth/user-oauth.js';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
+import { upstreamAccountsContext } from '../helpers/upstream-accounts-context.js';
 
 const ISSUER = 'http://gateway.test';
 const ROUTE = '/tickets/mcp';
@@ -46,14 +46,7 @@ function replica(prefix: string): { accounts: UpstreamAccounts; gets: () => numb
     gets++;
     return get(key);
   };
-  const ctx = {
-    store,
-    issuer: ISSUER,
-    config: { refreshTokenTtlMs: 3600_000 },
-    audit: { record() {} },
-    metrics: { upstreamAccountEvents: { labels: () => ({ inc() {} }) } },
-    logger: { warn() {}, info() {}, debug() {}, error() {} },
-  } as unknown as AsContext;
+  const ctx = upstreamAccountsContext(store, ISSUER);
   // Explicit endpoints, no revocation endpoint: nothing here reaches an AS.
   const upstreamAuth = { kind: 'user_oauth', endpoints: { authorization: `${AS}/authorize`, token: `${AS}/token` }, clientId: 'gw', scopes: [], resource: RESOURCE, sendResource: true };
   const route = { path: ROUTE, upstream: RESOURCE, upstreamAuth } as unknown as RouteConfig;

@@ -14,7 +14,6 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuthContext } from '../../src/auth/principal.js';
-import type { AsContext } from '../../src/authorization-server/context.js';
 import { UpstreamAccounts } from '../../src/authorization-server/upstream-accounts/upstream-accounts.js';
 import type { GrantOwner } from '../../src/authorization-server/upstream-accounts/upstream-grants.js';
 import { UpstreamAsError } from '../../src/authorization-server/upstream-accounts/upstream-as-error.js';
@@ -23,6 +22,7 @@ import { MemoryStore } from '../../src/store/memory-store.js';
 import { UpstreamAccountRequired } from '../../src/upstream-auth/user-oauth.js';
 import { followAuthorization } from '../helpers/mcp-client.js';
 import { startOAuthProtectedUpstream, type OAuthProtectedUpstream } from '../helpers/oauth-protected-upstream.js';
+import { upstreamAccountsContext } from '../helpers/upstream-accounts-context.js';
 
 const ISSUER = 'http://gateway.test';
 const ROUTE = '/files/mcp';
@@ -61,14 +61,7 @@ const audit: { event: string; reason?: string }[] = [];
 const SEALING_KEY = randomBytes(32);
 
 function accounts(store = new MemoryStore({ maxEntries: 10_000 })): UpstreamAccounts {
-  const ctx = {
-    store,
-    issuer: ISSUER,
-    config: { refreshTokenTtlMs: 3600_000 },
-    audit: { record: (line: { event: string; reason?: string }) => audit.push(line) },
-    metrics: { upstreamAccountEvents: { labels: () => ({ inc() {} }) } },
-    logger: { warn() {}, info() {}, debug() {}, error() {} },
-  } as unknown as AsContext;
+  const ctx = upstreamAccountsContext(store, ISSUER, { audit });
   const route = { path: ROUTE, upstream: upstream.url, upstreamAuth: { kind: 'user_oauth', scopes: [], resource: upstream.url, sendResource: true } } as unknown as RouteConfig;
   // The AS is on 127.0.0.1, another port than the upstream: the discovery guard's test-only loopback allowance.
   return new UpstreamAccounts(ctx, [route], { keys: [{ id: 'k1', key: SEALING_KEY }] } as never, { timeoutMs: 10_000, allowLoopback: true });

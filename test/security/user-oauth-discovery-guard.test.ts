@@ -14,12 +14,12 @@ import { createServer as createHttpServer, type Server as HttpServer, type Serve
 import { createServer as createTcpServer, type AddressInfo, type Server as TcpServer } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { AuthContext } from '../../src/auth/principal.js';
-import type { AsContext } from '../../src/authorization-server/context.js';
 import { DiscoveredUrlRefused } from '../../src/authorization-server/upstream-accounts/discovery-guard.js';
 import { UpstreamAccounts } from '../../src/authorization-server/upstream-accounts/upstream-accounts.js';
 import type { RouteConfig } from '../../src/config/types.js';
 import { GatewayError } from '../../src/errors/gateway-error.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
+import { upstreamAccountsContext } from '../helpers/upstream-accounts-context.js';
 
 const ISSUER = 'http://gateway.test';
 const ROUTE = '/files/mcp';
@@ -67,14 +67,7 @@ async function hostileUpstream(authorizationServer: (origin: string) => string, 
 }
 
 function accounts(upstream: Hostile, warnings: unknown[][]): UpstreamAccounts {
-  const ctx = {
-    store: new MemoryStore({ maxEntries: 10_000 }),
-    issuer: ISSUER,
-    config: { refreshTokenTtlMs: 3600_000 },
-    audit: { record() {} },
-    metrics: { upstreamAccountEvents: { labels: () => ({ inc() {} }) } },
-    logger: { warn: (...args: unknown[]) => warnings.push(args), info() {}, debug() {}, error() {} },
-  } as unknown as AsContext;
+  const ctx = upstreamAccountsContext(new MemoryStore({ maxEntries: 10_000 }), ISSUER, { warnings });
   const route = { path: ROUTE, upstream: upstream.url, upstreamAuth: { kind: 'user_oauth', scopes: [], resource: upstream.url, sendResource: true } } as unknown as RouteConfig;
   return new UpstreamAccounts(ctx, [route], { keys: [{ id: 'k1', key: randomBytes(32) }] } as never, { timeoutMs: 5_000 });
 }

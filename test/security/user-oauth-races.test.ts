@@ -12,13 +12,13 @@ import type { AddressInfo } from 'node:net';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { AuthContext } from '../../src/auth/principal.js';
-import type { AsContext } from '../../src/authorization-server/context.js';
 import { ConnectCallbackRefused } from '../../src/authorization-server/upstream-accounts/connect-flow.js';
 import { UpstreamAccounts } from '../../src/authorization-server/upstream-accounts/upstream-accounts.js';
 import type { RouteConfig, UserOAuthConfig } from '../../src/config/types.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { upstreamRefreshLockKey } from '../../src/store/key-names.js';
 import { bounded, MAX_UPSTREAM_ANSWER_BYTES } from '../../src/authorization-server/upstream-accounts/upstream-answers.js';
+import { upstreamAccountsContext } from '../helpers/upstream-accounts-context.js';
 
 const ISSUER = 'http://gateway.test';
 const SUBJECT = 'alice';
@@ -72,13 +72,7 @@ function userOAuth(as: ScriptedAs, resource: string): UserOAuthConfig {
 }
 
 function accountsFor(store: MemoryStore, routes: { path: string; as: ScriptedAs; resource: string }[]): UpstreamAccounts {
-  const ctx = {
-    store,
-    issuer: ISSUER,
-    config: { refreshTokenTtlMs: 3600_000 },
-    audit: { record() {} },
-    metrics: { upstreamAccountEvents: { labels: () => ({ inc() {} }) } },
-  } as unknown as AsContext;
+  const ctx = upstreamAccountsContext(store, ISSUER);
   const routeConfigs = routes.map((r) => ({ path: r.path, upstream: r.resource, upstreamAuth: userOAuth(r.as, r.resource) }) as unknown as RouteConfig);
   return new UpstreamAccounts(ctx, routeConfigs, { keys: [{ id: 'k1', key: randomBytes(32) }] } as never, { timeoutMs: 10_000 });
 }
@@ -208,7 +202,7 @@ describe('user_oauth races and hostile upstream AS answers', () => {
       json(res, { access_token: 'at', token_type: 'Bearer', expires_in: 3600 });
     });
     const store = new MemoryStore({ maxEntries: 10_000 });
-    const ctx = { store, issuer: ISSUER, config: { refreshTokenTtlMs: 3600_000 }, audit: { record() {} }, metrics: { upstreamAccountEvents: { labels: () => ({ inc() {} }) } } } as unknown as AsContext;
+    const ctx = upstreamAccountsContext(store, ISSUER);
     const config: UserOAuthConfig = { kind: 'user_oauth', issuer: as.origin, scopes: ['read'], resource: 'https://up.test/mcp', sendResource: true };
     const accounts = new UpstreamAccounts(ctx, [{ path: '/gh/mcp', upstream: 'https://up.test/mcp', upstreamAuth: config } as unknown as RouteConfig], { keys: [{ id: 'k1', key: randomBytes(32) }] } as never);
     const flow = accounts.routes.get('/gh/mcp')!.flow;
