@@ -58,14 +58,7 @@ const unattributed = () => new GatewayError(400, 'invalid_request', 'Last-Event-
 export function createTaskBinding(routePath: string, store: Store, logger?: TaskBindingLogger): TaskBinding {
   const tasks = createTaskOwnership(store, routePath);
   const events = createOwnedIds(store, (id) => eventIdOwnerKey(routePath, id), 'Event store unavailable');
-  // A store outage under an endless stream would fail every event's write: one line per kind and interval.
-  const lastWarned = new Map<string, number>();
-  const failed = (what: string) => (err: unknown) => {
-    const now = Date.now();
-    if (now - (lastWarned.get(what) ?? 0) < WARN_INTERVAL_MS) return;
-    lastWarned.set(what, now);
-    logger?.warn({ route: routePath, err }, `could not record ${what}: it is refused to everyone`);
-  };
+  const failed = recordFailures(routePath, logger);
 
   // Started as the answer passes; until stored, the id is refused to others and waited for by its owner on this replica.
   const recorders = (auth: AuthContext) => ({
@@ -80,13 +73,6 @@ export function createTaskBinding(routePath: string, store: Store, logger?: Task
     if (lastEventId === undefined) return;
     if (typeof lastEventId !== 'string' || lastEventId.length > MAX_EVENT_ID_LENGTH) throw unattributed();
     if (!(await events.owns(lastEventId, auth))) throw unattributed();
-  }
-
-  /** After the `Last-Event-ID` check: whose the named task ids are, and the caller's own tasks when it lists them. */
-  async function forPostAfterCheck(request: ParsedRequest, headers: IncomingHttpHeaders, auth: AuthContext): Promise<BoundRequest> {
-    // Resumption is a GET's, but an upstream may read the header on any request.
-    await checkLastEventId(headers, auth);
-    return bindTasks(request, taskRequestsOf(request), headers, auth);
   }
 
   function bindTasks(request: ParsedRequest, asks: TaskRequests | undefined, headers: IncomingHttpHeaders, auth: AuthContext): BoundRequest | Promise<BoundRequest> {
@@ -111,7 +97,8 @@ export function createTaskBinding(routePath: string, store: Store, logger?: Task
 
   return {
     forPost(request, headers, auth) {
-      if (headers['last-event-id'] !== undefined) return forPostAfterCheck(request, headers, auth);
+      // Resumption is a GET's, but an upstream may read the header on any request.
+      if (headers['last-event-id'] !== undefined) return checkLastEventId(headers, auth).then(() => bindTasks(request, taskRequestsOf(request), headers, auth));
       return bindTasks(request, taskRequestsOf(request), headers, auth);
     },
 
@@ -120,6 +107,17 @@ export function createTaskBinding(routePath: string, store: Store, logger?: Task
       // A GET stream may replay an answer to a `tasks/list` (a resumed POST stream): its task lists are cut too.
       return boundAnswers({ ...recorders(auth), ownIds: await tasks.ownIds(auth), maxBytes: MAX_ANSWER_BYTES });
     },
+  };
+}
+
+/** A store outage under an endless stream would fail every event's write: one line per kind and interval. */
+function recordFailures(routePath: string, logger: TaskBindingLogger | undefined) {
+  const lastWarned = new Map<string, number>();
+  return (what: string) => (err: unknown) => {
+    const now = Date.now();
+    if (now - (lastWarned.get(what) ?? 0) < WARN_INTERVAL_MS) return;
+    lastWarned.set(what, now);
+    logger?.warn({ route: routePath, err }, `could not record ${what}: it is refused to everyone`);
   };
 }
 
