@@ -46,6 +46,10 @@ export interface GatewayOptions {
   authOff?: boolean;
   /** Further environment of the gateway process (OTEL_EXPORTER_OTLP_ENDPOINT for the tracing-on variant). */
   env?: Record<string, string>;
+  /** How long to wait for the listening line (default 30 s; longer under valgrind). */
+  readyTimeoutMs?: number;
+  /** Further top-level lines of gateway.yaml (bench/instructions.ts: limits a process slowed by valgrind cannot trip). */
+  extraConfig?: readonly string[];
 }
 
 export interface GatewayProcess extends ChildHandle {
@@ -66,6 +70,7 @@ export async function startGatewayProcess(name: string, options: GatewayOptions)
       // Stopping a gateway between phases need not wait as it would for Kubernetes.
       'shutdown_grace: 2s',
       'drain_delay: 0s',
+      ...(options.extraConfig ?? []),
       '',
     ].join('\n'),
   );
@@ -103,6 +108,7 @@ export async function startGatewayProcess(name: string, options: GatewayOptions)
   const handle = await spawnReady(name, options.node ?? process.execPath, [...nodeArgs, ...command], {
     env,
     ready: listeningUrl,
+    readyTimeoutMs: options.readyTimeoutMs,
   });
   const stopProcess = handle.stop;
   return Object.assign(handle, {

@@ -67,6 +67,9 @@ const server = createServer((req, res) => {
   res.writeHead(404).end();
 });
 
+// bench/instructions.ts: a target slowed down by valgrind must not find its kept-alive connections closed under it.
+if (process.env.BENCH_UPSTREAM_KEEP_ALIVE_MS) server.keepAliveTimeout = Number(process.env.BENCH_UPSTREAM_KEEP_ALIVE_MS);
+
 server.listen(0, '127.0.0.1', () => {
   console.log(JSON.stringify({ ready: true, port: (server.address() as AddressInfo).port }));
 });

@@ -199,6 +199,7 @@ class HeldJson implements BodyTransform {
 
 /** application/json only read for the tasks it creates: passed on as it comes, a bounded copy read at the end, before the client has the last byte. */
 class ReadJson implements BodyTransform {
+  readonly readsOnly = true;
   private chunks: Buffer[] | undefined = [];
   private size = 0;
   private readonly reader: AnswerReader;

@@ -14,6 +14,7 @@ export function chainTransforms(first: ResponseTransform | undefined, second: Re
 function chained(a: BodyTransform, b: BodyTransform): BodyTransform {
   return {
     perCaller: a.perCaller === true || b.perCaller === true,
+    readsOnly: a.readsOnly === true && b.readsOnly === true,
     push: (chunk) => {
       const passed = a.push(chunk);
       return passed.length === 0 ? passed : b.push(passed);

@@ -27,7 +27,7 @@ import { createRateLimiter, type RateLimiter, type RateLimiterDeps } from './rat
 import { compilePolicy, type RoutePolicy } from './route-policy.js';
 import { ToolsListAnswers } from './tools-list-answers.js';
 import { chainTransforms } from './chained-transform.js';
-import type { TaskBinding } from './task-binding.js';
+import type { BoundRequest, TaskBinding } from './task-binding.js';
 import { toolsListFilter } from './tools-list-filter.js';
 import { toolsListLearner } from './tools-list-learner.js';
 import { ToolParamRegistry } from './tool-param-registry.js';
@@ -154,10 +154,14 @@ function answerReading(route: RouteConfig, policy: RoutePolicy) {
   };
 }
 
-/** The task binding's body and answer reader, after whatever else reads the answer. */
-async function bindPost(tasks: TaskBinding, request: ParsedRequest, headers: IncomingHttpHeaders, auth: AuthContext, admitted: PolicyOutcome | Promise<PolicyOutcome>): Promise<PolicyOutcome> {
-  const outcome = await admitted;
-  const bound = await tasks.forPost(request, headers, auth);
+/** The task binding's body and answer reader, after whatever else reads the answer; synchronous when both steps are. */
+function bindPost(tasks: TaskBinding, request: ParsedRequest, headers: IncomingHttpHeaders, auth: AuthContext, admitted: PolicyOutcome | Promise<PolicyOutcome>): PolicyOutcome | Promise<PolicyOutcome> {
+  if (admitted instanceof Promise) return admitted.then((outcome) => bindPost(tasks, request, headers, auth, outcome));
+  const bound = tasks.forPost(request, headers, auth);
+  return bound instanceof Promise ? bound.then((b) => withBinding(admitted, b)) : withBinding(admitted, bound);
+}
+
+function withBinding(outcome: PolicyOutcome, bound: BoundRequest): PolicyOutcome {
   const transform = bound.transform ? chainTransforms(outcome.transform, bound.transform) : outcome.transform;
   return { transform, body: bound.body, headers: bound.headers };
 }

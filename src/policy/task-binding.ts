@@ -17,7 +17,7 @@ import { boundAnswers } from './bound-answers.js';
 import type { ParsedRequest } from './json-rpc.js';
 import { createOwnedIds } from './owned-ids.js';
 import { createTaskOwnership } from './task-ownership.js';
-import { taskRequestsOf } from './task-requests.js';
+import { taskRequestsOf, type TaskRequests } from './task-requests.js';
 import { substituteTasks } from './task-substitution.js';
 import { decodeHeaderValue } from './mcp-headers.js';
 
@@ -34,8 +34,11 @@ export interface BoundRequest {
 }
 
 export interface TaskBinding {
-  /** Before a POST is forwarded: refuses (400) a `Last-Event-ID` not passed on to this principal; its body (when a task id was substituted) and its answer's reader. */
-  forPost(request: ParsedRequest, headers: IncomingHttpHeaders, auth: AuthContext): Promise<BoundRequest>;
+  /**
+   * Before a POST is forwarded: refuses (400) a `Last-Event-ID` not passed on to this principal; its body (when a task id was
+   * substituted) and its answer's reader. Synchronous when nothing needs the store: no `Last-Event-ID`, no task named or listed.
+   */
+  forPost(request: ParsedRequest, headers: IncomingHttpHeaders, auth: AuthContext): BoundRequest | Promise<BoundRequest>;
   /** Before a GET (or any request) is forwarded: refuses (400) a `Last-Event-ID` not passed on to this principal; the GET stream's reader. */
   forStream(headers: IncomingHttpHeaders, auth: AuthContext): Promise<ResponseTransform>;
 }
@@ -55,14 +58,7 @@ const unattributed = () => new GatewayError(400, 'invalid_request', 'Last-Event-
 export function createTaskBinding(routePath: string, store: Store, logger?: TaskBindingLogger): TaskBinding {
   const tasks = createTaskOwnership(store, routePath);
   const events = createOwnedIds(store, (id) => eventIdOwnerKey(routePath, id), 'Event store unavailable');
-  // A store outage under an endless stream would fail every event's write: one line per kind and interval.
-  const lastWarned = new Map<string, number>();
-  const failed = (what: string) => (err: unknown) => {
-    const now = Date.now();
-    if (now - (lastWarned.get(what) ?? 0) < WARN_INTERVAL_MS) return;
-    lastWarned.set(what, now);
-    logger?.warn({ route: routePath, err }, `could not record ${what}: it is refused to everyone`);
-  };
+  const failed = recordFailures(routePath, logger);
 
   // Started as the answer passes; until stored, the id is refused to others and waited for by its owner on this replica.
   const recorders = (auth: AuthContext) => ({
@@ -79,22 +75,31 @@ export function createTaskBinding(routePath: string, store: Store, logger?: Task
     if (!(await events.owns(lastEventId, auth))) throw unattributed();
   }
 
+  function bindTasks(request: ParsedRequest, asks: TaskRequests | undefined, headers: IncomingHttpHeaders, auth: AuthContext): BoundRequest | Promise<BoundRequest> {
+    // Most requests (a tools/call among them) need nothing of the store: no promise, no await.
+    if (asks === undefined || (asks.named.length === 0 && !asks.lists)) {
+      return { transform: boundAnswers({ ...recorders(auth), readJson: asks?.mayCreate === true, maxBytes: MAX_ANSWER_BYTES }) };
+    }
+    return bindNamedTasks(request, asks, headers, auth);
+  }
+
+  async function bindNamedTasks(request: ParsedRequest, asks: TaskRequests, headers: IncomingHttpHeaders, auth: AuthContext): Promise<BoundRequest> {
+    const owned = await Promise.all(asks.named.map(({ taskId }) => typeof taskId === 'string' && tasks.owns(taskId, auth)));
+    const foreign = asks.named.filter((_, i) => !owned[i]).map(({ message }) => message);
+    const substitution = foreign.length > 0 ? substituteTasks(request, foreign) : undefined;
+    const ownIds = asks.lists ? await tasks.ownIds(auth) : undefined;
+    return {
+      body: substitution?.body,
+      headers: substitution && mcpNameOf(request, headers, substitution.headerNames),
+      transform: boundAnswers({ ...recorders(auth), readJson: asks.mayCreate, ownIds, restore: substitution?.restore, maxBytes: MAX_ANSWER_BYTES }),
+    };
+  }
+
   return {
-    async forPost(request, headers, auth) {
+    forPost(request, headers, auth) {
       // Resumption is a GET's, but an upstream may read the header on any request.
-      await checkLastEventId(headers, auth);
-      const asks = taskRequestsOf(request);
-      const record = recorders(auth);
-      if (asks === undefined) return { transform: boundAnswers({ ...record, maxBytes: MAX_ANSWER_BYTES }) };
-      const owned = await Promise.all(asks.named.map(({ taskId }) => typeof taskId === 'string' && tasks.owns(taskId, auth)));
-      const foreign = asks.named.filter((_, i) => !owned[i]).map(({ message }) => message);
-      const substitution = foreign.length > 0 ? substituteTasks(request, foreign) : undefined;
-      const ownIds = asks.lists ? await tasks.ownIds(auth) : undefined;
-      return {
-        body: substitution?.body,
-        headers: substitution && mcpNameOf(request, headers, substitution.headerNames),
-        transform: boundAnswers({ ...record, readJson: asks.mayCreate, ownIds, restore: substitution?.restore, maxBytes: MAX_ANSWER_BYTES }),
-      };
+      if (headers['last-event-id'] !== undefined) return checkLastEventId(headers, auth).then(() => bindTasks(request, taskRequestsOf(request), headers, auth));
+      return bindTasks(request, taskRequestsOf(request), headers, auth);
     },
 
     async forStream(headers, auth) {
@@ -102,6 +107,17 @@ export function createTaskBinding(routePath: string, store: Store, logger?: Task
       // A GET stream may replay an answer to a `tasks/list` (a resumed POST stream): its task lists are cut too.
       return boundAnswers({ ...recorders(auth), ownIds: await tasks.ownIds(auth), maxBytes: MAX_ANSWER_BYTES });
     },
+  };
+}
+
+/** A store outage under an endless stream would fail every event's write: one line per kind and interval. */
+function recordFailures(routePath: string, logger: TaskBindingLogger | undefined) {
+  const lastWarned = new Map<string, number>();
+  return (what: string) => (err: unknown) => {
+    const now = Date.now();
+    if (now - (lastWarned.get(what) ?? 0) < WARN_INTERVAL_MS) return;
+    lastWarned.set(what, now);
+    logger?.warn({ route: routePath, err }, `could not record ${what}: it is refused to everyone`);
   };
 }
 

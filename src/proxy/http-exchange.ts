@@ -209,7 +209,7 @@ export class Exchange implements Dispatcher.DispatchHandler, IdleWatched {
     if (this.transform) {
       this.body = this.transform(headers, statusCode);
       // The rewritten body has another length: sent chunked instead.
-      if (this.body) delete out['content-length'];
+      if (this.body && !this.body.readsOnly) delete out['content-length'];
     }
     const stream = isEventStream(headers['content-type']);
     if (stream) {
@@ -229,7 +229,7 @@ export class Exchange implements Dispatcher.DispatchHandler, IdleWatched {
     } else {
       this.scope.stalledBodies.watch(this);
       const declared = soleHeader(headers['content-length']);
-      if (!this.body && declared !== undefined && DECIMAL.test(declared)) this.untilEnd = Number(declared);
+      if ((!this.body || this.body.readsOnly) && declared !== undefined && DECIMAL.test(declared)) this.untilEnd = Number(declared);
     }
   }
 
@@ -264,7 +264,9 @@ export class Exchange implements Dispatcher.DispatchHandler, IdleWatched {
     let tail = this.lastChunk;
     if (this.body && !this.res.writableEnded) {
       try {
-        tail = this.body.end();
+        // A reader's end() comes before the last bytes go out; they are the held chunk.
+        const rest = this.body.end();
+        if (!this.body.readsOnly) tail = rest;
       } catch (err) {
         return this.onResponseError(controller, new TransformFailed((err as Error).message));
       }

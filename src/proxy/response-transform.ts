@@ -10,6 +10,11 @@ export interface BodyTransform {
   end(): Buffer;
   /** The rewritten body depends on the caller: no shared cache may keep it (`Cache-Control: private`). */
   readonly perCaller?: boolean;
+  /**
+   * Only reads: `push` returns each chunk as it came and `end` returns nothing, so the body keeps its
+   * length and its `Content-Length` (otherwise the answer goes out chunked).
+   */
+  readonly readsOnly?: boolean;
 }
 
 /**

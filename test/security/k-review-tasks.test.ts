@@ -11,7 +11,7 @@
  * The upstream is the real TypeScript MCP SDK (McpServer, experimental tasks, stateless transport),
  * answering in JSON on one route and in event streams on another.
  */
-import { createServer, type Server } from 'node:http';
+import { createServer, request as httpRequest, type Server } from 'node:http';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -269,5 +269,56 @@ describe('[K67] the 2026-07-28 tasks extension: flat task results, routing heade
       expect((through.body.error as { code: number }).code, method).toBe(-32601);
     }
     await v2rpc('alice', 'tasks/cancel', { taskId });
+  });
+});
+
+describe('[K67] a JSON answer only read for tasks keeps its framing', () => {
+  it("a tools/call answer goes out with the upstream's Content-Length, byte for byte, and the task it creates is still the caller's", async () => {
+    const seen: unknown[] = [];
+    const taskId = 'framing-task-7f3a';
+    const plain = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const { id, method, params } = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { id: number; method: string; params: { taskId?: string } };
+        if (method === 'tasks/get') seen.push(params.taskId);
+        const result = method === 'tools/call' ? { task: { taskId, status: 'working', ttl: 60_000, createdAt: '2026-01-01T00:00:00Z' } } : { taskId: params.taskId, status: 'working' };
+        const body = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id, result }));
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(body.length) }).end(body);
+      });
+    });
+    await listen(plain);
+    const path = '/framing/mcp';
+    const route = await startTestGateway({
+      'gateway.yaml': gatewayYaml({ log_level: 'warn' }),
+      'framing.yaml': jwtRoute(path, `http://127.0.0.1:${(plain.address() as { port: number }).port}/mcp`, issuer),
+    });
+    try {
+      const post = async (sub: string, method: string, params: Record<string, unknown>) => {
+        const token = await issuer.mint({ aud: resourceOf(path), sub, client_id: 'app', scope: 'mcp:read' });
+        const { port } = new URL(route.url);
+        return new Promise<{ headers: Record<string, unknown>; body: string }>((resolve, reject) => {
+          const req = httpRequest({ host: '127.0.0.1', port, path, method: 'POST', headers: { ...HEADERS, authorization: `Bearer ${token}` } }, (res) => {
+            const chunks: Buffer[] = [];
+            res.on('data', (c: Buffer) => chunks.push(c));
+            res.on('end', () => resolve({ headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }));
+          });
+          req.on('error', reject);
+          req.end(JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }));
+        });
+      };
+      const created = await post('alice', 'tools/call', { name: 'research', arguments: { topic: 'framing' } });
+      expect(created.headers['transfer-encoding']).toBeUndefined();
+      expect(created.headers['content-length']).toBe(String(Buffer.byteLength(created.body)));
+      expect(JSON.parse(created.body)).toEqual({ jsonrpc: '2.0', id: 1, result: { task: { taskId, status: 'working', ttl: 60_000, createdAt: '2026-01-01T00:00:00Z' } } });
+      // Recorded as alice's: her tasks/get names it; bob's is sent a substitute.
+      await post('alice', 'tasks/get', { taskId });
+      await post('bob', 'tasks/get', { taskId });
+      expect(seen[0]).toBe(taskId);
+      expect(seen[1]).not.toBe(taskId);
+    } finally {
+      await route.stop();
+      await closeServer(plain);
+    }
   });
 });
