@@ -14,11 +14,16 @@ export function idKey(id: unknown): string | undefined {
 }
 
 export interface ClientRequest {
-  /** idKey of its id. */
+  /** idKey of the id the upstream sees (and answers). */
   key: string;
+  /** The client's own id. */
   id: string | number;
-  /** idKey of `params._meta.progressToken`, when the client asked for progress. */
+  /** The id the upstream sees: the client's own, unless the session renames requests (upstream-ids.ts). */
+  upstreamId: string | number;
+  /** idKey of the progress token the upstream sees, when the client asked for progress. */
   progressKey?: string;
+  /** The client's own progress token. */
+  progressToken?: string | number;
 }
 
 export interface ClientMessages {
@@ -30,9 +35,17 @@ export interface ClientMessages {
   batch: boolean;
   /** Every message of the body, parsed (where tracing writes its context before re-serialising). */
   all: Array<Record<string, unknown>>;
+  /** The messages are not the client's bytes (upstream-ids.ts): the body is `all`, serialised. */
+  renamed?: boolean;
 }
 
-const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+export const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/** A request: a method and an id. */
+export const isRequestMessage = (message: Record<string, unknown>): boolean => typeof message.method === 'string' && message.id !== undefined;
+
+/** A JSON-RPC id or progress token: a string or a number. */
+export const isRpcId = (value: unknown): value is string | number => idKey(value) !== undefined;
 
 const notJsonRpc = () => new GatewayError(400, 'invalid_request', 'The body is not a JSON-RPC message');
 
@@ -51,15 +64,21 @@ export function readClientMessages(body: Buffer): ClientMessages {
   let initialize = false;
   for (const message of messages) {
     if (!isRecord(message)) throw notJsonRpc();
-    if (typeof message.method !== 'string' || message.id === undefined) continue;
+    if (!isRequestMessage(message)) continue;
     const key = idKey(message.id);
     if (key === undefined) throw new GatewayError(400, 'invalid_request', 'A JSON-RPC request id is a string or a number');
-    const meta = isRecord(message.params) && isRecord(message.params._meta) ? message.params._meta : undefined;
-    const progressKey = meta === undefined ? undefined : idKey(meta.progressToken);
-    requests.push({ key, id: message.id as string | number, ...(progressKey !== undefined && { progressKey }) });
+    const id = message.id as string | number;
+    const token = progressTokenOf(message);
+    requests.push({ key, id, upstreamId: id, ...(token !== undefined && { progressKey: idKey(token), progressToken: token }) });
     if (message.method === 'initialize') initialize = true;
   }
   return { requests, initialize, batch, all: messages as Array<Record<string, unknown>> };
+}
+
+/** `params._meta.progressToken`, when the message asks for progress. */
+export function progressTokenOf(message: Record<string, unknown>): string | number | undefined {
+  const meta = isRecord(message.params) && isRecord(message.params._meta) ? message.params._meta : undefined;
+  return meta !== undefined && isRpcId(meta.progressToken) ? meta.progressToken : undefined;
 }
 
 /** A message from the upstream: an answer to a client's request, progress on one, or the server's own. */
@@ -67,10 +86,11 @@ export type UpstreamMessage =
   | { kind: 'answer'; key: string }
   | { kind: 'progress'; progressKey: string }
   | { kind: 'subscription'; subscriptionKey: string }
+  | { kind: 'cancelled'; requestKey: string }
   | { kind: 'server' };
 
 /** Where a listen stream's frames name the listen. */
-const SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId';
+export const SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId';
 
 export function classifyUpstreamMessage(message: unknown): UpstreamMessage {
   if (!isRecord(message)) return { kind: 'server' };
@@ -86,6 +106,11 @@ export function classifyUpstreamMessage(message: unknown): UpstreamMessage {
   if (message.method === 'notifications/progress' && isRecord(message.params)) {
     const progressKey = idKey(message.params.progressToken);
     if (progressKey !== undefined) return { kind: 'progress', progressKey };
+  }
+  // The server gave up on one of the requests it was sent.
+  if (message.method === 'notifications/cancelled' && isRecord(message.params)) {
+    const requestKey = idKey(message.params.requestId);
+    if (requestKey !== undefined) return { kind: 'cancelled', requestKey };
   }
   return { kind: 'server' };
 }

@@ -37,8 +37,8 @@ const privateWhen = (body: BodyTransform | undefined) => (body?.perCaller ? { 'c
 export const REQUEST_TIMEOUT = -32001;
 
 export class PostReply {
-  /** idKey → id of the requests still waiting for their answer. */
-  readonly waiting = new Map<string, string | number>();
+  /** idKey (of the id the upstream sees) → the requests still waiting for their answer. */
+  readonly waiting = new Map<string, ClientRequest>();
   private head: 'none' | 'json' | 'events' = 'none';
   private body: BodyTransform | undefined;
   private readonly collected: string[] = [];
@@ -55,7 +55,7 @@ export class PostReply {
     private readonly scope: SseScope,
     private readonly opts: ReplyOptions,
   ) {
-    for (const r of opts.requests) this.waiting.set(r.key, r.id);
+    for (const r of opts.requests) this.waiting.set(r.key, r);
     this.touch();
     res.once('close', () => this.finish(true));
   }
@@ -122,7 +122,7 @@ export class PostReply {
       return this.finish(false);
     }
     if (this.head === 'none') this.startEvents();
-    for (const id of this.waiting.values()) this.emit(errorAnswer(id, code, err.description));
+    for (const r of this.waiting.values()) this.emit(errorAnswer(r.id, code, err.description));
     this.waiting.clear();
     this.endEvents();
   }

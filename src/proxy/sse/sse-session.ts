@@ -5,7 +5,8 @@
 // it, and the server's own requests and notifications to the client's GET
 // stream (or, while none is open, to a POST still waiting, else a bounded
 // backlog). When the upstream stream drops, the session ends: waiting POSTs
-// get an error and the id is unknown from then on.
+// get an error and the id is unknown from then on. The per-user session of
+// 2026-07-28 clients renames their requests upstream (upstream-ids.ts).
 import type { ServerResponse } from 'node:http';
 import type { Pool } from 'undici';
 import { GatewayError, temporarilyUnavailable } from '../../errors/gateway-error.js';
@@ -17,10 +18,11 @@ import { carryTraceContext } from '../trace-meta.js';
 import { upstreamErrorResponse } from '../upstream-failure.js';
 import { ClientStream } from './client-streams.js';
 import { HandshakeWait, handshakeRequest, INITIALIZED_NOTIFICATION, isModernAnswer, ProbeWait, probeRequest } from '../stateless-init.js';
-import { cancelledNotification, classifyUpstreamMessage, idKey, type ClientMessages } from './messages.js';
+import { cancelledNotification, classifyUpstreamMessage, errorAnswer, idKey, type ClientMessages, type ClientRequest } from './messages.js';
 import { PostReply, REQUEST_TIMEOUT } from './post-reply.js';
 import type { SseScope } from './sse-scope.js';
 import { UpstreamConnection } from './upstream-connection.js';
+import { forClient, renamed } from './upstream-ids.js';
 
 /** Requests of one session waiting for their answers at once; beyond: 503. */
 export const MAX_PENDING_REQUESTS = 100;
@@ -28,6 +30,8 @@ export const MAX_PENDING_REQUESTS = 100;
 export const MAX_BACKLOG = 100;
 /** JSON-RPC error code of a request whose session ended before its answer came. */
 const SESSION_ENDED = -32000;
+/** JSON-RPC's "internal error", for a request the server said it gave up on (as on stdio routes). */
+const SERVER_CANCELLED = -32603;
 
 /** Why a session ended: DELETE, its upstream stream lost, shutdown, idle, or ended to make room for another session (session-admission.ts). */
 export type SessionEnd = 'deleted' | 'lost' | 'shutdown' | 'idle' | 'evicted';
@@ -43,21 +47,30 @@ export interface ClientAccepts {
 const PROBE_ID = 'mcp-auth-gateway-discover';
 const HANDSHAKE_ID = 'mcp-auth-gateway-initialize';
 
+/** A request in flight: the reply waiting for it, and how the client and the upstream name it. */
+interface InFlight {
+  reply: PostReply;
+  request: ClientRequest;
+}
+
 /** One of the gateway's own requests on a stateless session, waiting for its answer. */
 interface GatewayRequest {
   key: string | undefined;
   wait: { answer(message: object): void; fail(error: GatewayError): void };
 }
 
+/** The ids, as the upstream knows them, of the requests a reply still waits for. */
+const upstreamIds = (reply: PostReply) => [...reply.waiting.values()].map((r) => r.upstreamId);
+
 const UPSTREAM_SPAN = { 'mag.upstream.transport': 'sse' };
 const errorType = (err: unknown) => (err instanceof GatewayError ? err.code : err instanceof Error ? err.name : 'error');
 
 export class SseSession {
   readonly upstream: UpstreamConnection;
-  /** idKey of a waiting request → the reply waiting for its answer. */
-  private readonly answers = new Map<string, PostReply>();
-  /** idKey of a progress token → the reply of the request that asked for it. */
-  private readonly progress = new Map<string, PostReply>();
+  /** idKey of a waiting request's upstream id → the request and its reply. */
+  private readonly answers = new Map<string, InFlight>();
+  /** idKey of a progress token (as the upstream knows it) → the request that asked for it. */
+  private readonly progress = new Map<string, InFlight>();
   private readonly replies = new Set<PostReply>();
   private stream: ClientStream | undefined;
   private readonly backlog: string[] = [];
@@ -74,6 +87,8 @@ export class SseSession {
     sseUrl: URL,
     private readonly scope: SseScope,
     private readonly onEnded: (session: SseSession) => void,
+    /** Its requests go upstream under ids of the gateway's (upstream-ids.ts): a 2026-07-28 user's session, which several of its clients share. */
+    private readonly renames = false,
   ) {
     this.upstream = new UpstreamConnection(pool, sseUrl, scope, {
       message: (json, parsed) => this.fromUpstream(json, parsed),
@@ -130,8 +145,9 @@ export class SseSession {
   }
 
   /** One POST of the client. Resolves when its response is over; throws a GatewayError before anything was written. */
-  async post(res: ServerResponse, ctx: ForwardContext, messages: ClientMessages, accepts: ClientAccepts, newSessionId?: string): Promise<void> {
+  async post(res: ServerResponse, ctx: ForwardContext, sent: ClientMessages, accepts: ClientAccepts, newSessionId?: string): Promise<void> {
     this.lastActive = Date.now();
+    const messages = this.renames ? renamed(sent, (id) => this.upstreamIdOf(id)) : sent;
     if (messages.requests.length === 0) return this.notify(res, ctx, messages);
     for (const r of messages.requests) {
       if (this.answers.has(r.key)) throw new GatewayError(400, 'invalid_request', 'A request with this id is still waiting in this session');
@@ -152,9 +168,9 @@ export class SseSession {
     });
     // Registered before the POST: the answer may come on the stream before the upstream's 202 does.
     this.replies.add(reply);
-    for (const r of messages.requests) {
-      this.answers.set(r.key, reply);
-      if (r.progressKey !== undefined) this.progress.set(r.progressKey, reply);
+    for (const request of messages.requests) {
+      this.answers.set(request.key, { reply, request });
+      if (request.progressKey !== undefined) this.progress.set(request.progressKey, { reply, request });
     }
     try {
       await this.postUpstream(ctx, messages, span);
@@ -170,8 +186,16 @@ export class SseSession {
     if (newSessionId !== undefined && !reply.answered) this.end('deleted');
   }
 
+  /** The upstream id of the one request in flight the client names `clientId` (none, or more than one: undefined). */
+  private upstreamIdOf(clientId: unknown): string | number | undefined {
+    const named = [...this.answers.values()].filter((f) => f.request.id === clientId);
+    return named.length === 1 ? named[0]!.request.upstreamId : undefined;
+  }
+
   /** Notifications and answers (to the server's own requests): accepted once the upstream took them. */
   private async notify(res: ServerResponse, ctx: ForwardContext, messages: ClientMessages): Promise<void> {
+    // Nothing left to send (a cancellation that named no request of the client's): accepted, as the upstream would.
+    if (messages.all.length === 0) return void res.writeHead(202).end();
     const span = ctx.span?.child('POST', 'client', UPSTREAM_SPAN);
     try {
       await this.postUpstream(ctx, messages, span);
@@ -192,9 +216,9 @@ export class SseSession {
    * this POST).
    */
   private postUpstream(ctx: ForwardContext, messages: ClientMessages, span: GatewaySpan | undefined): Promise<void> {
-    if (span === undefined) return this.upstream.post(ctx.body, ctx.injected);
-    const trace = span.traceHeaders();
-    carryTraceContext(messages.all, trace);
+    if (span === undefined && messages.renamed !== true) return this.upstream.post(ctx.body, ctx.injected);
+    const trace = span?.traceHeaders();
+    if (trace !== undefined) carryTraceContext(messages.all, trace);
     const body = Buffer.from(JSON.stringify(messages.batch ? messages.all : messages.all[0]));
     return this.upstream.post(body, { ...ctx.injected, ...trace });
   }
@@ -214,20 +238,36 @@ export class SseSession {
   private fromUpstream(json: string, parsed: unknown): void {
     const message = classifyUpstreamMessage(parsed);
     if (message.kind === 'answer' && this.handshake !== undefined && message.key === this.handshake.key) return this.handshake.wait.answer(parsed as object);
+    const object = parsed as Record<string, unknown>;
     // A listen's frame goes to that listen's POST alone; once it is over, nowhere.
-    if (message.kind === 'subscription') return this.answers.get(message.subscriptionKey)?.listening(json);
+    if (message.kind === 'subscription') {
+      const listen = this.answers.get(message.subscriptionKey);
+      return listen?.reply.listening(forClient(json, object, listen.request, 'subscriptionId'));
+    }
     if (message.kind === 'answer') {
-      const reply = this.answers.get(message.key);
-      if (reply === undefined) return this.scope.logger?.warn({ route: this.scope.route }, 'upstream answered no waiting request; dropped');
+      // An id never given to this session (or answered already): never another request's answer.
+      const waiting = this.answers.get(message.key);
+      if (waiting === undefined) return this.scope.logger?.warn({ route: this.scope.route }, 'upstream answered no waiting request; dropped');
       this.answers.delete(message.key);
-      return reply.answer(message.key, json);
+      return waiting.reply.answer(message.key, forClient(json, object, waiting.request, 'id'));
     }
     if (message.kind === 'progress') {
-      const reply = this.progress.get(message.progressKey);
-      reply?.touch();
-      if (reply?.relay(json)) return;
+      const asked = this.progress.get(message.progressKey);
+      asked?.reply.touch();
+      if (asked?.reply.relay(forClient(json, object, asked.request, 'progressToken'))) return;
+      // Progress on no request of a shared session's: its token means nothing to any client there.
+      if (this.renames) return;
     }
+    if (message.kind === 'cancelled' && this.renames) return this.serverCancelled(message.requestKey);
     this.toClient(json);
+  }
+
+  /** The server gave up on a request of a shared session: it ends as an error answer under the client's id (as on stdio routes); any other is dropped. */
+  private serverCancelled(key: string): void {
+    const cancelled = this.answers.get(key);
+    if (cancelled === undefined) return;
+    this.answers.delete(key);
+    cancelled.reply.answer(key, errorAnswer(cancelled.request.id, SERVER_CANCELLED, 'The server cancelled the request'));
   }
 
   /** The server's own message: the GET stream, else a POST still waiting (an event stream, not a 2026-07-28 client's), else the backlog. */
@@ -245,15 +285,15 @@ export class SseSession {
     this.replies.delete(reply);
     this.lastActive = Date.now();
     for (const r of reply.requests) {
-      if (this.answers.get(r.key) === reply) this.answers.delete(r.key);
-      if (r.progressKey !== undefined && this.progress.get(r.progressKey) === reply) this.progress.delete(r.progressKey);
+      if (this.answers.get(r.key)?.reply === reply) this.answers.delete(r.key);
+      if (r.progressKey !== undefined && this.progress.get(r.progressKey)?.reply === reply) this.progress.delete(r.progressKey);
     }
     // The client closed the response: the upstream stops working on what it no longer waits for.
-    if (cancelled) this.cancelUpstream([...reply.waiting.values()], 'The client closed the response', injected);
+    if (cancelled) this.cancelUpstream(upstreamIds(reply), 'The client closed the response', injected);
   }
 
   private timedOut(reply: PostReply, injected: ForwardContext['injected']): void {
-    const ids = [...reply.waiting.values()];
+    const ids = upstreamIds(reply);
     reply.fail(this.scope.upstreamError('timeout', 'upstream did not answer in time', { requests: ids.length }), REQUEST_TIMEOUT);
     this.cancelUpstream(ids, 'Timed out at the gateway', injected);
   }

@@ -97,7 +97,7 @@ export class SseSessions {
     await slot.vacant;
     // 192 random bits, visible ASCII: unguessable, and valid as an Mcp-Session-Id.
     const id = randomBytes(24).toString('base64url');
-    const session = new SseSession(id, owner, this.pool, this.sseUrl, this.scope, (ended) => this.ended(ended, bound));
+    const session = new SseSession(id, owner, this.pool, this.sseUrl, this.scope, (ended) => this.ended(ended, bound), !bound);
     this.starting.add(session);
     try {
       await session.upstream.open(ctx.injected);
