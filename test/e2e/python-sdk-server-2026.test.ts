@@ -4,7 +4,10 @@
  * (DESIGN §8.4, issue 24 item 4): server/discover alike, an InputRequiredResult round trip with the
  * SDK's sealed requestState, each retry judged anew, subscriptions/listen carrying a resource
  * update, a listen watching what the caller may not read refused, and the SDK's own refusals
- * (404/-32601, 400/-32020, its answer to a GET) reaching the client as it sent them.
+ * (404/-32601, 400/-32020, its answer to a GET) reaching the client as it sent them. Over stdio and
+ * legacy HTTP+SSE, where one user's requests share one upstream session, each goes upstream under an
+ * id of the gateway's: two with the same id in flight at once, a call reusing an open listen's id,
+ * progress under one token, each answered as its own; closing a listen cancels it upstream.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { dirname, join } from 'node:path';
@@ -28,6 +31,8 @@ const LEGACY_STDIO = '/memory/mcp';
 const SSE = '/py-sse/mcp';
 /** A legacy (handshake-era) server over HTTP+SSE: server-everything. */
 const LEGACY_SSE = '/everything-sse/mcp';
+/** The SSE server again, with the default upstream_timeout: requests held open at once. */
+const IDS_SSE = '/py-sse-ids/mcp';
 const script = join(dirname(fileURLToPath(import.meta.url)), '..', 'tools', 'py', 'wire_2026_server.py');
 
 let child: ChildProcess;
@@ -63,10 +68,11 @@ beforeAll(async () => {
     'py-stdio.yaml': { ...jwtRoute(STDIO, direct, issuer, { rules, limits: { max_get_streams_per_user: 1 } }), upstream: { stdio: { command: venvPython, args: ['-u', script, 'stdio'] } } },
     // A short upstream_timeout: a listen, once acknowledged, outlives it.
     'py-sse.yaml': { ...jwtRoute(SSE, direct, issuer, { rules, limits: { upstream_timeout: '2s', max_get_streams_per_user: 1 } }), upstream: { sse: sseUrl } },
+    'py-sse-ids.yaml': { ...jwtRoute(IDS_SSE, direct, issuer, { rules }), upstream: { sse: sseUrl } },
     'everything-sse.yaml': { ...jwtRoute(LEGACY_SSE, direct, issuer), upstream: { sse: everything.url } },
     'memory.yaml': { ...jwtRoute(LEGACY_STDIO, direct, issuer), upstream: { stdio: { command: process.execPath, args: [serverBin('@modelcontextprotocol/server-memory')], env: { MEMORY_FILE_PATH: '${PROCESS_DIR}/memory.jsonl' } } } },
   });
-  for (const path of [ROUTE, STDIO, LEGACY_STDIO, SSE, LEGACY_SSE]) {
+  for (const path of [ROUTE, STDIO, LEGACY_STDIO, SSE, LEGACY_SSE, IDS_SSE]) {
     readers[path] = await issuer.mint({ aud: resourceOf(path), sub: 'reader', client_id: 'app', scope: 'mcp:read' });
     writers[path] = await issuer.mint({ aud: resourceOf(path), sub: 'writer', client_id: 'app', scope: 'mcp:read mcp:write' });
   }
@@ -92,6 +98,7 @@ function send(target: Target, method: string, params: Record<string, unknown> = 
 }
 
 interface RpcAnswer {
+  id?: unknown;
   result?: { resultType?: string; requestState?: string; [member: string]: unknown };
   error?: { code: number; message: string };
 }
@@ -176,8 +183,8 @@ describe.each([
     await second.body?.cancel();
     // Past the SSE route's upstream_timeout (2 s): the listen is held open, not timed out.
     if (STDIO === SSE) await new Promise((resolve) => setTimeout(resolve, 3_000));
-    // Another id than the listen's (1): on the legacy SSE transport the server holds one id space per session.
-    const touched = await answer(await send('gateway', 'tools/call', { name: 'touch', arguments: { uri: 'file:///public/readme.txt' } }, { path: STDIO, token: readers[STDIO], id: 2 }));
+    // The listen's own id (1): it went upstream under an id of the gateway's, and so does this call.
+    const touched = await answer(await send('gateway', 'tools/call', { name: 'touch', arguments: { uri: 'file:///public/readme.txt' } }, { path: STDIO, token: readers[STDIO], id: 1 }));
     expect(touched).toMatchObject({ status: 200, body: { result: { content: [{ text: 'touched file:///public/readme.txt' }] } } });
     const update = await readEventsUntil(res, (t) => t.includes('notifications/resources/updated'));
     expect(update).toContain('"uri":"file:///public/readme.txt"');
@@ -202,4 +209,77 @@ describe.each([
     const called = await answer(await send('gateway', 'tools/call', { name: tool, arguments: args }, { path, headers: { accept: 'application/json' } }));
     expect(called).toMatchObject({ status: 200, body: { result: { content: [{ type: 'text' }] } } });
   });
+});
+
+/** What the Python server itself got (its `seen` tool): the ids of the listens it was sent, and the request ids it was told were cancelled. */
+async function seenBy(path: string, token: string): Promise<{ listens: Array<{ id: unknown }>; cancelled: unknown[] }> {
+  const seen = await answer(await send('gateway', 'tools/call', { name: 'seen', arguments: {} }, { path, token, id: 'seen' }));
+  return JSON.parse((seen.body.result?.content as Array<{ text: string }>)[0]!.text) as { listens: Array<{ id: unknown }>; cancelled: unknown[] };
+}
+
+describe.each([
+  ['stdio', STDIO],
+  ['the legacy HTTP+SSE transport', IDS_SSE],
+])("one user's requests over %s share one upstream session, each under an id of the gateway's", (_transport, path) => {
+  // The writer: on the stdio route, a process (and a listen share) of its own.
+  const token = () => writers[path]!;
+
+  it('two requests with the same id in flight at once are each answered, under that id, with its own answer', async () => {
+    // `meet` answers only once two calls of it are in flight at once.
+    const meet = async (text: string) => answer(await send('gateway', 'tools/call', { name: 'meet', arguments: { text } }, { path, token: token(), id: 7 }));
+    const [first, second] = await Promise.all([meet('first app'), meet('second app')]);
+    expect(first).toMatchObject({ status: 200, body: { id: 7, result: { content: [{ text: 'first app' }] } } });
+    expect(second).toMatchObject({ status: 200, body: { id: 7, result: { content: [{ text: 'second app' }] } } });
+  });
+
+  it("a call may use an open listen's id; closing the listen cancels it upstream, under the id the server was sent", async () => {
+    const aborted = new AbortController();
+    const listen = await send('gateway', 'subscriptions/listen', { notifications: { resourceSubscriptions: ['file:///public/readme.txt'] } }, { path, token: token(), id: 'shared', signal: aborted.signal });
+    expect(listen.status).toBe(200);
+    const ack = await readEventsUntil(listen, (t) => t.includes('notifications/subscriptions/acknowledged'));
+    expect(ack).toContain('"io.modelcontextprotocol/subscriptionId":"shared"');
+    // The latest listen the server got is this one (the tests of a file run one at a time).
+    const upstreamId = (await seenBy(path, token())).listens.at(-1)!.id;
+    expect(upstreamId).not.toBe('shared');
+    const touched = await answer(await send('gateway', 'tools/call', { name: 'touch', arguments: { uri: 'file:///public/readme.txt' } }, { path, token: token(), id: 'shared' }));
+    expect(touched).toMatchObject({ status: 200, body: { id: 'shared', result: { content: [{ text: 'touched file:///public/readme.txt' }] } } });
+    const update = await readEventsUntil(listen, (t) => t.includes('notifications/resources/updated'));
+    expect(update).toContain('"io.modelcontextprotocol/subscriptionId":"shared"');
+    aborted.abort();
+    await waitFor(async () => (await seenBy(path, token())).cancelled.includes(upstreamId), 20_000, 'the listen cancelled upstream');
+    expect((await seenBy(path, token())).cancelled).not.toContain('shared');
+  }, 40_000);
+});
+
+/** The rest of a body part of which readEventsUntil already read. */
+async function readRest(res: Response): Promise<string> {
+  const reader = res.body!.getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) text += decoder.decode(chunk.value, { stream: true });
+  return text;
+}
+
+/** The JSON-RPC messages of an event stream's text. */
+const eventsOf = (text: string) => (text.match(/^data: (.*)$/gm) ?? []).map((line) => JSON.parse(line.slice('data: '.length)) as { id?: unknown; method?: string; params?: Record<string, unknown>; result?: { content?: Array<{ text: string }> } });
+
+describe('a legacy server over HTTP+SSE (server-everything): two requests of one user with the same id and progress token at once', () => {
+  it('each gets its own progress and its own answer, under its own id and token', async () => {
+    const call = (steps: number) =>
+      send('gateway', 'tools/call', { name: 'trigger-long-running-operation', arguments: { duration: steps, steps } }, { path: LEGACY_SSE, id: 9, meta: { progressToken: 'p' } });
+    const long = await call(4);
+    expect(long.status).toBe(200);
+    // The second is sent while the first is still working (its first progress came, three to go).
+    const started = await readEventsUntil(long, (t) => t.includes('notifications/progress'));
+    const short = await call(2);
+    const [longRest, shortText] = await Promise.all([readRest(long), short.text()]);
+    for (const [events, steps] of [[eventsOf(started + longRest), 4], [eventsOf(shortText), 2]] as const) {
+      const progress = events.filter((e) => e.method === 'notifications/progress');
+      expect(progress.map((e) => e.params)).toEqual(Array.from({ length: steps }, (_, i) => ({ progress: i + 1, total: steps, progressToken: 'p' })));
+      const answers = events.filter((e) => e.method === undefined);
+      expect(answers).toHaveLength(1);
+      expect(answers[0]).toMatchObject({ id: 9 });
+      expect(answers[0]!.result!.content![0]!.text).toContain(`Steps: ${steps}.`);
+    }
+  }, 40_000);
 });

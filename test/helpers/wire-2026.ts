@@ -16,7 +16,9 @@ export interface Wire2026Options {
   capabilities?: Record<string, unknown>;
   signal?: AbortSignal;
   /** The request's JSON-RPC id (default 1). */
-  id?: number;
+  id?: number | string;
+  /** More `_meta` members (a progress token). */
+  meta?: Record<string, unknown>;
 }
 
 /** POSTs one request (id 1 unless given) of `method` with `params`; the name or URI it acts on goes in `Mcp-Name`. */
@@ -35,7 +37,11 @@ export function post2026(url: string, method: string, params: Record<string, unk
     if (value === undefined) delete headers[key];
     else headers[key] = value;
   }
-  const meta = { 'io.modelcontextprotocol/protocolVersion': version, 'io.modelcontextprotocol/clientCapabilities': options.capabilities ?? { elicitation: {}, sampling: {}, roots: {} } };
+  const meta = {
+    'io.modelcontextprotocol/protocolVersion': version,
+    'io.modelcontextprotocol/clientCapabilities': options.capabilities ?? { elicitation: {}, sampling: {}, roots: {} },
+    ...options.meta,
+  };
   const body = JSON.stringify({ jsonrpc: '2.0', id: options.id ?? 1, method, params: { ...params, _meta: meta } });
   return fetch(url, { method: 'POST', headers, body, signal: options.signal });
 }

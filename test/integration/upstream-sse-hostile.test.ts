@@ -5,10 +5,12 @@
  * `endpoint` naming another origin, CR line ends, duplicate answers, an answer trickled a byte at a
  * time, and no answer at all. Alice's call gets one answer or a JSON error (never another id's; a
  * flood relayed faster than she reads may cut her stream), the gateway stays up, and bob — on the same upstream, his own session — keeps getting
- * 200, as does /healthz.
+ * 200, as does /healthz. Session-less (2026-07-28) requests, whose ids the gateway renames upstream:
+ * an answer to an id of another user's request, or to one never given, is dropped and logged.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startStdioStage, type StdioStage } from '../helpers/stdio-stage.js';
+import { startStdioStage, waitFor, type StdioStage } from '../helpers/stdio-stage.js';
+import { post2026 } from '../helpers/wire-2026.js';
 import { startHostileSseServer, type HostileSseServer } from '../security/fixtures/hostile-sse-server.js';
 
 const PATH = '/hostile-sse/mcp';
@@ -81,5 +83,28 @@ describe('a hostile legacy SSE upstream never stops the gateway nor reaches anot
       expect(JSON.parse(text)).toHaveProperty('error');
     }
     await bobServed();
+  }, 30_000);
+});
+
+describe('session-less (2026-07-28) requests: an answer for an id the session never gave the upstream is dropped', () => {
+  it("an answer to another user's request, or to an id never given, reaches nobody; each gets its own answer or an error", async () => {
+    const url = stage.url(PATH);
+    const call = async (sub: string, name: string) => post2026(url, 'tools/call', { name, arguments: {} }, { token: await stage.token(PATH, sub), id: 77 });
+    // Bob waits on a request the upstream never answers; then alice's has the upstream answer bob's
+    // upstream id on her stream, hers on bob's, and ids it was never given; both sent id 77.
+    const silent = upstream.called('silent');
+    const bob = call('bob', 'silent');
+    await waitFor(() => upstream.called('silent') > silent, 10_000, "bob's request upstream");
+    const dropped = () => stage.gw.logs.join('').split('upstream answered no waiting request; dropped').length;
+    const before = dropped();
+    const alice = await call('alice', 'crossed');
+    expect(alice.status).toBe(200);
+    const got = messages(await alice.text());
+    expect(got).toEqual([expect.objectContaining({ id: 77, result: { content: [{ type: 'text', text: 'called crossed' }] } })]);
+    // Bob's request is never answered by what was meant for another: it times out (3 s) as unanswered.
+    const bobs = await bob;
+    expect(bobs.status).toBe(504);
+    expect(JSON.parse(await bobs.text())).toHaveProperty('error');
+    await waitFor(() => dropped() > before + 5, 10_000, 'the dropped answers logged');
   }, 30_000);
 });
