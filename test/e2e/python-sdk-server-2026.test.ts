@@ -249,6 +249,22 @@ describe.each([
     await waitFor(async () => (await seenBy(path, token())).cancelled.includes(upstreamId), 20_000, 'the listen cancelled upstream');
     expect((await seenBy(path, token())).cancelled).not.toContain('shared');
   }, 40_000);
+
+  it("the client's own notifications/cancelled for its listen reaches the server under the id the server was sent", async () => {
+    const aborted = new AbortController();
+    const listen = await send('gateway', 'subscriptions/listen', { notifications: { toolsListChanged: true } }, { path, token: token(), id: 'mine', signal: aborted.signal });
+    expect(listen.status).toBe(200);
+    await readEventsUntil(listen, (t) => t.includes('notifications/subscriptions/acknowledged'));
+    const upstreamId = (await seenBy(path, token())).listens.at(-1)!.id;
+    const cancel = await fetch(`${gw.url}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token()}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': VERSION, 'mcp-method': 'notifications/cancelled' },
+      body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'mine', reason: 'done' } }),
+    });
+    expect(cancel.status).toBe(202);
+    await waitFor(async () => (await seenBy(path, token())).cancelled.includes(upstreamId), 20_000, 'the listen cancelled upstream');
+    aborted.abort();
+  }, 40_000);
 });
 
 /** The rest of a body part of which readEventsUntil already read. */
