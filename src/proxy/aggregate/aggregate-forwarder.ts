@@ -209,8 +209,8 @@ class AggregateForwarder implements Forwarder {
     link.onRequest = (id, method, params) => {
       const asked = link.session;
       const sink = (upstreamId: string | number, answer: object) => link.respond(asked, { jsonrpc: '2.0', id: upstreamId, ...answer });
-      if (session.serves.has(method)) session.requests.asked(link, id, method, params, sink);
-      else void sink(id, rpcError(-32601, `Method not found: ${method}`)).catch(() => undefined);
+      if (!session.serves.has(method)) link.refuse(asked, id, { code: -32601, message: `Method not found: ${method}` });
+      else if (!session.requests.asked(link, id, method, params, sink)) link.refuse(asked, id, { code: -32603, message: 'Too many requests to the client are pending' });
     };
   }
 
