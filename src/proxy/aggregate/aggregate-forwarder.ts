@@ -147,7 +147,13 @@ class AggregateForwarder implements Forwarder {
     const session: ClientSession = { owner: principalKey(ctx.auth), user, upstreams, methods: new AggregateMethods(this.route, upstreams, this.names, this.loggedClashes, this.deps.logger), lastUsed: Date.now(), inFlight: new Map(), progressTokens: new Set(), serves, requests: new ServerRequests((m) => this.push(session, m)) };
     for (const u of upstreams) this.wire(session, u.link);
     const results = await Promise.all(upstreams.map((u) => (u.health.down ? undefined : u.link.open(ctx.span).then((r) => (u.health.served(), r), (err: unknown) => void u.health.failedWith('initialize', err)))));
-    await this.deps.session.bind(id, ctx.auth);
+    try {
+      await this.deps.session.bind(id, ctx.auth);
+    } catch (err) {
+      // No client session will ever end what was opened for it: its upstream sessions end now.
+      for (const u of upstreams) u.link.close();
+      throw err;
+    }
     this.sessions.set(id, session);
     res.setHeader('mcp-session-id', id);
     const result = { protocolVersion, capabilities: capabilitiesOf(results), serverInfo: this.serverInfo() };
