@@ -313,7 +313,12 @@ class AggregateForwarder implements Forwarder {
 
   private endIdle(): void {
     const before = Date.now() - IDLE_MS;
-    for (const [id, s] of this.sessions) if (s.lastUsed < before) this.drop(id);
+    // Its binding in the store goes too: left, it would outlive the session by the binding's TTL.
+    for (const [id, s] of this.sessions) {
+      if (s.lastUsed >= before) continue;
+      this.drop(id);
+      this.deps.session.release(id);
+    }
   }
 }
 

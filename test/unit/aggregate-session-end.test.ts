@@ -1,4 +1,4 @@
-// An aggregated session whose opening fails after its upstream sessions were
+// How an aggregated session ends when nobody ends it. One whose opening fails after its upstream sessions were
 // opened (the store refuses to bind the client's session id) must end those
 // upstream sessions: before, each such initialize left every upstream's GET
 // stream open (and a stdio process per session) with no client session to end
@@ -6,7 +6,7 @@
 // here stands in for the upstream and counts its open GET streams.
 import { EventEmitter } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { AuthContext } from '../../src/auth/principal.js';
 import { createAggregateForwarder } from '../../src/proxy/aggregate/aggregate-forwarder.js';
 import type { Forwarder } from '../../src/proxy/forwarder.js';
@@ -64,6 +64,30 @@ describe('an aggregated session whose opening fails after its upstreams opened',
     await new Promise((r) => setImmediate(r));
     expect(up.seen.open).toBe(0);
     expect(up.seen.deletes).toBe(3);
+    await aggregate.close();
+  });
+});
+
+describe('an aggregated session left idle', () => {
+  afterEach(() => vi.useRealTimers());
+
+  it('ends with its upstream sessions and releases its binding in the store (not left for the binding TTL)', async () => {
+    vi.useFakeTimers({ toFake: ['setInterval', 'Date'] });
+    const up = streamingUpstream();
+    const released: string[] = [];
+    const store = { admit: () => Promise.resolve(), bind: () => Promise.resolve(), release: (id: string) => void released.push(id) };
+    const aggregate = createAggregateForwarder({ path: '/r/mcp', aggregate: { pattern: '{upstream}__{name}', upstreams: [] } }, { session: store, upstreams: [{ name: 'u', forwarder: up.forwarder, headersFor: () => ({}), timeoutMs: 2_000, maxBytes: 64 * 1024, perSession: false }] });
+    const body = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } }));
+    const headers: Record<string, string> = {};
+    const { res, out } = response();
+    (res as unknown as { setHeader: (n: string, v: string) => void }).setHeader = (n, v) => void (headers[n] = v);
+    await aggregate.forward({ method: 'POST', headers: {} } as IncomingMessage, res, { auth: AUTH, body, injected: {} });
+    expect(out.status).toBe(200);
+    expect(up.seen.open).toBe(1);
+    vi.advanceTimersByTime(31 * 60_000);
+    await new Promise((r) => setImmediate(r));
+    expect(released).toEqual([headers['mcp-session-id']]);
+    expect(up.seen.open).toBe(0);
     await aggregate.close();
   });
 });
