@@ -1,6 +1,6 @@
 /**
  * One aggregated session's requests of the upstreams to the client (server-requests.ts): held
- * until the client's stream is open, bounded per session (beyond, the upstream is answered at once),
+ * until the client's stream is open, bounded per upstream of the session (beyond, refused: the caller answers the upstream),
  * an upstream's cancellation told to the client under the gateway's id, and an answer claimed once.
  */
 import { describe, expect, it } from 'vitest';
@@ -36,13 +36,26 @@ describe('server requests of an aggregated session', () => {
     for (const m of h.written) expect(m.id).toMatch(/^mag-[A-Za-z0-9_-]{24}$/);
   });
 
-  it(`answers the upstream at once past ${MAX_PENDING} pending, without writing to the client`, async () => {
+  it(`refuses an upstream's request past ${MAX_PENDING} of its own pending, without writing to the client or answering it`, () => {
     const h = harness();
     h.open();
-    for (let i = 0; i <= MAX_PENDING; i++) h.requests.asked({}, i, 'ping', undefined, h.sink);
-    await Promise.resolve();
+    const source = {};
+    const taken = Array.from({ length: MAX_PENDING + 1 }, (_, i) => h.requests.asked(source, i, 'ping', undefined, h.sink));
+    expect(taken.filter((t) => !t)).toHaveLength(1);
+    expect(taken.at(-1)).toBe(false);
     expect(h.written).toHaveLength(MAX_PENDING);
-    expect(h.answered).toEqual([{ id: MAX_PENDING, answer: { error: { code: -32603, message: 'Too many requests to the client are pending' } } }]);
+    // The caller refuses it (bounded there): nothing is answered from here.
+    expect(h.answered).toEqual([]);
+  });
+
+  it('one upstream holding its share unanswered leaves the other upstreams of the session able to ask', () => {
+    const h = harness();
+    h.open();
+    const hog = {};
+    for (let i = 0; i < MAX_PENDING; i++) expect(h.requests.asked(hog, i, 'sampling/createMessage', undefined, h.sink)).toBe(true);
+    expect(h.requests.asked(hog, 'more', 'sampling/createMessage', undefined, h.sink)).toBe(false);
+    expect(h.requests.asked({}, 0, 'elicitation/create', undefined, h.sink)).toBe(true);
+    expect(h.written.at(-1)?.method).toBe('elicitation/create');
   });
 
   it("an upstream's cancellation reaches the client under the gateway's id, and the id is answered no more", async () => {

@@ -147,7 +147,13 @@ class AggregateForwarder implements Forwarder {
     const session: ClientSession = { owner: principalKey(ctx.auth), user, upstreams, methods: new AggregateMethods(this.route, upstreams, this.names, this.loggedClashes, this.deps.logger), lastUsed: Date.now(), inFlight: new Map(), progressTokens: new Set(), serves, requests: new ServerRequests((m) => this.push(session, m)) };
     for (const u of upstreams) this.wire(session, u.link);
     const results = await Promise.all(upstreams.map((u) => (u.health.down ? undefined : u.link.open(ctx.span).then((r) => (u.health.served(), r), (err: unknown) => void u.health.failedWith('initialize', err)))));
-    await this.deps.session.bind(id, ctx.auth);
+    try {
+      await this.deps.session.bind(id, ctx.auth);
+    } catch (err) {
+      // No client session will ever end what was opened for it: its upstream sessions end now.
+      for (const u of upstreams) u.link.close();
+      throw err;
+    }
     this.sessions.set(id, session);
     res.setHeader('mcp-session-id', id);
     const result = { protocolVersion, capabilities: capabilitiesOf(results), serverInfo: this.serverInfo() };
@@ -209,8 +215,8 @@ class AggregateForwarder implements Forwarder {
     link.onRequest = (id, method, params) => {
       const asked = link.session;
       const sink = (upstreamId: string | number, answer: object) => link.respond(asked, { jsonrpc: '2.0', id: upstreamId, ...answer });
-      if (session.serves.has(method)) session.requests.asked(link, id, method, params, sink);
-      else void sink(id, rpcError(-32601, `Method not found: ${method}`)).catch(() => undefined);
+      if (!session.serves.has(method)) link.refuse(asked, id, { code: -32601, message: `Method not found: ${method}` });
+      else if (!session.requests.asked(link, id, method, params, sink)) link.refuse(asked, id, { code: -32603, message: 'Too many requests to the client are pending' });
     };
   }
 
@@ -307,7 +313,12 @@ class AggregateForwarder implements Forwarder {
 
   private endIdle(): void {
     const before = Date.now() - IDLE_MS;
-    for (const [id, s] of this.sessions) if (s.lastUsed < before) this.drop(id);
+    // Its binding in the store goes too: left, it would outlive the session by the binding's TTL.
+    for (const [id, s] of this.sessions) {
+      if (s.lastUsed >= before) continue;
+      this.drop(id);
+      this.deps.session.release(id);
+    }
   }
 }
 

@@ -60,6 +60,11 @@ export const rpcError = (code: number, message: string): JsonRpcAnswer => ({ err
 export class AggregateMethods {
   /** URI → upstream, learnt from resources/list answers (first in configuration order wins). */
   private readonly resourceOwners = new Map<string, string>();
+  /**
+   * Merged lists under way, by method: concurrent requests of this session for one list share one
+   * reading, so a batch of 100 (or 100 POSTs at once) costs the upstreams and memory one list.
+   */
+  private readonly listing = new Map<string, Promise<Record<string, unknown>>>();
   /** The resources/list under way for unknown URIs (one at a time), and when the last one started. */
   private refreshing?: Promise<unknown>;
   private refreshedAt = -Infinity;
@@ -76,13 +81,15 @@ export class AggregateMethods {
   /** An upstream's resources changed: who serves a URI is learnt again from the next list (at once). */
   forgetResources(): void {
     this.resourceOwners.clear();
+    // A list read before the change is not handed to requests made after it.
+    this.listing.delete('resources/list');
     this.refreshedAt = -Infinity;
   }
 
   async answer(method: string, params: Params, ctx: RequestContext): Promise<JsonRpcAnswer> {
     if (method === 'ping') return { result: {} };
     const list = LISTS[method];
-    if (list) return { result: await this.merged(method, list.member, list.named, ctx) };
+    if (list) return { result: await this.shared(method, list.member, list.named, ctx) };
     if (method === 'tools/call' || method === 'prompts/get') return this.byName(method, params, ctx);
     if (method === 'resources/read' || method === 'resources/subscribe' || method === 'resources/unsubscribe') return this.byUri(method, params, ctx);
     if (method === 'logging/setLevel') {
@@ -94,6 +101,19 @@ export class AggregateMethods {
 
   private served(): SessionUpstream[] {
     return this.upstreams.filter((u) => !u.health.down);
+  }
+
+  /** The session's merged list under way for `method`, or a new one. Shared, it is not cancelled by one request's cancellation. */
+  private shared(method: string, member: string, named: boolean, ctx: RequestContext): Promise<Record<string, unknown>> {
+    let reading = this.listing.get(method);
+    if (reading === undefined) {
+      const started = this.merged(method, member, named, { auth: ctx.auth, span: ctx.span }).finally(() => {
+        if (this.listing.get(method) === started) this.listing.delete(method);
+      });
+      reading = started;
+      this.listing.set(method, started);
+    }
+    return reading;
   }
 
   private async merged(method: string, member: string, named: boolean, ctx: RequestContext): Promise<Record<string, unknown>> {
@@ -198,7 +218,7 @@ export class AggregateMethods {
   private async refreshOwners(ctx: RequestContext): Promise<void> {
     if (this.refreshing === undefined && this.now() - this.refreshedAt >= REFRESH_MS) {
       this.refreshedAt = this.now();
-      this.refreshing = this.merged('resources/list', 'resources', false, ctx).finally(() => (this.refreshing = undefined));
+      this.refreshing = this.shared('resources/list', 'resources', false, ctx).finally(() => (this.refreshing = undefined));
     }
     await this.refreshing?.catch(() => undefined);
   }

@@ -8,7 +8,11 @@
 import { randomBytes } from 'node:crypto';
 import { GatewayError } from '../../errors/gateway-error.js';
 
-/** Requests of the upstreams a client session holds unanswered; beyond, an upstream's request is refused at once. */
+/**
+ * Requests of one upstream session a client session holds unanswered; beyond, that upstream's
+ * request is refused at once. Counted per upstream, so one that asks and never lets go cannot
+ * leave the others of the session unable to ask anything.
+ */
 export const MAX_PENDING = 32;
 
 export type RequestId = string | number;
@@ -41,16 +45,23 @@ export class ServerRequests {
   /** `write`: writes one message to the client's stream; false when none is open (the message is then held). */
   constructor(private readonly write: (message: object) => boolean) {}
 
-  /** An upstream's request: mapped to a fresh id and sent on; refused at once when too many are pending. */
-  asked(source: object, upstreamId: RequestId, method: string, params: Record<string, unknown> | undefined, sink: AnswerSink): void {
-    if (this.pending.size >= MAX_PENDING) {
-      void sink(upstreamId, { error: { code: -32603, message: 'Too many requests to the client are pending' } }).catch(() => undefined);
-      return;
-    }
+  /**
+   * An upstream's request: mapped to a fresh id and sent on. False when this upstream has too many
+   * pending: nothing is held, and the caller refuses it (its refusals are bounded there).
+   */
+  asked(source: object, upstreamId: RequestId, method: string, params: Record<string, unknown> | undefined, sink: AnswerSink): boolean {
+    if (this.pendingOf(source) >= MAX_PENDING) return false;
     const id = `mag-${randomBytes(18).toString('base64url')}`;
     const entry: Pending = { upstreamId, source, sink, unsent: { jsonrpc: '2.0', id, method, ...(params && { params }) } };
     this.pending.set(id, entry);
     this.send(entry);
+    return true;
+  }
+
+  private pendingOf(source: object): number {
+    let n = 0;
+    for (const entry of this.pending.values()) if (entry.source === source) n++;
+    return n;
   }
 
   /** The client's stream opened: what was held is written now. */

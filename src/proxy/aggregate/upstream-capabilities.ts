@@ -36,7 +36,8 @@ export class UpstreamCapabilities {
       this.learn(index, await link.open());
       this.health[index]!.served();
     } catch (err) {
-      if (!upstream.perSession) this.health[index]!.failed(err);
+      // Judged as any initialize is: one caller's missing grant or refused credential never takes the upstream from everyone.
+      if (!upstream.perSession) this.health[index]!.failedWith('initialize', err);
     } finally {
       link.close();
       this.probes[index] = undefined;

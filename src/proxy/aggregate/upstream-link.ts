@@ -48,6 +48,12 @@ export type NotificationSink = (method: string, params: Record<string, unknown> 
 /** A request of the upstream's to the client (sampling, elicitation, roots), from its stream or an answer's. */
 export type RequestSink = (id: string | number, method: string, params: Record<string, unknown> | undefined) => void;
 
+/**
+ * Refusals of the upstream's own requests (to the client) in flight at once; beyond, a request is
+ * left unanswered (the upstream's own wait ends it), so a flood of requests cannot open a POST each.
+ */
+export const MAX_REFUSALS_IN_FLIGHT = 8;
+
 export class UpstreamLink {
   private opened?: Promise<Record<string, unknown>>;
   private stream?: { stop(): void };
@@ -60,6 +66,7 @@ export class UpstreamLink {
   private nextId = 1;
   /** The upstream speaks 2026-07-28 alone (modern-wire.ts): no session, every request stamped with `_meta`. */
   private modern = false;
+  private refusing = 0;
 
   constructor(
     readonly upstream: AggregateUpstream,
@@ -176,9 +183,18 @@ export class UpstreamLink {
    * The client's answer to a request of this upstream's, sent to the upstream session that asked
    * (`sessionId`, as it was then): a session opened since then never sees it.
    */
-  async respond(sessionId: string | undefined, message: { jsonrpc: '2.0'; id: string | number }): Promise<void> {
+  async respond(sessionId: string | undefined, message: { jsonrpc: '2.0'; id: string | number; error?: object }): Promise<void> {
     if (this.opened === undefined || sessionId !== this.sessionId) throw new AggregateUpstreamError('down');
     await this.exchange(message, undefined, undefined);
+  }
+
+  /** Refuses a request of the upstream's (an error to the session that asked); never throws; dropped past MAX_REFUSALS_IN_FLIGHT. */
+  refuse(sessionId: string | undefined, id: string | number, error: { code: number; message: string }): void {
+    if (this.refusing >= MAX_REFUSALS_IN_FLIGHT) return;
+    this.refusing++;
+    void this.respond(sessionId, { jsonrpc: '2.0', id, error })
+      .catch(() => undefined)
+      .finally(() => this.refusing--);
   }
 
   /** A notification of the client's to the upstream (roots/list_changed), when its session is open; never throws. */
