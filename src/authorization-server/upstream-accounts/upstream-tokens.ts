@@ -23,8 +23,7 @@ import type { UpstreamAccountEvents } from './upstream-account-events.js';
 
 /** Beyond the worst case of discovery plus the token request, the lock lives this much longer (a replica dying mid-refresh frees it then). */
 const REFRESH_LOCK_MARGIN_MS = 10_000;
-/** A replica without the lock and without a valid token waits at most this long for the new one. */
-const WAIT_FOR_REFRESH_MS = 10_000;
+/** How often a replica without the lock and without a valid token looks for the holder's outcome. */
 const POLL_MS = 100;
 
 export interface UpstreamTokensOptions {
@@ -93,7 +92,7 @@ export class UpstreamTokens implements UpstreamAccountSource {
     const holder = randomBytes(16).toString('base64url');
     // Held through discovery and the token request: the lock outlives both, each bounded by its timeout.
     const ttl = this.o.server.worstCaseMs() + REFRESH_LOCK_MARGIN_MS;
-    if (!(await this.o.store.setIfAbsent(lock, holder, ttl))) return this.#awaitOthers(owner, grant);
+    if (!(await this.o.store.setIfAbsent(lock, holder, ttl))) return this.#awaitOthers(owner, grant, lock, ttl);
     try {
       // Another replica may have refreshed between our read and the lock.
       const current = await this.o.grants.loadVersioned(owner);
@@ -105,14 +104,21 @@ export class UpstreamTokens implements UpstreamAccountSource {
     }
   }
 
-  /** Another replica holds the lock: the token while it is valid, else the new one once written (or nothing). */
-  async #awaitOthers(owner: GrantOwner, grant: UpstreamGrant): Promise<UpstreamGrant | undefined> {
+  /**
+   * Another replica holds the lock: the token while it is valid, else what the holder leaves when it
+   * lets go — the new grant, none (refused), or, the grant unchanged, its failure: a 502 then, not at
+   * the end of a fixed wait. Bounded by the lock's life (the holder's own bound: its requests' timeouts).
+   * The lock is read before the grant: a holder writes before it releases.
+   */
+  async #awaitOthers(owner: GrantOwner, grant: UpstreamGrant, lock: string, ttl: number): Promise<UpstreamGrant | undefined> {
     if (grant.expiresAt !== undefined && grant.expiresAt > Date.now()) return grant;
-    const deadline = Date.now() + WAIT_FOR_REFRESH_MS;
+    const deadline = Date.now() + ttl;
     while (Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, POLL_MS));
-      const current = await this.o.grants.load(owner);
+      const held = (await this.o.store.get(lock)) !== undefined;
+      const current = await this.#current(owner);
       if (!current || current.accessToken !== grant.accessToken) return current;
+      if (!held) throw upstreamCredentialFailed(new Error('another replica could not refresh the upstream grant'));
     }
     throw upstreamCredentialFailed(new Error('waited too long for another replica to refresh the upstream grant'));
   }
