@@ -13,13 +13,13 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuthContext } from '../../src/auth/principal.js';
-import type { AsContext } from '../../src/authorization-server/context.js';
 import { UpstreamAccounts } from '../../src/authorization-server/upstream-accounts/upstream-accounts.js';
 import type { RouteConfig, UserOAuthConfig } from '../../src/config/types.js';
 import { GatewayError } from '../../src/errors/gateway-error.js';
 import { RedisStore } from '../../src/store/redis-store.js';
 import { UpstreamAccountRequired } from '../../src/upstream-auth/user-oauth.js';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
+import { upstreamAccountsContext } from '../helpers/upstream-accounts-context.js';
 
 const ISSUER = 'http://gateway.test';
 const ROUTE = '/gh/mcp';
@@ -110,7 +110,7 @@ function replicas(timeoutMs = AS_TIMEOUT_MS): [UpstreamAccounts, UpstreamAccount
   const one = () => {
     const store = new RedisStore({ url: redis.url, keyPrefix, commandTimeoutMs: 5_000 });
     stores.push(store);
-    const ctx = { store, issuer: ISSUER, config: { refreshTokenTtlMs: 3600_000 }, audit: { record() {} }, metrics: { upstreamAccountEvents: { labels: () => ({ inc() {} }) } } } as unknown as AsContext;
+    const ctx = upstreamAccountsContext(store, ISSUER);
     const route = { path: ROUTE, upstream: RESOURCE, upstreamAuth: config } as unknown as RouteConfig;
     return new UpstreamAccounts(ctx, [route], { keys: [{ id: 'k1', key }] } as never, { timeoutMs });
   };

@@ -108,7 +108,8 @@ export class UpstreamTokens implements UpstreamAccountSource {
    * Another replica holds the lock: the token while it is valid, else what the holder leaves when it
    * lets go — the new grant, none (refused), or, the grant unchanged, its failure: a 502 then, not at
    * the end of a fixed wait. Bounded by the lock's life (the holder's own bound: its requests' timeouts).
-   * The lock is read before the grant: a holder writes before it releases.
+   * The lock is read before the grant, and the grant from the store (the kept one may predate the
+   * holder's notice): a holder writes before it releases.
    */
   async #awaitOthers(owner: GrantOwner, grant: UpstreamGrant, lock: string, ttl: number): Promise<UpstreamGrant | undefined> {
     if (grant.expiresAt !== undefined && grant.expiresAt > Date.now()) return grant;
@@ -116,8 +117,8 @@ export class UpstreamTokens implements UpstreamAccountSource {
     while (Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, POLL_MS));
       const held = (await this.o.store.get(lock)) !== undefined;
-      const current = await this.#current(owner);
-      if (!current || current.accessToken !== grant.accessToken) return current;
+      const current = (await this.o.grants.loadVersioned(owner))?.grant;
+      if (!current || current.accessToken !== grant.accessToken) return current && this.#forThisRoute(current) ? current : undefined;
       if (!held) throw upstreamCredentialFailed(new Error('another replica could not refresh the upstream grant'));
     }
     throw upstreamCredentialFailed(new Error('waited too long for another replica to refresh the upstream grant'));
