@@ -161,51 +161,49 @@ function timing(outcomes: Outcome[]): string {
   return `${outcomes.length} calls: median ${ms[ms.length >> 1]} ms, max ${ms.at(-1)} ms; ${[...new Set(outcomes.map((o) => o.result.replace(/^at-\w+-\d+$/, 'own token')))].join(', ')}`;
 }
 
+/** Two fresh replicas, every user's token expired, the AS in `mode` (then answering again): the timed stampede, logged. */
+async function expiredStampede(mode: Mode, opts: { timeoutMs?: number; delayMs?: number } = {}): Promise<{ outcomes: Outcome[]; A: UpstreamAccounts }> {
+  const [A, B] = replicas(opts.timeoutMs);
+  await expiredGrants(A);
+  [as.mode, as.delayMs] = [mode, opts.delayMs ?? 300];
+  as.refreshes.clear();
+  as.reused.length = 0;
+  const outcomes = await stampede(A, B).finally(() => ([as.mode, as.delayMs] = ['answer', 300]));
+  console.info(`[refresh-race] ${mode} AS${opts.delayMs ? ` (${opts.delayMs} ms)` : ''}: ${timing(outcomes)}`);
+  return { outcomes, A };
+}
+
+/** Each call has its own user's first refreshed token. */
+function expectOwnNewTokens(outcomes: Outcome[]): void {
+  for (const o of outcomes) expect(o.result, `${o.user} on ${o.replica} after ${o.ms} ms`).toBe(`at-${o.user}-1`);
+}
+
+/** The holder's callers get its failure; the other replica's waiters learn it when the lock is let go, not after a fixed wait. */
+function expectOnly502s(outcomes: Outcome[]): void {
+  for (const o of outcomes) expect(o.result, `${o.user} on ${o.replica} after ${o.ms} ms`).toMatch(/^502 bad_gateway: (upstream token refresh failed|another replica could not refresh)/);
+  expect(outcomes.some((o) => o.result.includes('another replica could not refresh'))).toBe(true);
+}
+
 describe('[G33] user_oauth: expired tokens, N users × 2 replicas × concurrent calls (the cross-replica refresh lock)', () => {
   it('[G33] every call ends with its own user\'s new token; one refresh per user across both replicas; no refresh token reused', async () => {
-    const [A, B] = replicas();
-    await expiredGrants(A);
-    as.mode = 'answer';
-    as.refreshes.clear();
-    as.reused.length = 0;
-    const outcomes = await stampede(A, B);
-    console.info(`[refresh-race] answering AS: ${timing(outcomes)}`);
-    for (const o of outcomes) expect(o.result, `${o.user} on ${o.replica} after ${o.ms} ms`).toBe(`at-${o.user}-1`);
+    const { outcomes } = await expiredStampede('answer');
+    expectOwnNewTokens(outcomes);
     expect(Object.fromEntries(as.refreshes)).toEqual(Object.fromEntries(USERS.map((u) => [u, 1])));
     expect(as.reused).toEqual([]);
   }, 60_000);
 
   it('[G33] the lock holder\'s refresh fails (AS 503): every waiter on the other replica ends with 502, none hangs, no token is handed out', async () => {
-    const [A, B] = replicas();
-    await expiredGrants(A);
-    as.mode = 'fail';
-    const outcomes = await stampede(A, B);
-    console.info(`[refresh-race] failing AS: ${timing(outcomes)}`);
-    // The holder's callers get its failure; the other replica's waiters learn it when the lock is let go, not after a fixed wait.
-    for (const o of outcomes) expect(o.result, `${o.user} on ${o.replica} after ${o.ms} ms`).toMatch(/^502 bad_gateway: (upstream token refresh failed|another replica could not refresh)/);
-    expect(outcomes.some((o) => o.result.includes('another replica could not refresh'))).toBe(true);
+    const { outcomes, A } = await expiredStampede('fail');
+    expectOnly502s(outcomes);
     // The grants stand (a 5xx is not a refusal): the next call refreshes them.
-    as.mode = 'answer';
     expect(await A.routes.get(ROUTE)!.tokens.accessTokenFor(authOf('bob'))).toBe('at-bob-1');
   }, 60_000);
 
   it('[G33] the AS never answers: the holder ends at the AS timeout, every waiter within its bound, each with 502', async () => {
-    const [A, B] = replicas();
-    await expiredGrants(A);
-    as.mode = 'silent';
-    const outcomes = await stampede(A, B);
-    console.info(`[refresh-race] silent AS: ${timing(outcomes)}`);
-    as.mode = 'answer';
-    for (const o of outcomes) expect(o.result, `${o.user} on ${o.replica} after ${o.ms} ms`).toMatch(/^502 bad_gateway: (upstream token refresh failed|another replica could not refresh)/);
+    expectOnly502s((await expiredStampede('silent')).outcomes);
   }, 60_000);
 
   it('[G33] a holder slower than the old fixed 10 s wait (within its AS timeout): the other replica\'s waiters get the new token, not a 502', async () => {
-    const [A, B] = replicas(30_000);
-    await expiredGrants(A);
-    as.mode = 'answer';
-    as.delayMs = 10_500;
-    const outcomes = await stampede(A, B).finally(() => (as.delayMs = 300));
-    console.info(`[refresh-race] slow AS: ${timing(outcomes)}`);
-    for (const o of outcomes) expect(o.result, `${o.user} on ${o.replica} after ${o.ms} ms`).toBe(`at-${o.user}-1`);
+    expectOwnNewTokens((await expiredStampede('answer', { timeoutMs: 30_000, delayMs: 10_500 })).outcomes);
   }, 90_000);
 });
