@@ -243,7 +243,8 @@ describeBrowser(`user_oauth: each user's own account at the upstream${why}`, () 
     await fc.assert(
       fc.asyncProperty(fc.array(fc.tuple(fc.constantFrom(...users), fc.boolean()), { minLength: 6, maxLength: 18 }), fc.integer({ min: 0, max: 2500 }), async (calls, pauseMs) => {
         await new Promise((r) => setTimeout(r, pauseMs));
-        const answers = await Promise.all(calls.map(([user, onA]) => whoami(onA ? A : B, user)));
+        // A failed call shows in the assertion's diff with its error (which replica, which user, what it got).
+        const answers = await Promise.all(calls.map(([user, onA]) => whoami(onA ? A : B, user).catch((err: unknown) => `failed on ${onA ? 'A' : 'B'}: ${String(err).slice(0, 300)}`)));
         expect(answers).toEqual(calls.map(([user]) => `${user}-upstream`));
       }),
       // No shrinking: a run is seconds of SDK sessions on token timing, and shrinking one failure outlived the test and bled into the next.
