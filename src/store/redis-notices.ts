@@ -29,10 +29,20 @@ export class RedisNotices implements StoreNotices {
     const handlers = this.#handlers.get(name) ?? [];
     handlers.push(onNotice);
     this.#handlers.set(name, handlers);
-    if (this.#closed) return { live: () => false, epoch: () => this.#epoch };
+    const epoch = () => this.#epoch;
+    if (this.#closed) return { live: () => false, epoch, close: () => undefined };
     const subscriber = this.#connect();
     if (handlers.length === 1) void subscriber.subscribe(name).then(() => this.#subscribed.add(name), () => undefined);
-    return { live: () => this.#subscribed.has(name) && subscriber.status === 'ready', epoch: () => this.#epoch };
+    return { live: () => this.#subscribed.has(name) && subscriber.status === 'ready', epoch, close: () => this.#unsubscribe(name, onNotice) };
+  }
+
+  /** One handler gone; the channel's last gone, the channel too. */
+  #unsubscribe(name: string, onNotice: (message: string) => void): void {
+    const handlers = (this.#handlers.get(name) ?? []).filter((h) => h !== onNotice);
+    if (handlers.length > 0) return void this.#handlers.set(name, handlers);
+    this.#handlers.delete(name);
+    this.#subscribed.delete(name);
+    if (!this.#closed) void this.#subscriber?.unsubscribe(name).catch(() => undefined);
   }
 
   async publish(channel: string, message: string): Promise<void> {

@@ -68,6 +68,8 @@ export interface NoticeSubscription {
   live(): boolean;
   /** Bumped each time the subscription stops being live: a value kept under an older epoch may have missed a notice. */
   epoch(): number;
+  /** No more notices to this subscriber (its owner is replaced, as by a reload): nothing keeps it reachable. */
+  close(): void;
 }
 
 /** One member of a time-ordered log (`Store.appendToLog`). */

@@ -141,7 +141,36 @@ describe('user_oauth grant cache: ended on every replica by store notices (two r
     await waitFor(() => probe.live());
     expect(await sent(B, 'carol')).toBe('connect link');
   }, 60_000);
+
+  it('[review-2] a replaced UpstreamAccounts (a reload builds another) stops hearing notices: the channel goes when the last is closed', async () => {
+    const prefix = `gc-${randomBytes(4).toString('hex')}:`;
+    const first = replica(prefix);
+    // A reload: a second UpstreamAccounts on the same store, then the first's route table is closed.
+    const store = first.store;
+    const ctx = upstreamAccountsContext(store, ISSUER);
+    const second = new UpstreamAccounts(ctx, [], { keys: [{ id: 'k1', key: KEY }] } as never, { grantCacheTtlMs: TEN_MINUTES });
+    const admin = new Redis(redis.url);
+    const subscribers = async () => Number(((await admin.pubsub('NUMSUB', `${prefix}upstream-grant-changed`)) as [string, number])[1]);
+    try {
+      await waitForAsync(async () => (await subscribers()) === 1);
+      first.accounts.close();
+      // The second still listens on the one connection.
+      expect(await subscribers()).toBe(1);
+      second.close();
+      await waitForAsync(async () => (await subscribers()) === 0);
+    } finally {
+      admin.disconnect();
+    }
+  }, 60_000);
 });
+
+async function waitForAsync(condition: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error('condition never held');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
 
 /** Until B keeps the grant: a call reads nothing from the store. */
 async function keptBy(r: ReturnType<typeof replica>, subject: string): Promise<void> {

@@ -60,7 +60,13 @@ export class UpstreamGrants {
     private readonly cacheTtlMs = CACHE_TTL_MS,
   ) {
     // The memory store has one replica: this process's own writes are all the changes there are.
-    this.#notices = store.notices?.subscribe(NOTICE_CHANNEL, (key) => this.#forget(key)) ?? { live: () => store.kind === 'memory', epoch: () => 0 };
+    this.#notices = store.notices?.subscribe(NOTICE_CHANNEL, (key) => this.#forget(key)) ?? { live: () => store.kind === 'memory', epoch: () => 0, close: () => undefined };
+  }
+
+  /** Replaced (a reload built another): no more notices reach this one, and nothing opened stays in memory. */
+  close(): void {
+    this.#notices.close();
+    this.#cache.clear();
   }
 
   keyOf(owner: GrantOwner): string {
