@@ -81,19 +81,7 @@ async function until(r: ReturnType<typeof replica>, subject: string, expected: s
 
 describe('user_oauth grant cache: ended on every replica by store notices (two replicas, real redis-server)', () => {
   it('a kept grant is served without a store read; a Disconnect on one replica ends it on the other', async () => {
-    const prefix = `gc-${randomBytes(4).toString('hex')}:`;
-    const [A, B] = [replica(prefix), replica(prefix)];
-    const owner = { issuer: ISSUER, subject: 'alice', routePath: ROUTE };
-    await A.accounts.grants.save(owner, grant('at-1'));
-    await until(B, 'alice', 'at-1');
-    // B keeps grants once its subscription is live (a moment after it starts): a call then reads nothing.
-    for (let calls = 0; ; calls++) {
-      const reads = B.gets();
-      await sent(B, 'alice');
-      if (B.gets() === reads) break;
-      if (calls > 1_000) throw new Error('B never kept the grant');
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
+    const { A, B, owner } = await keptOnB('alice');
     // Kept: 50 more calls on B read nothing from the store (the last-used write aside, which is no read).
     const before = B.gets();
     for (let i = 0; i < 50; i++) expect(await sent(B, 'alice')).toBe('at-1');
@@ -120,12 +108,7 @@ describe('user_oauth grant cache: ended on every replica by store notices (two r
   }, 60_000);
 
   it('[review-2] a notice missed while a replica\'s subscriber was down: what it kept before is not served after it reconnects', async () => {
-    const prefix = `gc-${randomBytes(4).toString('hex')}:`;
-    const [A, B] = [replica(prefix), replica(prefix)];
-    const owner = { issuer: ISSUER, subject: 'carol', routePath: ROUTE };
-    await A.accounts.grants.save(owner, grant('at-1'));
-    await until(B, 'carol', 'at-1');
-    await keptBy(B, 'carol');
+    const { A, B, owner } = await keptOnB('carol');
     // A second subscription on B's one subscriber connection shows when that connection is down and back.
     const probe = B.store.notices.subscribe('review-probe', () => undefined);
     await waitFor(() => probe.live());
@@ -170,6 +153,18 @@ async function waitForAsync(condition: () => Promise<boolean>): Promise<void> {
     if (Date.now() > deadline) throw new Error('condition never held');
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
+}
+
+/** Two replicas on a new prefix; A connects `subject`, B sends that grant and then keeps it. */
+async function keptOnB(subject: string) {
+  const prefix = `gc-${randomBytes(4).toString('hex')}:`;
+  const [A, B] = [replica(prefix), replica(prefix)];
+  const owner = { issuer: ISSUER, subject, routePath: ROUTE };
+  await A.accounts.grants.save(owner, grant('at-1'));
+  await until(B, subject, 'at-1');
+  // B keeps grants once its subscription is live (a moment after it starts): a call then reads nothing.
+  await keptBy(B, subject);
+  return { A, B, owner };
 }
 
 /** Until B keeps the grant: a call reads nothing from the store. */
