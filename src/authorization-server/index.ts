@@ -143,6 +143,7 @@ export async function createAuthorizationServer(config: GatewayConfig, deps: Aut
     dpopNonces: ctx.dpopNonces,
     close: async () => {
       revokedGrants.close();
+      upstreamAccounts?.close();
       await fetcher?.close();
     },
   };

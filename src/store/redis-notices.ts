@@ -11,7 +11,11 @@ import type { NoticeSubscription, StoreNotices } from './store.js';
 
 export class RedisNotices implements StoreNotices {
   #subscriber: RedisClient | undefined;
-  #subscribed = false;
+  /** Channels whose SUBSCRIBE this connection has confirmed; emptied when it drops. */
+  readonly #subscribed = new Set<string>();
+  /** Bumped on every drop: what a cache kept before one may have missed a notice, even once live again. */
+  #epoch = 0;
+  #closed = false;
   #revival: Revival | undefined;
   readonly #handlers = new Map<string, ((message: string) => void)[]>();
 
@@ -25,9 +29,20 @@ export class RedisNotices implements StoreNotices {
     const handlers = this.#handlers.get(name) ?? [];
     handlers.push(onNotice);
     this.#handlers.set(name, handlers);
+    const epoch = () => this.#epoch;
+    if (this.#closed) return { live: () => false, epoch, close: () => undefined };
     const subscriber = this.#connect();
-    if (handlers.length === 1) void subscriber.subscribe(name).then(() => (this.#subscribed = true), () => undefined);
-    return { live: () => this.#subscribed && subscriber.status === 'ready' };
+    if (handlers.length === 1) void subscriber.subscribe(name).then(() => this.#subscribed.add(name), () => undefined);
+    return { live: () => this.#subscribed.has(name) && subscriber.status === 'ready', epoch, close: () => this.#unsubscribe(name, onNotice) };
+  }
+
+  /** One handler gone; the channel's last gone, the channel too. */
+  #unsubscribe(name: string, onNotice: (message: string) => void): void {
+    const handlers = (this.#handlers.get(name) ?? []).filter((h) => h !== onNotice);
+    if (handlers.length > 0) return void this.#handlers.set(name, handlers);
+    this.#handlers.delete(name);
+    this.#subscribed.delete(name);
+    if (!this.#closed) void this.#subscriber?.unsubscribe(name).catch(() => undefined);
   }
 
   async publish(channel: string, message: string): Promise<void> {
@@ -39,9 +54,13 @@ export class RedisNotices implements StoreNotices {
     const subscriber = this.client.duplicate();
     subscriber.on('error', () => undefined);
     // ioredis subscribes again after a reconnect; until it has, notices may be missed.
-    subscriber.on('close', () => (this.#subscribed = false));
+    subscriber.on('close', () => {
+      this.#subscribed.clear();
+      this.#epoch++;
+    });
     subscriber.on('ready', () => {
-      if (this.#handlers.size > 0) void subscriber.subscribe(...this.#handlers.keys()).then(() => (this.#subscribed = true), () => undefined);
+      const names = [...this.#handlers.keys()];
+      if (names.length > 0) void subscriber.subscribe(...names).then(() => names.forEach((n) => this.#subscribed.add(n)), () => undefined);
     });
     subscriber.on('message', (channel: string, message: string) => {
       for (const handler of this.#handlers.get(channel) ?? []) handler(message);
@@ -53,6 +72,7 @@ export class RedisNotices implements StoreNotices {
   }
 
   close(): void {
+    this.#closed = true;
     this.#revival?.stop();
     this.#subscriber?.disconnect();
   }

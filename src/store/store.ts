@@ -66,6 +66,10 @@ export interface StoreNotices {
 export interface NoticeSubscription {
   /** Subscribed and connected now: no notice published from here on is missed. */
   live(): boolean;
+  /** Bumped each time the subscription stops being live: a value kept under an older epoch may have missed a notice. */
+  epoch(): number;
+  /** No more notices to this subscriber (its owner is replaced, as by a reload): nothing keeps it reachable. */
+  close(): void;
 }
 
 /** One member of a time-ordered log (`Store.appendToLog`). */

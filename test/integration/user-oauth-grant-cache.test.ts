@@ -7,6 +7,7 @@
  * that has heard no change reads nothing from the store for a kept grant.
  */
 import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuthContext } from '../../src/auth/principal.js';
 import { UpstreamAccounts } from '../../src/authorization-server/upstream-accounts/upstream-accounts.js';
@@ -37,7 +38,7 @@ afterAll(async () => {
 });
 
 /** One replica: its own connection (and subscriber) to the shared redis-server; `gets` counts its store reads. */
-function replica(prefix: string): { accounts: UpstreamAccounts; gets: () => number } {
+function replica(prefix: string): { accounts: UpstreamAccounts; gets: () => number; store: RedisStore } {
   const store = new RedisStore({ url: redis.url, keyPrefix: prefix, commandTimeoutMs: 5_000 });
   stores.push(store);
   let gets = 0;
@@ -51,7 +52,7 @@ function replica(prefix: string): { accounts: UpstreamAccounts; gets: () => numb
   const upstreamAuth = { kind: 'user_oauth', endpoints: { authorization: `${AS}/authorize`, token: `${AS}/token` }, clientId: 'gw', scopes: [], resource: RESOURCE, sendResource: true };
   const route = { path: ROUTE, upstream: RESOURCE, upstreamAuth } as unknown as RouteConfig;
   const accounts = new UpstreamAccounts(ctx, [route], { keys: [{ id: 'k1', key: KEY }] } as never, { timeoutMs: 5_000, grantCacheTtlMs: TEN_MINUTES });
-  return { accounts, gets: () => gets };
+  return { accounts, gets: () => gets, store };
 }
 
 const auth = (subject: string) => ({ issuer: ISSUER, subject, clientId: 'app', scopes: [], expiresAt: 0, claims: {} }) as unknown as AuthContext;
@@ -80,19 +81,7 @@ async function until(r: ReturnType<typeof replica>, subject: string, expected: s
 
 describe('user_oauth grant cache: ended on every replica by store notices (two replicas, real redis-server)', () => {
   it('a kept grant is served without a store read; a Disconnect on one replica ends it on the other', async () => {
-    const prefix = `gc-${randomBytes(4).toString('hex')}:`;
-    const [A, B] = [replica(prefix), replica(prefix)];
-    const owner = { issuer: ISSUER, subject: 'alice', routePath: ROUTE };
-    await A.accounts.grants.save(owner, grant('at-1'));
-    await until(B, 'alice', 'at-1');
-    // B keeps grants once its subscription is live (a moment after it starts): a call then reads nothing.
-    for (let calls = 0; ; calls++) {
-      const reads = B.gets();
-      await sent(B, 'alice');
-      if (B.gets() === reads) break;
-      if (calls > 1_000) throw new Error('B never kept the grant');
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
+    const { A, B, owner } = await keptOnB('alice');
     // Kept: 50 more calls on B read nothing from the store (the last-used write aside, which is no read).
     const before = B.gets();
     for (let i = 0; i < 50; i++) expect(await sent(B, 'alice')).toBe('at-1');
@@ -117,4 +106,82 @@ describe('user_oauth grant cache: ended on every replica by store notices (two r
     // Another prefix (another gateway on the same Redis) hears none of it and has no grant.
     expect(await sent(replica(`gc-other-${randomBytes(4).toString('hex')}:`), 'bob')).toBe('connect link');
   }, 60_000);
+
+  it('[review-2] a notice missed while a replica\'s subscriber was down: what it kept before is not served after it reconnects', async () => {
+    const { A, B, owner } = await keptOnB('carol');
+    // A second subscription on B's one subscriber connection shows when that connection is down and back.
+    const probe = B.store.notices.subscribe('review-probe', () => undefined);
+    await waitFor(() => probe.live());
+    const admin = new Redis(redis.url);
+    try {
+      await admin.client('KILL', 'TYPE', 'pubsub');
+    } finally {
+      admin.disconnect();
+    }
+    await waitFor(() => !probe.live());
+    // The Disconnect's notice is published while B hears nothing (its first reconnect waits 100 ms).
+    expect(await A.accounts.disconnect(owner)).toBe(true);
+    await waitFor(() => probe.live());
+    expect(await sent(B, 'carol')).toBe('connect link');
+  }, 60_000);
+
+  it('[review-2] a replaced UpstreamAccounts (a reload builds another) stops hearing notices: the channel goes when the last is closed', async () => {
+    const prefix = `gc-${randomBytes(4).toString('hex')}:`;
+    const first = replica(prefix);
+    // A reload: a second UpstreamAccounts on the same store, then the first's route table is closed.
+    const store = first.store;
+    const ctx = upstreamAccountsContext(store, ISSUER);
+    const second = new UpstreamAccounts(ctx, [], { keys: [{ id: 'k1', key: KEY }] } as never, { grantCacheTtlMs: TEN_MINUTES });
+    const admin = new Redis(redis.url);
+    const subscribers = async () => Number(((await admin.pubsub('NUMSUB', `${prefix}upstream-grant-changed`)) as [string, number])[1]);
+    try {
+      await waitForAsync(async () => (await subscribers()) === 1);
+      first.accounts.close();
+      // The second still listens on the one connection.
+      expect(await subscribers()).toBe(1);
+      second.close();
+      await waitForAsync(async () => (await subscribers()) === 0);
+    } finally {
+      admin.disconnect();
+    }
+  }, 60_000);
 });
+
+async function waitForAsync(condition: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error('condition never held');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/** Two replicas on a new prefix; A connects `subject`, B sends that grant and then keeps it. */
+async function keptOnB(subject: string) {
+  const prefix = `gc-${randomBytes(4).toString('hex')}:`;
+  const [A, B] = [replica(prefix), replica(prefix)];
+  const owner = { issuer: ISSUER, subject, routePath: ROUTE };
+  await A.accounts.grants.save(owner, grant('at-1'));
+  await until(B, subject, 'at-1');
+  // B keeps grants once its subscription is live (a moment after it starts): a call then reads nothing.
+  await keptBy(B, subject);
+  return { A, B, owner };
+}
+
+/** Until B keeps the grant: a call reads nothing from the store. */
+async function keptBy(r: ReturnType<typeof replica>, subject: string): Promise<void> {
+  for (let calls = 0; ; calls++) {
+    const reads = r.gets();
+    await sent(r, subject);
+    if (r.gets() === reads) return;
+    if (calls > 1_000) throw new Error('never kept the grant');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+async function waitFor(condition: () => boolean): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('condition never held');
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}

@@ -62,6 +62,11 @@ export class UpstreamAccounts {
     }
   }
 
+  /** The route table that built this is closed (a reload, shutdown): the grant cache stops hearing notices. */
+  close(): void {
+    this.grants.close();
+  }
+
   #routeAccount(route: RouteConfig, config: UserOAuthConfig, cipher: AccountTokenCipher, fetching: { timeoutMs: number; allowLoopback?: boolean }): RouteAccount {
     const callbackPath = upstreamCallbackPath(route.path);
     const redirectUri = endpointUrl(this.ctx.issuer, callbackPath);

@@ -47,7 +47,7 @@ const NOTICE_CHANNEL = 'upstream-grant-changed';
 
 export class UpstreamGrants {
   readonly #lastUsedWrites = new Map<string, number>();
-  readonly #cache = new Map<string, { grant: UpstreamGrant; at: number }>();
+  readonly #cache = new Map<string, { grant: UpstreamGrant; at: number; epoch: number }>();
   /** Bumped by every change heard: a read that started before one is not kept. */
   #changes = 0;
   readonly #notices: NoticeSubscription;
@@ -60,7 +60,13 @@ export class UpstreamGrants {
     private readonly cacheTtlMs = CACHE_TTL_MS,
   ) {
     // The memory store has one replica: this process's own writes are all the changes there are.
-    this.#notices = store.notices?.subscribe(NOTICE_CHANNEL, (key) => this.#forget(key)) ?? { live: () => store.kind === 'memory' };
+    this.#notices = store.notices?.subscribe(NOTICE_CHANNEL, (key) => this.#forget(key)) ?? { live: () => store.kind === 'memory', epoch: () => 0, close: () => undefined };
+  }
+
+  /** Replaced (a reload built another): no more notices reach this one, and nothing opened stays in memory. */
+  close(): void {
+    this.#notices.close();
+    this.#cache.clear();
   }
 
   keyOf(owner: GrantOwner): string {
@@ -71,19 +77,21 @@ export class UpstreamGrants {
   async load(owner: GrantOwner): Promise<UpstreamGrant | undefined> {
     const key = this.keyOf(owner);
     const kept = this.#cache.get(key);
-    if (kept && Date.now() - kept.at < this.cacheTtlMs && this.#notices.live()) return kept.grant;
+    // Kept before the subscriber last dropped: a notice may have been missed then, even though it is live again.
+    if (kept && Date.now() - kept.at < this.cacheTtlMs && this.#notices.live() && kept.epoch === this.#notices.epoch()) return kept.grant;
     const changes = this.#changes;
+    const epoch = this.#notices.epoch();
     const sealed = await this.store.get(key);
     const text = sealed === undefined ? undefined : this.cipher.open(key, sealed);
     const grant = text === undefined ? undefined : (JSON.parse(text) as UpstreamGrant);
-    if (grant && changes === this.#changes && this.#notices.live()) this.#keep(key, grant);
+    if (grant && changes === this.#changes && this.#notices.live() && epoch === this.#notices.epoch()) this.#keep(key, grant, epoch);
     return grant;
   }
 
-  #keep(key: string, grant: UpstreamGrant): void {
+  #keep(key: string, grant: UpstreamGrant, epoch: number): void {
     this.#cache.delete(key);
     if (this.#cache.size >= CACHE_MAX_ENTRIES) this.#cache.delete(this.#cache.keys().next().value!);
-    this.#cache.set(key, { grant, at: Date.now() });
+    this.#cache.set(key, { grant, at: Date.now(), epoch });
   }
 
   #forget(key: string): void {
