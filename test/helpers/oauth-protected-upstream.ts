@@ -20,6 +20,8 @@ export interface SeenCall {
   /** The token's `sub` at the upstream AS. */
   sub: string;
   token: string;
+  /** When the upstream received it (epoch ms). */
+  at: number;
 }
 
 export interface OAuthProtectedUpstream {
@@ -96,7 +98,7 @@ export async function startOAuthProtectedUpstream(opts: { accessTokenTtl: number
       : Promise.reject(new Error('no token'));
     verified.then(
       (sub) => {
-        handle.seen.push({ sub: sub!, token: token! });
+        handle.seen.push({ sub: sub!, token: token!, at: Date.now() });
         return serveMcp(req, res, sub!);
       },
       () => {

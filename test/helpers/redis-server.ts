@@ -1,9 +1,12 @@
 // A throw-away redis-server for tests: its own free port, no persistence,
-// loopback only. `pause` blocks it with DEBUG SLEEP (a paused, not a dead,
-// server); `kill` and `restart` simulate an outage on the same port.
+// loopback only. `pause` stops the process (SIGSTOP: a hung, not a dead,
+// server, as DEBUG SLEEP would be, but one a test can `resume` as soon as it
+// has seen what it wanted rather than waiting the whole pause out); `kill` and
+// `restart` simulate an outage on the same port.
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { createServer, createConnection } from 'node:net';
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 
 export interface RedisServer {
@@ -11,8 +14,10 @@ export interface RedisServer {
   port: number;
   /** SIGTERM and wait for exit. */
   stop(): Promise<void>;
-  /** Block the server for `ms` (DEBUG SLEEP on a separate connection); resolves once it is blocked. */
+  /** Block the server for up to `ms` (SIGSTOP, SIGCONT after `ms`); resolves once it is stopped. */
   pause(ms: number): Promise<void>;
+  /** End a pause now (SIGCONT) and wait until the server answers PING; at once when it is not paused. */
+  resume(): Promise<void>;
   /** SIGKILL and wait for exit: the connection drops without a goodbye. */
   kill(): Promise<void>;
   /** Start again on the same port and wait until it answers PING. */
@@ -57,6 +62,11 @@ async function waitForPing(port: number, child: ChildProcess): Promise<void> {
   throw new Error('redis-server did not answer PING within 10 s');
 }
 
+/** The process state letter in /proc (T: stopped). */
+function processState(pid: number): string {
+  return /\) (\S)/.exec(readFileSync(`/proc/${pid}/stat`, 'utf8'))?.[1] ?? '?';
+}
+
 function majorVersion(): number {
   const out = execFileSync(BINARY, ['--version'], { encoding: 'utf8' });
   return Number(/v=(\d+)/.exec(out)?.[1] ?? 0);
@@ -71,7 +81,14 @@ export async function startRedisServer(extraArgs: string[] = []): Promise<RedisS
   args.push(...extraArgs);
 
   let child: ChildProcess;
+  let wake: NodeJS.Timeout | undefined;
+  const resume = () => {
+    clearTimeout(wake);
+    if (wake !== undefined && child.exitCode === null) child.kill('SIGCONT');
+    wake = undefined;
+  };
   const start = async () => {
+    resume();
     child = spawn(BINARY, args, { stdio: 'ignore' });
     live.add(child);
     child.once('exit', () => live.delete(child));
@@ -79,6 +96,7 @@ export async function startRedisServer(extraArgs: string[] = []): Promise<RedisS
   };
   const signal = async (sig: NodeJS.Signals) => {
     if (child.exitCode !== null || child.signalCode !== null) return;
+    resume(); // a stopped process would hold SIGTERM until continued
     const exited = once(child, 'exit');
     child.kill(sig);
     await exited;
@@ -92,13 +110,16 @@ export async function startRedisServer(extraArgs: string[] = []): Promise<RedisS
     kill: () => signal('SIGKILL'),
     restart: start,
     async pause(ms) {
-      const socket = createConnection({ port, host: '127.0.0.1' });
-      await once(socket, 'connect');
-      socket.write(`DEBUG SLEEP ${ms / 1000}\r\n`);
-      socket.once('data', () => socket.end());
-      socket.on('error', () => undefined);
-      // Let the server read the command before the test sends its own.
-      await new Promise((r) => setTimeout(r, 50));
+      resume();
+      child.kill('SIGSTOP');
+      wake = setTimeout(resume, ms);
+      wake.unref();
+      while (processState(child.pid!) !== 'T') await new Promise((r) => setTimeout(r, 5));
+    },
+    async resume() {
+      if (wake === undefined) return;
+      resume();
+      await waitForPing(port, child);
     },
   };
 }

@@ -23,6 +23,7 @@ import { freePort } from '../helpers/net.js';
 import { codeRequestUrl, newVerifier } from '../helpers/oauth-requests.js';
 import { startOAuthProtectedUpstream, type OAuthProtectedUpstream } from '../helpers/oauth-protected-upstream.js';
 import { startEverythingServer, type UpstreamHandle } from '../helpers/upstream.js';
+import { sleepUntil } from '../helpers/wait.js';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const available = existsSync(CHROMIUM);
@@ -158,8 +159,10 @@ describeBrowser(`user_oauth on one entry of an aggregated route${why}`, () => {
     expect(upstream.seen.at(-1)!.sub).toBe('alice-upstream');
     expect(await toolNames(alice)).toEqual(expect.arrayContaining(['files__whoami', 'everything__echo']));
     // An upstream 401 to alice's stored token: one refresh, and the call sent again with the new one.
-    upstream.refuseIssuedBefore.set('alice-upstream', Math.ceil(Date.now() / 1000) * 1000);
-    await new Promise((r) => setTimeout(r, 1100));
+    const refuseBefore = Math.ceil(Date.now() / 1000) * 1000;
+    upstream.refuseIssuedBefore.set('alice-upstream', refuseBefore);
+    // The next token the upstream AS issues (same clock) has an iat of refuseBefore or later.
+    await sleepUntil(refuseBefore);
     const [refreshes, refused] = [upstream.refreshes, upstream.refused];
     const again = await alice.callTool({ name: 'files__whoami', arguments: {} });
     expect((again.content as { text: string }[])[0]!.text).toBe('alice-upstream');

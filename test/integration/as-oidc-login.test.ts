@@ -21,6 +21,7 @@ import { freePort } from '../helpers/net.js';
 import { RFC7636_CHALLENGE } from '../helpers/oauth-requests.js';
 import type { OidcProviderHandle } from '../helpers/oidc-provider.js';
 import { startEverythingServer, startRecordingHop, type RecordingHop, type UpstreamHandle } from '../helpers/upstream.js';
+import { sleepUntil } from '../helpers/wait.js';
 
 /** IdP access tokens live this long (seconds): short, so a test can see one expire and be refreshed. */
 const IDP_TOKEN_TTL = 3;
@@ -47,6 +48,8 @@ let mcpUrl: string;
 const idpUser: { account: string; deny: boolean } = { account: 'alice', deny: false };
 const issued: IssuedByIdp[] = [];
 const issuing: Promise<void>[] = [];
+/** When the IdP's token endpoint last handed out tokens (epoch ms). */
+let lastIssuedAt = 0;
 
 beforeAll(async () => {
   everything = await startEverythingServer();
@@ -61,6 +64,7 @@ beforeAll(async () => {
   // Everything the IdP's token endpoint hands out, and to whom.
   onIdpTokens(idp, (ctx) => {
     const body = ctx.body;
+    lastIssuedAt = Date.now();
     issuing.push(
       accessTokens(idp).find(body.access_token).then((token) => {
         issued.push({ grantType: String(ctx.oidc.params?.grant_type), accountId: token?.accountId, accessToken: body.access_token, refreshToken: body.refresh_token, idToken: body.id_token });
@@ -119,8 +123,8 @@ function upstreamBearerFor(marker: string): string {
   return (values[0] as string).slice('Bearer '.length);
 }
 
-/** Until the IdP access tokens issued so far need a refresh. */
-const expiry = () => new Promise((resolve) => setTimeout(resolve, IDP_TOKEN_TTL * 1000 + 200));
+/** Until the IdP access tokens issued so far need a refresh: 0.2 s past the lifetime of the newest, counted from its issue rather than from now. */
+const expiry = () => sleepUntil(lastIssuedAt + IDP_TOKEN_TTL * 1000 + 200);
 
 async function refreshCount(): Promise<number> {
   await Promise.all(issuing);

@@ -1,7 +1,7 @@
 /**
  * Faults at gateway level (issue 5, item 3) with the store on a real
  * redis-server that persists as deployed (appendonly):
- * - Redis paused (DEBUG SLEEP) or killed: what needs the store (a request
+ * - Redis paused (SIGSTOP: hung) or killed: what needs the store (a request
  *   carrying Mcp-Session-Id, an initialize that creates a session) gets 503
  *   temporarily_unavailable within the bounded time and no session id is
  *   handed out unbound; requests that need only JWT validation keep working;
@@ -128,6 +128,7 @@ describe('Redis faults', () => {
     expect(await readyz.json()).toMatchObject({ status: 'ready', store: 'unavailable' });
     expect(performance.now() - pausedAt).toBeLessThan(pauseMs); // all of that happened while it slept
 
+    await redis.resume(); // seen what the pause shows: no need to wait out the rest of it
     await eventually(async () => (await post('tools/list', session)).status === 200, pauseMs + 3_000);
     expect(await storeErrors('get')).toBeGreaterThan(errorsBefore);
   });

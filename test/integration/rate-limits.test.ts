@@ -231,7 +231,8 @@ describe('rate limits shared by two replicas on one redis-server', () => {
     const failOpenAfter = await Promise.all(replicas.map((r) => metric(r, 'mag_route_rate_limit_fail_open_total', 'route="/shared/mcp",limit="rate_limits[0]"')));
     expect(failOpenAfter[0]! - failOpenBefore[0]!).toBe(3);
     expect(failOpenAfter[1]! - failOpenBefore[1]!).toBe(3);
-    // Once the server answers again, the limit holds again (polled: no fixed wait for the pause to end).
+    // Once the server answers again (resumed now rather than after the rest of the 5 s), the limit holds again.
+    await redis.resume();
     await expect.poll(async () => (await post(replicas[1]!, path, bearer, list())).status, { timeout: 10_000, interval: 200 }).toBe(429);
   });
 });

@@ -134,7 +134,8 @@ describe('bounded', () => {
     const before = stage.gw.logs.length;
     const { client } = await connectClient(stage.url('/flood/mcp'), await stage.token('/flood/mcp'));
     try {
-      await new Promise((r) => setTimeout(r, 1_500));
+      // Until the rate limit has dropped lines (the flood is under way), rather than a fixed 1.5 s.
+      await waitFor(() => stage.gw.logs.slice(before).some((l) => l.includes('"dropped_lines"')), 10_000, 'dropped stderr lines');
       expect(resultText(await client.callTool({ name: 'sleep', arguments: { ms: 1 } }))).toBe('slept 1');
     } finally {
       await client.close();

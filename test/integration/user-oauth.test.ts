@@ -32,6 +32,7 @@ import { freePort } from '../helpers/net.js';
 import { codeRequestUrl, newVerifier } from '../helpers/oauth-requests.js';
 import { startOAuthProtectedUpstream, type OAuthProtectedUpstream } from '../helpers/oauth-protected-upstream.js';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
+import { sleepUntil } from '../helpers/wait.js';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const available = existsSync(CHROMIUM);
@@ -262,7 +263,11 @@ describeBrowser(`user_oauth: each user's own account at the upstream${why}`, () 
 
   it('one refresh under concurrency: an expired grant used by 16 calls on both replicas is refreshed once', async () => {
     await whoami(A, 'carol');
-    await new Promise((r) => setTimeout(r, (ACCESS_TOKEN_TTL_S + 1) * 1000));
+    // A second past the lifetime of carol's current upstream token, counted from its first use (the gateway
+    // obtained it before that) rather than from now: expired for the gateway too, at most ACCESS_TOKEN_TTL_S + 1 s as before.
+    const current = upstream.seen.filter((s) => s.sub === 'carol-upstream').at(-1)!.token;
+    const firstUse = upstream.seen.find((s) => s.token === current)!.at;
+    await sleepUntil(firstUse + (ACCESS_TOKEN_TTL_S + 1) * 1000);
     const before = upstream.refreshes;
     const answers = await Promise.all(Array.from({ length: 16 }, (_, i) => whoami(i % 2 ? A : B, 'carol')));
     expect(answers.every((a) => a === 'carol-upstream')).toBe(true);
@@ -272,8 +277,10 @@ describeBrowser(`user_oauth: each user's own account at the upstream${why}`, () 
   it('an upstream 401 to a stored token leads to one refresh and the request sent again with the new token', async () => {
     await whoami(A, 'alice');
     // Whole seconds (iat): the tokens alice holds now are refused, the next one is not.
-    upstream.refuseIssuedBefore.set('alice-upstream', Math.ceil(Date.now() / 1000) * 1000);
-    await new Promise((r) => setTimeout(r, 1100));
+    const refuseBefore = Math.ceil(Date.now() / 1000) * 1000;
+    upstream.refuseIssuedBefore.set('alice-upstream', refuseBefore);
+    // The next token the upstream AS issues (same clock) has an iat of refuseBefore or later.
+    await sleepUntil(refuseBefore);
     const [refreshes, refused] = [upstream.refreshes, upstream.refused];
     expect(await whoami(B, 'alice')).toBe('alice-upstream');
     expect(upstream.refreshes - refreshes).toBe(1);

@@ -26,6 +26,7 @@ import { freePort } from '../helpers/net.js';
 import { codeRequestUrl, newVerifier, registerPublicClient } from '../helpers/oauth-requests.js';
 import type { OidcProviderHandle } from '../helpers/oidc-provider.js';
 import { startEverythingServer, startRecordingHop, type RecordingHop, type UpstreamHandle } from '../helpers/upstream.js';
+import { sleepUntil } from '../helpers/wait.js';
 
 /** oidc-provider is a Koa application; its typings leave `use` out. */
 interface KoaApp {
@@ -319,7 +320,7 @@ describe('[J60] the gateway’s refresh and the IdP’s tokens', () => {
     // The user's session at the IdP ends: the gateway's IdP refresh token is revoked there.
     const idpRefresh = await findIdpRefreshToken(grace.grantId);
     expect(await revokeAtIdp(idp, IDP_CLIENT, idpRefresh)).toBe(200);
-    await new Promise((r) => setTimeout(r, IDP_TOKEN_TTL * 1000 + 200));
+    await untilDue(grace.grantId);
     const refused = await refresh(next);
     expect(refused.status).toBe(400);
     expect(await refused.json()).toMatchObject({ error: 'invalid_grant' });
@@ -329,7 +330,7 @@ describe('[J60] the gateway’s refresh and the IdP’s tokens', () => {
 
   it('[J60] once due, an IdP that accepts the refresh keeps the grant going (one IdP refresh)', async () => {
     const henry = await signIn('henry');
-    await new Promise((r) => setTimeout(r, IDP_TOKEN_TTL * 1000 + 200));
+    await untilDue(henry.grantId);
     const before = idpIssued.filter((t) => t.grantType === 'refresh_token').length;
     const ok = await refresh(henry);
     expect(ok.status).toBe(200);
@@ -352,7 +353,7 @@ describe('[J60] the gateway’s refresh and the IdP’s tokens', () => {
   it('[J60] a refresh answer without expires_in does not make every request refresh again', async () => {
     const jack = await signIn('jack', undefined, IDP_ROUTE.path);
     expect(await mcpStatus(jack.accessToken, IDP_ROUTE.path)).toBe(200);
-    await new Promise((r) => setTimeout(r, IDP_TOKEN_TTL * 1000 + 200));
+    await untilDue(jack.grantId);
     stripExpiresIn = true;
     try {
       const refreshes = () => idpIssued.filter((t) => t.grantType === 'refresh_token').length;
@@ -385,6 +386,13 @@ describe('[J61] the IdP login’s state, nonce and PKCE verifier are not in the 
 async function idpRecord(grantId: string): Promise<{ refreshAt?: number; refreshToken?: string }> {
   const sealed = await gateway.recording.get(idpTokenKey(grantId));
   return JSON.parse(cipher.open(grantId, sealed!)!) as { refreshAt?: number; refreshToken?: string };
+}
+
+/** Until the gateway's IdP token for the grant is due for refresh (its stored refreshAt, under IDP_TOKEN_TTL s away), and a little more. */
+async function untilDue(grantId: string): Promise<void> {
+  const { refreshAt } = await idpRecord(grantId);
+  expect(refreshAt! - Date.now()).toBeLessThanOrEqual(IDP_TOKEN_TTL * 1000);
+  await sleepUntil(refreshAt! + 100);
 }
 
 async function findIdpRefreshToken(grantId: string): Promise<string> {

@@ -282,7 +282,8 @@ describe('[J52] a replica that cannot read the revocations does not accept built
       expect(refused.upstreamSaw).toBe(0);
       const metrics = await (await fetch(`${B.url}/metrics`)).text();
       expect(metrics).toMatch(/^mag_revocation_syncs_total\{result="error"\} [1-9]/m);
-      // Once the store answers again, the next poll restores service.
+      // Once the store answers again (resumed now rather than after the rest of the 7 s), the next poll restores service.
+      await redis.resume();
       const recovered = Date.now();
       for (;;) {
         const again = await call(B.url, grant.accessToken, false);

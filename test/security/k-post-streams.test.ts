@@ -14,6 +14,7 @@ import { gatewayYaml, jwtRoute, now, resourceOf, startTestIssuer, type TestIssue
 import { startStatelessServer, type StatelessServer } from '../helpers/stateless-mcp-server.js';
 import { post2026, WIRE_2026 } from '../helpers/wire-2026.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
+import { waitFor } from '../helpers/wait.js';
 
 const PATH = '/wire/mcp';
 const SHARE = 4;
@@ -121,7 +122,8 @@ describe('[K-streams] a subscriptions/listen stream ends with the token that ope
         lastChunkAt = Date.now();
       }
     })();
-    await new Promise((r) => setTimeout(r, 6_000));
+    // Until the gateway ends it (at most 6 s, as before); once ended, nothing more can arrive.
+    await waitFor(() => ended, 6_000, 'the listen stream to end').catch(() => undefined);
     expect(lastChunkAt).toBeGreaterThan(0);
     expect(lastChunkAt - exp * 1000).toBeLessThan(2_000);
     expect(ended).toBe(true);

@@ -13,6 +13,7 @@ import { headlessUser, startAsGateway, type AsGateway } from '../helpers/authori
 import { followAuthorization } from '../helpers/mcp-client.js';
 import { freePort } from '../helpers/net.js';
 import { newVerifier, s256 } from '../helpers/oauth-requests.js';
+import { waitFor } from '../helpers/wait.js';
 
 const PATH = '/stream/mcp';
 let stage: JwtStage;
@@ -28,11 +29,10 @@ afterAll(async () => {
   if (stage) await stopJwtStage(stage);
 });
 
-/** Reads the stream until it ends or `ms` pass; returns when each event arrived (epoch ms). */
-async function eventTimes(res: Response, ms: number): Promise<{ times: number[]; ended: boolean }> {
+/** Reads the stream until it ends or `ms` pass; returns when each event arrived (epoch ms), also pushed to `times` as they come. */
+async function eventTimes(res: Response, ms: number, times: number[] = []): Promise<{ times: number[]; ended: boolean }> {
   const reader = res.body!.getReader();
   const decoder = new TextDecoder();
-  const times: number[] = [];
   let text = '';
   const deadline = Date.now() + ms;
   for (;;) {
@@ -130,8 +130,10 @@ describe('[K-streams] a revoked grant ends the streams its tokens opened (built-
     const tokens = (await tokenRes.json()) as { access_token: string; refresh_token: string };
     const stream = await fetch(resource, { headers: { authorization: `Bearer ${tokens.access_token}`, accept: 'text/event-stream' } });
     expect(stream.status).toBe(200);
-    const reading = eventTimes(stream, 18_000);
-    await new Promise((r) => setTimeout(r, 1_500));
+    const seen: number[] = [];
+    const reading = eventTimes(stream, 18_000, seen);
+    // Until an event has come on the stream (rather than a fixed 1.5 s), so one precedes the revocation.
+    await waitFor(() => seen.length > 0, 10_000, 'an event before the revocation');
     const revokedAt = Date.now();
     const revoke = await fetch(`${gateway.issuer}/revoke`, {
       method: 'POST',
