@@ -37,6 +37,10 @@ type Mode = 'answer' | 'fail' | 'silent';
 class RotatingAs {
   mode: Mode = 'answer';
   delayMs = 300;
+  /** false: an AS that keeps the refresh token (answers carry none), as GitHub's and Google's do. */
+  rotate = true;
+  /** Every RFC 7009 request: the token and its hint. */
+  readonly revocations: { token: string; hint: string }[] = [];
   readonly refreshes = new Map<string, number>();
   readonly reused: string[] = [];
   readonly #next = new Map<string, number>();
@@ -66,6 +70,10 @@ class RotatingAs {
     req.on('end', () => {
       if (this.mode === 'silent') return; // never answers: only the gateway's timeout ends the request
       const body = new URLSearchParams(Buffer.concat(chunks).toString('utf8'));
+      if (req.url === '/revoke') {
+        this.revocations.push({ token: body.get('token') ?? '', hint: body.get('token_type_hint') ?? '' });
+        return void res.writeHead(200).end();
+      }
       setTimeout(() => this.#answer(body, res), this.delayMs);
     });
   }
@@ -81,6 +89,10 @@ class RotatingAs {
       return void res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'invalid_grant' }));
     }
     const next = Number(n) + 1;
+    if (!this.rotate) {
+      res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+      return void res.end(JSON.stringify({ access_token: `at-${user}-${next}`, token_type: 'Bearer', expires_in: 6 }));
+    }
     this.#next.set(user, next);
     this.refreshes.set(user, (this.refreshes.get(user) ?? 0) + 1);
     res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' });
@@ -106,7 +118,7 @@ afterAll(async () => {
 function replicas(timeoutMs = AS_TIMEOUT_MS): [UpstreamAccounts, UpstreamAccounts] {
   const keyPrefix = `race:${randomUUID()}:`;
   const key = randomBytes(32);
-  const config: UserOAuthConfig = { kind: 'user_oauth', endpoints: { authorization: `${as.origin}/authorize`, token: `${as.origin}/token` }, clientId: 'gw', scopes: ['read'], resource: RESOURCE, sendResource: true };
+  const config: UserOAuthConfig = { kind: 'user_oauth', endpoints: { authorization: `${as.origin}/authorize`, token: `${as.origin}/token` }, clientId: 'gw', scopes: ['read'], resource: RESOURCE, sendResource: true, revocationEndpoint: `${as.origin}/revoke` };
   const one = () => {
     const store = new RedisStore({ url: redis.url, keyPrefix, commandTimeoutMs: 5_000 });
     stores.push(store);
@@ -206,4 +218,26 @@ describe('[G33] user_oauth: expired tokens, N users × 2 replicas × concurrent 
   it('[G33] a holder slower than the old fixed 10 s wait (within its AS timeout): the other replica\'s waiters get the new token, not a 502', async () => {
     expectOwnNewTokens((await expiredStampede('answer', { timeoutMs: 30_000, delayMs: 10_500 })).outcomes);
   }, 90_000);
+});
+
+describe('[G33] user_oauth: what a refresh that lost its race is revoked with', () => {
+  it('[G33] an AS that keeps the refresh token: the dropped refresh\'s access token is revoked, never the refresh token the new connection still holds', async () => {
+    const [A] = replicas();
+    await expiredGrants(A);
+    [as.rotate, as.delayMs] = [false, 800];
+    as.revocations.length = 0;
+    try {
+      const refreshing = A.routes.get(ROUTE)!.tokens.accessTokenFor(authOf('alice')).catch(() => undefined);
+      // While the AS answers, alice connects again and the AS hands her the same refresh token.
+      await new Promise((r) => setTimeout(r, 200));
+      const now = Date.now();
+      await A.grants.save({ issuer: ISSUER, subject: 'alice', routePath: ROUTE }, { accessToken: 'at-alice-new', refreshToken: 'rt-alice-0', obtainedAt: now, expiresAt: now + 60_000, scopes: ['read'], connectedAt: now, asIssuer: as.origin, resource: RESOURCE });
+      expect(await refreshing).toBe('at-alice-new');
+      const deadline = Date.now() + 10_000;
+      while (as.revocations.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      expect(as.revocations).toEqual([{ token: 'at-alice-1', hint: 'access_token' }]);
+    } finally {
+      [as.rotate, as.delayMs] = [true, 300];
+    }
+  }, 60_000);
 });

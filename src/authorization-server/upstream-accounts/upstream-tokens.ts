@@ -154,16 +154,21 @@ export class UpstreamTokens implements UpstreamAccountSource {
     const refreshed = grantFrom(tokens, { ...grant, refreshToken: tokens.refresh_token ?? grant.refreshToken });
     // Disconnected or connected again while the AS answered: that stands, this answer is dropped, and revoked there.
     if (!(await this.o.grants.replace(owner, version, refreshed))) {
-      this.#revokeDropped(owner, refreshed);
+      this.#revokeDropped(owner, refreshed, tokens.refresh_token !== undefined && tokens.refresh_token !== grant.refreshToken);
       return this.#current(owner);
     }
     this.o.events.record('refreshed', owner);
     return refreshed;
   }
 
-  /** RFC 7009 for tokens no grant holds (best effort, in the background: the request does not wait for the AS). */
-  #revokeDropped(owner: GrantOwner, dropped: UpstreamGrant): void {
-    const [token, hint] = dropped.refreshToken ? [dropped.refreshToken, 'refresh_token' as const] : [dropped.accessToken, 'access_token' as const];
+  /**
+   * RFC 7009 for what the dropped refresh created (best effort, in the background: the request does
+   * not wait for the AS). Its refresh token only when the AS rotated it: an unrotated one is the one
+   * the grant that won may still hold, and an AS that ends the whole grant on its revocation would
+   * end the user's new connection with it.
+   */
+  #revokeDropped(owner: GrantOwner, dropped: UpstreamGrant, rotated: boolean): void {
+    const [token, hint] = rotated && dropped.refreshToken ? [dropped.refreshToken, 'refresh_token' as const] : [dropped.accessToken, 'access_token' as const];
     this.o.server.revoke(dropped.asIssuer, token, hint).then(
       (revoked) => this.o.events.record('refresh_dropped', owner, revoked ? 'revoked at the upstream authorization server' : 'the upstream authorization server has no revocation endpoint'),
       () => this.o.events.record('revocation_failed', owner, 'the tokens of a dropped refresh'),
