@@ -4,12 +4,11 @@
 // fixed number of `tools/call` POSTs; the report counts scavenges and mark-compacts in the measured
 // part and the old generation's growth between them. With --snapshots DIR, heap snapshots are
 // written (SIGUSR2) after half and all of the measured requests, for comparison by constructor.
-import { Agent, request } from 'node:http';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { audienceOf } from './lib/environment.js';
 import { GATEWAY_PATHS, REQUIRED_SCOPE, UPSTREAM_CREDENTIAL, startGatewayProcess } from './lib/gateway.js';
-import { MCP_HEADERS, MEASURED_BODY } from './lib/load.js';
+import { sendPosts } from './lib/sequential-posts.js';
 import { readyPort, spawnReady } from './lib/processes.js';
 import { startIssuer } from './lib/tokens.js';
 
@@ -86,25 +85,6 @@ function report(): void {
   console.log(`\n${opts.target}: ${opts.requests} requests: ${scavenges} scavenges, ${markCompacts.length} mark-compacts`);
 }
 
-async function drive(url: string, bearer: string, count: number): Promise<void> {
-  const { hostname, port, pathname } = new URL(url);
-  const body = Buffer.from(MEASURED_BODY);
-  const perConnection = Math.ceil(count / CONNECTIONS);
-  await Promise.all(
-    Array.from({ length: CONNECTIONS }, async (_, c) => {
-      const agent = new Agent({ keepAlive: true, maxSockets: 1 });
-      for (let k = 0; k < perConnection && c * perConnection + k < count; k++) {
-        const headers = { ...MCP_HEADERS, authorization: `Bearer ${bearer}`, 'content-length': String(body.length) };
-        await new Promise<void>((done, fail) => {
-          const req = request({ hostname, port, path: pathname, method: 'POST', headers, agent }, (res) => {
-            res.resume();
-            res.once('end', () => (res.statusCode === 200 ? done() : fail(new Error(`status ${res.statusCode}`))));
-          });
-          req.once('error', fail);
-          req.end(body);
-        });
-      }
-      agent.destroy();
-    }),
-  );
+function drive(url: string, bearer: string, count: number): Promise<void> {
+  return sendPosts(url, () => bearer, count, CONNECTIONS);
 }
