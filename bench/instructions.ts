@@ -8,7 +8,6 @@
 // on, warmed up, then counters zeroed and dumped around each measured batch (`callgrind_control`).
 // The dumps are kept with --keep DIR for `callgrind_annotate --inclusive=yes`.
 import { execFile } from 'node:child_process';
-import { Agent, request } from 'node:http';
 import { mkdtemp, readFile, readdir, rm, mkdir, copyFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -16,7 +15,7 @@ import { promisify } from 'node:util';
 import { parseArgs } from 'node:util';
 import { audienceOf } from './lib/environment.js';
 import { GATEWAY_PATHS, REQUIRED_SCOPE, UPSTREAM_CREDENTIAL, startGatewayProcess } from './lib/gateway.js';
-import { MCP_HEADERS, MEASURED_BODY } from './lib/load.js';
+import { sendPosts } from './lib/sequential-posts.js';
 import { readyPort, spawnReady, type ChildHandle } from './lib/processes.js';
 import { startIssuer } from './lib/tokens.js';
 
@@ -170,27 +169,8 @@ function rotation(tokens: readonly string[]) {
 }
 
 /** `count` POSTs over CONNECTIONS keep-alive connections, each connection one request at a time; throws on any non-200. */
-async function drive(url: string, tokenOf: (connection: number, k: number) => string, count: number): Promise<void> {
-  const { hostname, port, pathname } = new URL(url);
-  const body = Buffer.from(MEASURED_BODY);
-  const perConnection = Math.ceil(count / CONNECTIONS);
-  await Promise.all(
-    Array.from({ length: CONNECTIONS }, async (_, c) => {
-      const agent = new Agent({ keepAlive: true, maxSockets: 1 });
-      for (let k = 0; k < perConnection && c * perConnection + k < count; k++) {
-        const headers = { ...MCP_HEADERS, authorization: `Bearer ${tokenOf(c, k)}`, 'content-length': String(body.length) };
-        await new Promise<void>((done, fail) => {
-          const req = request({ hostname, port, path: pathname, method: 'POST', headers, agent }, (res) => {
-            res.resume();
-            res.once('end', () => (res.statusCode === 200 ? done() : fail(new Error(`status ${res.statusCode}`))));
-          });
-          req.once('error', fail);
-          req.end(body);
-        });
-      }
-      agent.destroy();
-    }),
-  );
+function drive(url: string, tokenOf: (connection: number, k: number) => string, count: number): Promise<void> {
+  return sendPosts(url, tokenOf, count, CONNECTIONS);
 }
 
 function printTable(): void {

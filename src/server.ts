@@ -7,11 +7,12 @@ import type { NodeListener } from './app.js';
 import { temporarilyUnavailable } from './errors/gateway-error.js';
 import { writeError } from './errors/write-error.js';
 import { allowHeader } from './proxy/forwarded-methods.js';
+import { SlotSet } from './proxy/slot-set.js';
 
 export interface HttpServerHandle {
   server: Server;
-  /** Responses currently being served, so a drain can end open streams cleanly. */
-  inFlight: Set<ServerResponse>;
+  /** Responses currently being served, so a drain can end open streams cleanly (not a Set: slot-set.ts says why). */
+  inFlight: SlotSet<ServerResponse>;
   /**
    * Set when draining: every response from then on says `Connection: close`,
    * and a keep-alive socket is closed as soon as its response is done, so
@@ -21,7 +22,7 @@ export interface HttpServerHandle {
 }
 
 export function createHttpServer(config: GatewayConfig, listener: () => NodeListener): HttpServerHandle {
-  const inFlight = new Set<ServerResponse>();
+  const inFlight = new SlotSet<ServerResponse>();
   // One function for every response, not a closure each: this runs per request.
   function onResponseClose(this: ServerResponse): void {
     inFlight.delete(this);

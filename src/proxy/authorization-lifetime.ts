@@ -9,6 +9,7 @@
 import type { ServerResponse } from 'node:http';
 import type { AuthContext } from '../auth/principal.js';
 import type { TokenVerifier } from '../auth/verifier.js';
+import { SlotSet } from './slot-set.js';
 
 /** How often open answers are looked at: a revoked grant's streams end within this after the replica learns of it. */
 const SWEEP_MS = 1_000;
@@ -20,13 +21,17 @@ interface Opened {
   endsAt: number;
 }
 
-const open = new Map<ServerResponse, Opened>();
+/** Not a Map keyed by response (one entry per request: slot-set.ts says why); each response carries its own Opened. */
+const open = new SlotSet<ServerResponse>();
+const OPENED = Symbol('opened');
+type Watched = ServerResponse & { [OPENED]?: Opened };
 let sweep: NodeJS.Timeout | undefined;
 
 /** Watches `res` until it closes: destroyed (as if its client had left) once its authorization ends (its token's expiry too, when `longLived`). */
 export function endWithAuthorization(res: ServerResponse, longLived: boolean, auth: AuthContext, verifier: Pick<TokenVerifier, 'usable'>): void {
   if (res.destroyed || res.writableEnded) return;
-  open.set(res, { auth, verifier, endsAt: longLived ? auth.expiresAt * 1000 : Infinity });
+  (res as Watched)[OPENED] = { auth, verifier, endsAt: longLived ? auth.expiresAt * 1000 : Infinity };
+  open.add(res);
   // One function for every response, not a closure and a once() wrapper each: this runs per request.
   res.on('close', forgetClosed);
   sweep ??= setInterval(sweepOpen, SWEEP_MS).unref();
@@ -34,6 +39,7 @@ export function endWithAuthorization(res: ServerResponse, longLived: boolean, au
 
 function forgetClosed(this: ServerResponse): void {
   open.delete(this);
+  (this as Watched)[OPENED] = undefined;
 }
 
 function sweepOpen(): void {
@@ -45,7 +51,8 @@ function sweepOpen(): void {
     return;
   }
   const now = Date.now();
-  for (const [res, { auth, verifier, endsAt }] of open) {
+  for (const res of open) {
+    const { auth, verifier, endsAt } = (res as Watched)[OPENED]!;
     // A revoked grant is a 401; a revocation log out of reach (503) cuts nothing.
     if (endsAt <= now || verifier.usable?.(auth)?.status === 401) {
       open.delete(res);
