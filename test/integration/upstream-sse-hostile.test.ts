@@ -67,7 +67,7 @@ async function bobServed(): Promise<void> {
 }
 
 describe('a hostile legacy SSE upstream never stops the gateway nor reaches another session', () => {
-  it.each(['flood', 'huge', 'malformed', 'duplicate', 'slow', 'silent'])('%s: alice gets one answer for her id or a JSON error; bob keeps getting 200', async (misdeed) => {
+  it.each(['flood', 'huge', 'malformed', 'duplicate', 'slow', 'silent', 'deep'])('%s: alice gets one answer for her id or a JSON error; bob keeps getting 200', async (misdeed) => {
     const id = await session('alice');
     const [res] = await Promise.all([post('alice', { jsonrpc: '2.0', id: 77, method: 'tools/call', params: { name: misdeed, arguments: {} } }, id), bobServed()]);
     expect([200, 502, 504]).toContain(res.status);

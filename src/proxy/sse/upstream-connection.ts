@@ -84,7 +84,7 @@ export class UpstreamConnection {
         if (this.endpoint === undefined) reject(err);
         else this.lose(err);
       };
-      body.on('data', (chunk: Buffer) => {
+      const onData = (chunk: Buffer): void => {
         if (this.closed) return;
         let events;
         try {
@@ -108,6 +108,15 @@ export class UpstreamConnection {
           }
           this.endpoint = endpoint;
           resolve();
+        }
+      };
+      // Whatever the upstream's bytes make a step below throw (a message nested past the stack's
+      // depth, for one) ends this connection, never the process: a throw here would escape.
+      body.on('data', (chunk: Buffer) => {
+        try {
+          onData(chunk);
+        } catch (err) {
+          fail(this.scope.upstreamError('protocol', 'upstream message could not be handled', { err: err instanceof Error ? err.message : String(err) }));
         }
       });
       // Ended here (close(), the endpoint's timeout): open() says why, nothing is counted twice.
