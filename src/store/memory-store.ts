@@ -6,9 +6,13 @@
 // (memory-class-budgets.ts says which class gets what).
 import { memoryClassBudget, type ClassBudget } from './memory-class-budgets.js';
 import { MemoryClassCache } from './memory-class-cache.js';
+import { MemoryLogs } from './memory-logs.js';
 import { admitSlidingWindow, assertAdmitRequest, slidingWindowTtlMs } from './sliding-window.js';
 import type { Admission, AdmitRequest, LogEntry, Store } from './store.js';
 import { assertTtl } from './ttl.js';
+
+/** A log's members are bounded by their writers (principal-tasks: 1000); the store's own bound is never below that. */
+const MIN_LOG_MEMBERS = 1000;
 
 export interface MemoryStoreOptions {
   /** The entry budget each key class derives from (`store.max_entries`). */
@@ -21,11 +25,12 @@ export class MemoryStore implements Store {
   readonly kind = 'memory' as const;
   readonly #budgetOf: (keyClass: string) => ClassBudget;
   readonly #classes = new Map<string, MemoryClassCache>();
-  /** Time-ordered logs (appendToLog): member → stamp in stamp order; outside the LRUs, so no flood evicts a revocation. */
-  readonly #logs = new Map<string, { members: Map<string, number>; expiresAt: number }>();
+  /** Time-ordered logs (appendToLog): outside the LRUs, so no flood evicts a revocation. */
+  readonly #logs: MemoryLogs;
 
   constructor(options: MemoryStoreOptions) {
     this.#budgetOf = options.budgetOf ?? ((keyClass) => memoryClassBudget(keyClass, options.maxEntries));
+    this.#logs = new MemoryLogs(options.maxEntries, Math.max(options.maxEntries, MIN_LOG_MEMBERS));
   }
 
   async get(key: string): Promise<string | undefined> {
@@ -82,30 +87,11 @@ export class MemoryStore implements Store {
   }
 
   async appendToLog(key: string, member: string, retentionMs: number): Promise<void> {
-    const retention = assertTtl(retentionMs);
-    const now = Date.now();
-    const members = this.#liveLog(key, now)?.members ?? new Map<string, number>();
-    // Re-inserted, so the map stays in stamp order and the oldest come first.
-    members.delete(member);
-    members.set(member, now);
-    for (const [old, at] of members) {
-      if (at >= now - retention) break;
-      members.delete(old);
-    }
-    this.#logs.set(key, { members, expiresAt: now + retention });
+    this.#logs.append(key, member, assertTtl(retentionMs));
   }
 
   async readLog(key: string, sinceMs: number): Promise<LogEntry[]> {
-    const entries: LogEntry[] = [];
-    for (const [member, at] of this.#liveLog(key, Date.now())?.members ?? []) if (at > sinceMs) entries.push({ member, at });
-    return entries;
-  }
-
-  /** As Redis does with the log's key: gone `retention` after the last append. */
-  #liveLog(key: string, now: number) {
-    const log = this.#logs.get(key);
-    if (log && log.expiresAt <= now) this.#logs.delete(key);
-    return log && log.expiresAt > now ? log : undefined;
+    return this.#logs.read(key, sinceMs);
   }
 
   async delete(key: string): Promise<void> {
