@@ -4,10 +4,16 @@
 // so gateways sharing one Redis under different prefixes do not hear each
 // other. The subscription is live only while that connection is up and
 // subscribed: while it is down notices may be missed, and callers stop caching.
+// A connection cut without a FIN (a load balancer's or NAT's idle timeout) stays
+// 'ready' to ioredis for as long as the kernel retransmits; a heartbeat PING
+// unanswered within command_timeout ends it, so it counts as down and reconnects.
 import { Cluster } from 'ioredis';
 import { MAX_RECONNECT_DELAY_MS, type RedisClient } from './redis-client.js';
 import { reviveWhenEnded, type Revival } from './redis-revival.js';
 import type { NoticeSubscription, StoreNotices } from './store.js';
+
+/** How often the subscriber connection is asked to answer; idle-timeouts of balancers are minutes, this is far under. */
+export const NOTICE_HEARTBEAT_MS = 5_000;
 
 export class RedisNotices implements StoreNotices {
   #subscriber: RedisClient | undefined;
@@ -17,11 +23,14 @@ export class RedisNotices implements StoreNotices {
   #epoch = 0;
   #closed = false;
   #revival: Revival | undefined;
+  #heartbeat: NodeJS.Timeout | undefined;
+  #pinging = false;
   readonly #handlers = new Map<string, ((message: string) => void)[]>();
 
   constructor(
     private readonly client: RedisClient,
     private readonly prefix: string,
+    private readonly heartbeatMs = NOTICE_HEARTBEAT_MS,
   ) {}
 
   subscribe(channel: string, onNotice: (message: string) => void): NoticeSubscription {
@@ -67,12 +76,26 @@ export class RedisNotices implements StoreNotices {
     });
     // Given up for good after a failed Sentinel lookup, as the store's own client can be: started again.
     this.#revival = subscriber instanceof Cluster ? undefined : reviveWhenEnded(subscriber, MAX_RECONNECT_DELAY_MS);
+    this.#heartbeat = setInterval(() => this.#ping(subscriber), this.heartbeatMs).unref();
     this.#subscriber = subscriber;
     return subscriber;
   }
 
+  /** One PING at a time; unanswered (command_timeout) or refused, the connection is ended and opened again. */
+  #ping(subscriber: RedisClient): void {
+    if (this.#pinging || this.#closed || subscriber.status !== 'ready') return;
+    this.#pinging = true;
+    subscriber
+      .ping()
+      .catch(() => {
+        if (!this.#closed) subscriber.disconnect(true);
+      })
+      .finally(() => (this.#pinging = false));
+  }
+
   close(): void {
     this.#closed = true;
+    clearInterval(this.#heartbeat);
     this.#revival?.stop();
     this.#subscriber?.disconnect();
   }
