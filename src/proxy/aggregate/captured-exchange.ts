@@ -151,14 +151,15 @@ export function captureExchange(forwarder: Forwarder, request: CapturedRequest, 
 /**
  * A long-lived GET (the upstream session's stream of server messages) through
  * `forwarder`: each chunk goes to `onChunk` as it comes; `started` resolves
- * when the upstream answered its head (or the stream ended), `ended` when the
- * stream ends, whatever the reason; `stop()` ends it from this side.
+ * with the status when the upstream answered its head (undefined when the
+ * stream ended without one), `ended` when the stream ends, whatever the
+ * reason; `stop()` ends it from this side.
  */
-export function openStream(forwarder: Forwarder, request: CapturedRequest, ctx: Omit<ForwardContext, 'body'>, onChunk: (chunk: Buffer) => void): { started: Promise<void>; ended: Promise<void>; stop(): void } {
+export function openStream(forwarder: Forwarder, request: CapturedRequest, ctx: Omit<ForwardContext, 'body'>, onChunk: (chunk: Buffer) => void): { started: Promise<number | undefined>; ended: Promise<void>; stop(): void } {
   const res = new CapturedResponse(0, onChunk);
-  const started = new Promise<void>((resolve) => {
-    res.once('head', () => resolve());
-    res.once('close', () => resolve());
+  const started = new Promise<number | undefined>((resolve) => {
+    res.once('head', () => resolve(res.statusCode));
+    res.once('close', () => resolve(undefined));
   });
   const ended = new Promise<void>((resolve) => {
     res.once('close', () => resolve());
