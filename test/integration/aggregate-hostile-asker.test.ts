@@ -12,6 +12,7 @@ import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_REFUSALS_IN_FLIGHT } from '../../src/proxy/aggregate/upstream-link.js';
+import { readPostAnswer, type RpcMessage } from '../helpers/post-answer.js';
 import { startStdioStage, waitFor, type StdioStage } from '../helpers/stdio-stage.js';
 import { startEverythingServer, type UpstreamHandle } from '../helpers/upstream.js';
 
@@ -25,6 +26,7 @@ interface Rpc {
   method?: string;
   params?: Record<string, unknown>;
   result?: unknown;
+  error?: unknown;
 }
 
 let everything: UpstreamHandle;
@@ -78,7 +80,7 @@ afterAll(async () => {
   await everything?.close();
 });
 
-/** A raw client session announcing sampling only, its GET stream read into `received`. */
+/** A raw client session announcing sampling only, its GET stream and its calls' event streams read into `received`. */
 async function session() {
   const auth = { ...HEADERS, authorization: `Bearer ${await stage.token(PATH, 'alice')}` };
   const init = await fetch(stage.url(PATH), { method: 'POST', headers: auth, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: { sampling: {} }, clientInfo: { name: 'raw', version: '1' } } }) });
@@ -101,7 +103,8 @@ async function session() {
       }
     }
   })().catch(() => undefined);
-  return { post, received, close: () => abort.abort() };
+  const call = async (body: unknown) => (await readPostAnswer(await post(body), received as RpcMessage[])) as Rpc;
+  return { post, call, received, close: () => abort.abort() };
 }
 
 describe('an upstream flooding an aggregated session with requests to the client', () => {
@@ -121,12 +124,13 @@ describe('an upstream flooding an aggregated session with requests to the client
   }, 60_000);
 
   it("its sampling requests left unanswered do not keep server-everything from asking the client in the same session", async () => {
-    const call = s.post({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'b__trigger-sampling-request', arguments: { prompt: 'from-b' } } });
+    // server-everything asks with the call's answer stream: the request comes on this POST's own stream.
+    const call = s.call({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'b__trigger-sampling-request', arguments: { prompt: 'from-b' } } });
     await waitFor(() => s.received.some((m) => m.method === 'sampling/createMessage' && JSON.stringify(m.params).includes('from-b')), 15_000, "server-everything's sampling request");
     const asked = s.received.find((m) => JSON.stringify(m.params ?? {}).includes('from-b'))!;
     const answered = await s.post({ jsonrpc: '2.0', id: asked.id, result: { model: 'm', role: 'assistant', content: { type: 'text', text: 'sampled' } } });
     expect(answered.status).toBe(202);
-    const result = (await (await call).json()) as { result?: unknown; error?: unknown };
+    const result = await call;
     expect(result.error).toBeUndefined();
     expect(JSON.stringify(result.result)).toContain('sampled');
   }, 60_000);

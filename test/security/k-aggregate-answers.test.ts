@@ -10,6 +10,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readPostAnswer, type RpcMessage } from '../helpers/post-answer.js';
 import { startStdioStage, waitFor, type StdioStage } from '../helpers/stdio-stage.js';
 import { startEverythingServer, startRecordingHop, type RecordingHop, type UpstreamHandle } from '../helpers/upstream.js';
 
@@ -71,7 +72,7 @@ interface Rpc {
   result?: unknown;
 }
 
-/** A raw client session announcing sampling, with its GET stream read into `received`. */
+/** A raw client session announcing sampling, with its GET stream and its calls' event streams read into `received`. */
 async function session(sub = 'alice', path = PATH) {
   const token = await stage.token(path, sub);
   const auth = { ...HEADERS, authorization: `Bearer ${token}` };
@@ -96,7 +97,9 @@ async function session(sub = 'alice', path = PATH) {
       }
     }
   })().catch(() => undefined);
-  return { id, headers, post, received, close: () => abort.abort() };
+  // A call's answer stream carries what the upstream asks with it (sampling): read into `received` as it comes.
+  const call = async (body: unknown) => (await readPostAnswer(await post(body), received as RpcMessage[])) as Rpc;
+  return { id, headers, post, call, received, close: () => abort.abort() };
 }
 
 /** The client answers (no method) a hop saw POSTed to its server. */
@@ -110,7 +113,7 @@ const SAMPLED = { model: 'm', role: 'assistant', content: { type: 'text', text: 
 
 /** Starts a sampling tool call on upstream `name` and waits for its request on the client's stream. */
 async function asked(s: Awaited<ReturnType<typeof session>>, name: 'a' | 'b', callId: number) {
-  const call = s.post({ jsonrpc: '2.0', id: callId, method: 'tools/call', params: { name: `${name}__trigger-sampling-request`, arguments: { prompt: `p${callId}` } } });
+  const call = s.call({ jsonrpc: '2.0', id: callId, method: 'tools/call', params: { name: `${name}__trigger-sampling-request`, arguments: { prompt: `p${callId}` } } });
   await waitFor(() => s.received.some((m) => m.method === 'sampling/createMessage' && JSON.stringify(m.params).includes(`p${callId}`)), 15_000, 'the sampling request');
   const request = s.received.find((m) => m.method === 'sampling/createMessage' && JSON.stringify(m.params).includes(`p${callId}`))!;
   return { call, requestId: request.id as string };
@@ -143,7 +146,7 @@ describe('[H42] a client answers only what its session was asked, once, to the u
     expect(hops.map((h) => answersAt(h).length)).toEqual(before);
 
     expect((await alice.post(answer(requestId))).status).toBe(202);
-    expect(JSON.stringify(await (await call).json())).toContain('honest answer');
+    expect(JSON.stringify(await call)).toContain('honest answer');
     await refused(await alice.post(answer(requestId)), 400); // replayed
     // Upstream a got the one answer, under its own id; b got none.
     const atA = answersAt(hops[0]!).slice(before[0]);
@@ -160,7 +163,7 @@ describe('[H42] a client answers only what its session was asked, once, to the u
     expect(fromA.requestId).not.toBe(fromB.requestId);
     const text = (t: string) => ({ ...SAMPLED, content: { type: 'text', text: t } });
     expect((await s.post([{ jsonrpc: '2.0', id: fromB.requestId, result: text('for-b') }, { jsonrpc: '2.0', id: fromA.requestId, result: text('for-a') }])).status).toBe(202);
-    const [ra, rb] = await Promise.all([fromA.call, fromB.call].map(async (c) => JSON.stringify(await (await c).json())));
+    const [ra, rb] = await Promise.all([fromA.call, fromB.call].map(async (c) => JSON.stringify(await c)));
     expect(ra).toContain('for-a');
     expect(ra).not.toContain('for-b');
     expect(rb).toContain('for-b');
@@ -170,7 +173,7 @@ describe('[H42] a client answers only what its session was asked, once, to the u
 
   it('[H42] an upstream may ask only what the client announced: an unannounced request is answered -32601 by the gateway, never sent', async () => {
     const s = await session('carol', HOSTILE);
-    const call = s.post({ jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'hostile__ask', arguments: {} } });
+    const call = s.call({ jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'hostile__ask', arguments: {} } });
     await waitFor(() => hostile.answers.length >= 2, 15_000, 'the gateway answering the hostile requests');
     // elicitation and roots were never announced by this client: answered by the gateway, not sent on.
     expect(hostile.answers).toEqual(
@@ -179,7 +182,7 @@ describe('[H42] a client answers only what its session was asked, once, to the u
         { jsonrpc: '2.0', id: 'r1', error: { code: -32601, message: 'Method not found: roots/list' } },
       ]),
     );
-    expect(((await (await call).json()) as { result: unknown }).result).toEqual({ content: [] });
+    expect((await call).result).toEqual({ content: [] });
     expect(s.received.filter((m) => m.id !== undefined)).toEqual([]);
     s.close();
   });

@@ -16,9 +16,12 @@ import type { ForwardContext, Forwarder, ProxyLogger, SessionHook } from '../for
 import { methodNotAllowed } from '../forwarded-methods.js';
 import { AggregateMethods, rpcError, type SessionUpstream } from './aggregate-methods.js';
 import { discoverFault } from './discover-request.js';
+import { acceptsEventStream, PostStream, writeJson } from './post-stream.js';
 import { UpstreamCapabilities } from './upstream-capabilities.js';
 import { ServerRequests, type AnswerMessage } from './server-requests.js';
+import { MAX_SUBSCRIPTIONS, SessionInterests } from './session-interests.js';
 import { SessionSlots } from './session-slots.js';
+import { SessionStreams, type MessageChannel } from './session-streams.js';
 import { UpstreamHealth, type AggregateMetrics } from './upstream-health.js';
 import { UpstreamLink, type AggregateUpstream, type ClientHello } from './upstream-link.js';
 
@@ -37,25 +40,26 @@ interface ClientSession {
   methods: AggregateMethods;
   upstreams: SessionUpstream[];
   lastUsed: number;
-  /** The client's GET stream: where the upstreams' list_changed and progress reach it (one at a time). */
-  stream?: ServerResponse;
+  /** The client's GET stream (one at a time) and its POSTs' event streams, bounded together. */
+  streams: SessionStreams;
   /** The client's requests in flight (by JSON of their id), for its notifications/cancelled. */
   inFlight: Map<string, AbortController>;
-  /** The progress tokens of those requests (JSON): an upstream's progress on any other is not passed on. */
-  progressTokens: Set<string>;
+  /** The progress tokens of those requests (JSON), each to its POST's stream: an upstream's progress on any other is not passed on. */
+  progressTokens: Map<string, MessageChannel>;
   /** The upstreams' requests to the client (sampling, elicitation, roots) awaiting its answer. */
   requests: ServerRequests;
   /** Which of those the client said it serves (its initialize's capabilities), and ping. */
   serves: ReadonlySet<string>;
+  /** Its resource subscriptions (by upstream) and logging level. */
+  interests: SessionInterests;
 }
 
 /** The client capabilities passed on to the upstreams, and the requests each lets an upstream send the client. */
 const CLIENT_CAPABILITIES: Record<string, string> = { sampling: 'sampling/createMessage', elicitation: 'elicitation/create', roots: 'roots/list' };
 
-/** What a client's GET stream may hold unread before notifications to it are dropped. */
-const MAX_UNREAD_BYTES = 256 * 1024;
-/** The upstreams' notifications a client is told of (others are not passed on in this cut). */
+/** The upstreams' notifications a client is told of as they are (progress, cancellation and resources/updated are mapped first; others are not passed on). */
 const LIST_CHANGED = new Set(['notifications/tools/list_changed', 'notifications/prompts/list_changed', 'notifications/resources/list_changed']);
+const LISTS = ['tools', 'prompts', 'resources'];
 
 interface Message {
   id?: unknown;
@@ -80,6 +84,7 @@ class AggregateForwarder implements Forwarder {
   private readonly health: UpstreamHealth[];
   private readonly capabilities: UpstreamCapabilities;
   private readonly loggedClashes = new Set<string>();
+  private readonly loggedGiveUps = new Set<string>();
   private readonly sweep: NodeJS.Timeout;
 
   constructor(
@@ -109,9 +114,11 @@ class AggregateForwarder implements Forwarder {
       // The client's answers to the upstreams' requests: all checked before anything is forwarded.
       const replies = messages.filter((m) => typeof m.method !== 'string');
       if (replies.length > 0) await session.requests.answered(replies as AnswerMessage[]);
-      const answers = (await Promise.all(messages.map((m) => this.answer(session, m, ctx)))).filter((a) => a !== undefined);
+      // What the upstreams send with their answers goes on this POST's own stream (JSON when nothing does).
+      const post = new PostStream(res, session.streams, ctx.transform, acceptsEventStream(req.headers.accept));
+      const answers = (await Promise.all(messages.map((m) => this.answer(session, m, ctx, post)))).filter((a) => a !== undefined);
       if (answers.length === 0) return void res.writeHead(202).end();
-      this.reply(res, ctx, Array.isArray(parsed) ? answers : answers[0]);
+      post.answer(Array.isArray(parsed) ? answers : answers[0]);
     } catch (err) {
       writeError(res, err instanceof GatewayError ? err : new GatewayError(err instanceof SyntaxError ? 400 : 500, err instanceof SyntaxError ? 'invalid_request' : 'server_error', err instanceof SyntaxError ? 'The body is not JSON' : 'Internal error', { cause: err }));
     }
@@ -144,8 +151,11 @@ class AggregateForwarder implements Forwarder {
     const id = randomBytes(24).toString('base64url');
     const upstreams = this.deps.upstreams.map((u, i) => ({ link: new UpstreamLink(u, ctx.auth, hello), health: u.perSession ? this.sessionHealth(u.name) : this.health[i]! }));
     const serves = new Set(['ping', ...Object.keys(capabilities).map((c) => CLIENT_CAPABILITIES[c]!)]);
-    const session: ClientSession = { owner: principalKey(ctx.auth), user, upstreams, methods: new AggregateMethods(this.route, upstreams, this.names, this.loggedClashes, this.deps.logger), lastUsed: Date.now(), inFlight: new Map(), progressTokens: new Set(), serves, requests: new ServerRequests((m) => this.push(session, m)) };
-    for (const u of upstreams) this.wire(session, u.link);
+    const streams = new SessionStreams(() => session.requests.flush());
+    const methods = new AggregateMethods(this.route, upstreams, this.names, this.loggedClashes, this.deps.logger);
+    const session: ClientSession = { owner: principalKey(ctx.auth), user, upstreams, methods, lastUsed: Date.now(), streams, inFlight: new Map(), progressTokens: new Map(), serves, requests: new ServerRequests(streams.listening), interests: new SessionInterests() };
+    methods.onSubscription = (method, uri, upstream) => session.interests.accepted(method, uri, upstream);
+    for (const u of upstreams) this.wire(session, u);
     const results = await Promise.all(upstreams.map((u) => (u.health.down ? undefined : u.link.open(ctx.span).then((r) => (u.health.served(), r), (err: unknown) => void u.health.failedWith('initialize', err)))));
     try {
       await this.deps.session.bind(id, ctx.auth);
@@ -179,53 +189,67 @@ class AggregateForwarder implements Forwarder {
     return { name: 'mcp-auth-gateway', title: `${this.route} (${this.deps.upstreams.map((u) => u.name).join(', ')})`, version: '0.1.0' };
   }
 
-  /** The client's GET stream of this session: held open, written to when an upstream's list changes. */
+  /** The client's GET stream of this session: held open, written to with what the upstreams say unasked. */
   private async listen(id: string | undefined, auth: AuthContext, res: ServerResponse): Promise<void> {
     if (id === undefined) throw new GatewayError(400, 'invalid_request', 'Mcp-Session-Id is required');
     const session = await this.sessionOf(id, auth);
-    if (session.stream && !session.stream.writableEnded) throw new GatewayError(409, 'invalid_request', 'This session already has a GET stream');
-    session.stream = res;
-    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store' });
-    res.flushHeaders();
-    session.requests.flush();
-    // A client that had left too much unread gets the requests held meanwhile once it reads again.
-    res.on('drain', () => session.requests.flush());
-    res.on('close', () => {
-      if (session.stream === res) session.stream = undefined;
-    });
+    if (!session.streams.listen(res)) throw new GatewayError(409, 'invalid_request', 'This session already has a GET stream');
   }
 
   /**
-   * An upstream's notification: a changed list is re-read by the session next
-   * time it is asked, and the client is told; progress on a token of the
-   * client's requests in flight is passed on as it is (tokens go to the
-   * upstream unchanged, and each upstream session is this client session's).
+   * An upstream's notification, to the stream of the client's POST it came
+   * with while that is open, else to the GET stream (none open, or no room:
+   * dropped). A changed list is re-read by the session next time it is asked,
+   * and the client is told; progress on a token of the client's requests in
+   * flight goes to that request's POST (tokens go to the upstream unchanged,
+   * and each upstream session is this client session's); logging messages as
+   * they are; a resource's update only when the client subscribed to it
+   * through that upstream.
    */
-  private notified(session: ClientSession, link: UpstreamLink, method: string, params: Record<string, unknown> | undefined): void {
+  private notified(session: ClientSession, link: UpstreamLink, method: string, params: Record<string, unknown> | undefined, related?: MessageChannel): void {
+    const to = related?.open ? related : session.streams.listening;
     if (LIST_CHANGED.has(method)) {
       if (method === 'notifications/resources/list_changed') session.methods.forgetResources();
-      this.push(session, { jsonrpc: '2.0', method });
-    } else if (method === 'notifications/progress' && session.progressTokens.has(JSON.stringify(params?.progressToken))) this.push(session, { jsonrpc: '2.0', method, params });
-    else if (method === 'notifications/cancelled') session.requests.cancelled(link, params?.requestId, params?.reason);
+      to.send({ jsonrpc: '2.0', method });
+    } else if (method === 'notifications/progress') {
+      const request = session.progressTokens.get(JSON.stringify(params?.progressToken));
+      if (request) (request.open ? request : session.streams.listening).send({ jsonrpc: '2.0', method, params });
+    } else if (method === 'notifications/cancelled') session.requests.cancelled(link, params?.requestId, params?.reason);
+    else if (method === 'notifications/message' || (method === 'notifications/resources/updated' && session.interests.wants(link.upstream.name, params?.uri))) to.send({ jsonrpc: '2.0', method, ...(params && { params }) });
   }
 
-  /** An upstream link's messages to the client, wired to this session: notifications, and requests the client serves. */
-  private wire(session: ClientSession, link: UpstreamLink): void {
-    link.onNotification = (method, params) => this.notified(session, link, method, params);
-    link.onRequest = (id, method, params) => {
+  /** An upstream link's messages to the client, wired to this session: notifications, requests the client serves, and a rejoin. */
+  private wire(session: ClientSession, u: SessionUpstream): void {
+    const link = u.link;
+    link.onNotification = (method, params, related) => this.notified(session, link, method, params, related);
+    link.onRequest = (id, method, params, related) => {
       const asked = link.session;
       const sink = (upstreamId: string | number, answer: object) => link.respond(asked, { jsonrpc: '2.0', id: upstreamId, ...answer });
       if (!session.serves.has(method)) link.refuse(asked, id, { code: -32601, message: `Method not found: ${method}` });
-      else if (!session.requests.asked(link, id, method, params, sink)) link.refuse(asked, id, { code: -32603, message: 'Too many requests to the client are pending' });
+      else if (!session.requests.asked(link, id, method, params, sink, related)) link.refuse(asked, id, { code: -32603, message: 'Too many requests to the client are pending' });
     };
+    link.onRejoined = (result) => this.rejoined(session, u, result);
+    link.onGaveUp = () => this.gaveUp(u.health.name);
   }
 
-  /** One message on the client's GET stream; false when none is open or it holds too much unread (the client then misses notifications). */
-  private push(session: ClientSession, message: object): boolean {
-    const stream = session.stream;
-    if (!stream || stream.writableEnded || stream.writableLength >= MAX_UNREAD_BYTES) return false;
-    stream.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
-    return true;
+  /**
+   * A session with an upstream opened afresh (it restarted, or forgot the old
+   * one): it is up; it is told again the client's logging level and
+   * subscriptions there; the client is told its lists may have changed.
+   */
+  private rejoined(session: ClientSession, u: SessionUpstream, result: Record<string, unknown>): void {
+    u.health.served();
+    u.link.retell(session.interests.replay(u.health.name));
+    session.methods.forgetResources();
+    const offered = isRecord(result.capabilities) ? result.capabilities : {};
+    for (const kind of LISTS) if (isRecord(offered[kind])) session.streams.listening.send({ jsonrpc: '2.0', method: `notifications/${kind}/list_changed` });
+  }
+
+  /** Logged once per upstream of the route: its GET stream ends too often to be reopened. */
+  private gaveUp(upstream: string): void {
+    if (this.loggedGiveUps.has(upstream)) return;
+    this.loggedGiveUps.add(upstream);
+    this.deps.logger?.warn({ route: this.route, upstream }, 'aggregated upstream ends its GET stream again and again: not reopened for that session (its notifications are lost until the session with it is opened afresh)');
   }
 
   /**
@@ -238,7 +262,7 @@ class AggregateForwarder implements Forwarder {
     return new UpstreamHealth(this.route, name, undefined, leftOut && { upstreamUp: () => undefined, leftOut }, undefined, 'session');
   }
 
-  private async answer(session: ClientSession, m: Message, ctx: ForwardContext): Promise<object | undefined> {
+  private async answer(session: ClientSession, m: Message, ctx: ForwardContext, post: PostStream): Promise<object | undefined> {
     if (typeof m.method !== 'string') return undefined; // an answer from the client: nothing to say back
     const params = isRecord(m.params) ? m.params : undefined;
     if (m.id === undefined) {
@@ -249,13 +273,15 @@ class AggregateForwarder implements Forwarder {
       return undefined;
     }
     if (m.method === 'initialize') return { jsonrpc: '2.0', id: m.id, ...rpcError(-32600, 'Already initialized') };
+    if (m.method === 'resources/subscribe' && !session.interests.admits(params?.uri)) return { jsonrpc: '2.0', id: m.id, ...rpcError(-32603, `At most ${MAX_SUBSCRIPTIONS} resource subscriptions per session`) };
+    if (m.method === 'logging/setLevel') session.interests.setLevel(params);
     const key = JSON.stringify(m.id);
     const token = isRecord(params?._meta) ? params._meta.progressToken : undefined;
     const controller = new AbortController();
     session.inFlight.set(key, controller);
-    if (token !== undefined) session.progressTokens.add(JSON.stringify(token));
+    if (token !== undefined) session.progressTokens.set(JSON.stringify(token), post);
     try {
-      return { jsonrpc: '2.0', id: m.id, ...(await session.methods.answer(m.method, params, { auth: ctx.auth, span: ctx.span, signal: controller.signal })) };
+      return { jsonrpc: '2.0', id: m.id, ...(await session.methods.answer(m.method, params, { auth: ctx.auth, span: ctx.span, signal: controller.signal, related: post })) };
     } finally {
       session.inFlight.delete(key);
       if (token !== undefined) session.progressTokens.delete(JSON.stringify(token));
@@ -264,15 +290,7 @@ class AggregateForwarder implements Forwarder {
 
   /** The answer, as JSON, through the policy's transform when it has one. */
   private reply(res: ServerResponse, ctx: ForwardContext, payload: unknown): void {
-    const head: Record<string, string> = { 'content-type': 'application/json' };
-    let body = Buffer.from(JSON.stringify(payload));
-    const transform = ctx.transform?.(head);
-    if (transform) {
-      body = Buffer.concat([transform.push(body), transform.end()]);
-      if (transform.perCaller) head['cache-control'] = 'private';
-    }
-    res.writeHead(200, { ...head, 'content-length': String(body.length) });
-    res.end(body);
+    writeJson(res, ctx.transform, payload);
   }
 
   /** The session a request names: bound to this principal (the hook, across replicas) and held here. */
@@ -295,7 +313,7 @@ class AggregateForwarder implements Forwarder {
     const session = this.sessions.get(id);
     if (session) this.slots.give(session.user);
     this.sessions.delete(id);
-    session?.stream?.end();
+    session?.streams.end();
     for (const u of session?.upstreams ?? []) u.link.close();
   }
 
@@ -330,7 +348,7 @@ function clientCapabilities(given: unknown): Record<string, Record<string, unkno
   return out;
 }
 
-/** What some upstream offers among tools, prompts, resources and logging, and listChanged where some upstream sends it (subscribe not passed on yet). */
+/** What some upstream offers among tools, prompts, resources and logging, listChanged where some upstream sends it, and resources' subscribe where some upstream takes it. */
 function capabilitiesOf(results: readonly (Record<string, unknown> | undefined)[]): Record<string, Record<string, unknown>> {
   const capabilities: Record<string, Record<string, unknown>> = {};
   for (const r of results) {
@@ -340,6 +358,7 @@ function capabilitiesOf(results: readonly (Record<string, unknown> | undefined)[
       if (!isRecord(kind)) continue;
       capabilities[key] ??= {};
       if (key !== 'logging' && kind.listChanged === true) capabilities[key].listChanged = true;
+      if (key === 'resources' && kind.subscribe === true) capabilities[key].subscribe = true;
     }
   }
   return capabilities;

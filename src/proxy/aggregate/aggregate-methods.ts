@@ -12,6 +12,7 @@ import type { GatewaySpan } from '../../observability/tracing.js';
 import type { ProxyLogger } from '../forwarder.js';
 import { AggregateUpstreamError } from './captured-exchange.js';
 import { CallerAnswerError } from './caller-answer.js';
+import type { MessageChannel } from './session-streams.js';
 import type { UpstreamHealth } from './upstream-health.js';
 import type { JsonRpcAnswer, MeasuredAnswer, UpstreamLink } from './upstream-link.js';
 
@@ -39,6 +40,8 @@ export interface RequestContext {
   span?: GatewaySpan;
   /** The client's cancellation of this request, passed to the upstream that serves it. */
   signal?: AbortSignal;
+  /** The stream of the client's POST: what the upstream sends with its answer (progress, requests) goes there. */
+  related?: MessageChannel;
 }
 
 /** What is left of one merged list's bounds. */
@@ -68,6 +71,8 @@ export class AggregateMethods {
   /** The resources/list under way for unknown URIs (one at a time), and when the last one started. */
   private refreshing?: Promise<unknown>;
   private refreshedAt = -Infinity;
+  /** An upstream accepted a `resources/subscribe` or `resources/unsubscribe` of the client's (session-interests.ts). */
+  onSubscription?: (method: string, uri: string, upstream: string) => void;
 
   constructor(
     private readonly route: string,
@@ -208,7 +213,9 @@ export class AggregateMethods {
     const owner = this.resourceOwners.get(uri);
     const u = owner === undefined ? undefined : this.upstreams.find((x) => x.health.name === owner);
     if (!u) return rpcError(-32002, `Resource not found: ${uri}`);
-    return this.callServed(u, method, params, uri, ctx);
+    const answer = await this.callServed(u, method, params, uri, ctx);
+    if (answer.result && method !== 'resources/read') this.onSubscription?.(method, uri, u.health.name);
+    return answer;
   }
 
   /**
@@ -240,7 +247,7 @@ export class AggregateMethods {
   /** One request to one upstream, its health told of the outcome. */
   private async call(u: SessionUpstream, method: string, params: Params, name: string | undefined, ctx: RequestContext): Promise<MeasuredAnswer> {
     try {
-      const answer = await u.link.request(method, params, name, ctx.auth, ctx.span, ctx.signal);
+      const answer = await u.link.request(method, params, name, ctx.auth, ctx.span, ctx.signal, ctx.related);
       u.health.served();
       return answer;
     } catch (err) {

@@ -1,12 +1,14 @@
 // Requests an upstream of an aggregated route sends to the client (sampling,
 // elicitation, roots), for one client session (DESIGN §8.2). Each gets an id of
 // the gateway's own (random, so upstreams' ids cannot meet and a client cannot
-// guess one), is written to the client's GET stream (held until one is open),
-// and the client's answer to that id goes back to the upstream session that
-// asked, once. An answer to an id this session was never sent, or already
+// guess one), is written to the stream of the client's POST it belongs to while
+// that is open, else to the client's GET stream (held until one is open and has
+// room), and the client's answer to that id goes back to the upstream session
+// that asked, once. An answer to an id this session was never sent, or already
 // answered, is refused before anything is forwarded.
 import { randomBytes } from 'node:crypto';
 import { GatewayError } from '../../errors/gateway-error.js';
+import type { MessageChannel } from './session-streams.js';
 
 /**
  * Requests of one upstream session a client session holds unanswered; beyond, that upstream's
@@ -30,6 +32,10 @@ interface Pending {
   sink: AnswerSink;
   /** The request as the client sees it, until it is written to the client's stream. */
   unsent?: object;
+  /** The stream of the client's POST it came with (it goes there while that is open). */
+  related?: MessageChannel;
+  /** Where it was written: its cancellation goes there too. */
+  sentOn?: MessageChannel;
 }
 
 /** A client's message without a method, as it came. */
@@ -42,17 +48,18 @@ export interface AnswerMessage {
 export class ServerRequests {
   private readonly pending = new Map<string, Pending>();
 
-  /** `write`: writes one message to the client's stream; false when none is open (the message is then held). */
-  constructor(private readonly write: (message: object) => boolean) {}
+  /** `listening`: the client's GET stream; its send is false when none is open or it has no room (the message is then held). */
+  constructor(private readonly listening: MessageChannel) {}
 
   /**
-   * An upstream's request: mapped to a fresh id and sent on. False when this upstream has too many
-   * pending: nothing is held, and the caller refuses it (its refusals are bounded there).
+   * An upstream's request: mapped to a fresh id and sent on (`related`: the stream of the client's
+   * POST it came with). False when this upstream has too many pending: nothing is held, and the
+   * caller refuses it (its refusals are bounded there).
    */
-  asked(source: object, upstreamId: RequestId, method: string, params: Record<string, unknown> | undefined, sink: AnswerSink): boolean {
+  asked(source: object, upstreamId: RequestId, method: string, params: Record<string, unknown> | undefined, sink: AnswerSink, related?: MessageChannel): boolean {
     if (this.pendingOf(source) >= MAX_PENDING) return false;
     const id = `mag-${randomBytes(18).toString('base64url')}`;
-    const entry: Pending = { upstreamId, source, sink, unsent: { jsonrpc: '2.0', id, method, ...(params && { params }) } };
+    const entry: Pending = { upstreamId, source, sink, related, unsent: { jsonrpc: '2.0', id, method, ...(params && { params }) } };
     this.pending.set(id, entry);
     this.send(entry);
     return true;
@@ -64,7 +71,7 @@ export class ServerRequests {
     return n;
   }
 
-  /** The client's stream opened: what was held is written now. */
+  /** A client stream opened, drained or closed: what was held is written now. */
   flush(): void {
     for (const entry of this.pending.values()) this.send(entry);
   }
@@ -74,7 +81,8 @@ export class ServerRequests {
     for (const [id, entry] of this.pending) {
       if (entry.source !== source || entry.upstreamId !== upstreamId) continue;
       this.pending.delete(id);
-      if (entry.unsent === undefined) this.write({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, ...(typeof reason === 'string' && { reason }) } });
+      const cancelled = { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, ...(typeof reason === 'string' && { reason }) } };
+      if (entry.unsent === undefined) this.channelOf(entry.sentOn).send(cancelled);
       return;
     }
   }
@@ -102,7 +110,15 @@ export class ServerRequests {
 
   private send(entry: Pending): void {
     if (entry.unsent === undefined) return;
-    if (this.write(entry.unsent)) entry.unsent = undefined;
+    const channel = this.channelOf(entry.related);
+    if (!channel.send(entry.unsent)) return;
+    entry.unsent = undefined;
+    entry.sentOn = channel;
+  }
+
+  /** The POST's stream while it is open, else the GET stream. */
+  private channelOf(related: MessageChannel | undefined): MessageChannel {
+    return related?.open ? related : this.listening;
   }
 }
 

@@ -10,6 +10,8 @@ import type { Forwarder } from '../forwarder.js';
 import { AggregateUpstreamError, captureExchange, openStream, type CapturedAnswer } from './captured-exchange.js';
 import { EventStreamReader } from './event-stream-reader.js';
 import { discoveredAsInitialize, initializeRemoved, MODERN_REVISION, withModernMeta } from './modern-wire.js';
+import type { MessageChannel } from './session-streams.js';
+import { UpstreamListener, type ListenerStream } from './upstream-listener.js';
 
 export interface AggregateUpstream {
   name: string;
@@ -42,11 +44,14 @@ export interface ClientHello {
   clientInfo: Record<string, unknown>;
 }
 
-/** A notification of the upstream's (no id), from its stream or an answer's. */
-export type NotificationSink = (method: string, params: Record<string, unknown> | undefined) => void;
+/**
+ * A notification of the upstream's (no id), from its stream or an answer's. `related`: it came
+ * with the answer to a request of the client's, whose POST may carry it (post-stream.ts).
+ */
+export type NotificationSink = (method: string, params: Record<string, unknown> | undefined, related?: MessageChannel) => void;
 
-/** A request of the upstream's to the client (sampling, elicitation, roots), from its stream or an answer's. */
-export type RequestSink = (id: string | number, method: string, params: Record<string, unknown> | undefined) => void;
+/** A request of the upstream's to the client (sampling, elicitation, roots), from its stream or an answer's (`related`, as above). */
+export type RequestSink = (id: string | number, method: string, params: Record<string, unknown> | undefined, related?: MessageChannel) => void;
 
 /**
  * Refusals of the upstream's own requests (to the client) in flight at once; beyond, a request is
@@ -56,11 +61,22 @@ export const MAX_REFUSALS_IN_FLIGHT = 8;
 
 export class UpstreamLink {
   private opened?: Promise<Record<string, unknown>>;
-  private stream?: { stop(): void };
+  /** The upstream session's GET stream, reopened when it ends (upstream-listener.ts). */
+  private readonly listener = new UpstreamListener({ connect: () => this.getStream(), rejoin: () => this.rejoin(), gaveUp: () => this.onGaveUp?.() });
+  /** The upstream session the GET stream was last opened for (a 404 there means that one is forgotten). */
+  private listenedSession?: string;
+  /** A session with the upstream was opened before: the next one is a rejoin. */
+  private joined = false;
+  /** close() was called: nothing is opened any more. */
+  private ended = false;
   /** Where the upstream's notifications go (the aggregated session's); none: dropped. */
   onNotification?: NotificationSink;
   /** Where the upstream's requests to the client go; none: left unanswered. */
   onRequest?: RequestSink;
+  /** A session with the upstream opened afresh (it restarted, or forgot the old one), with its initialize result. */
+  onRejoined?: (result: Record<string, unknown>) => void;
+  /** The upstream ended its GET stream too often in a row: it is not reopened for this session. */
+  onGaveUp?: () => void;
   private sessionId?: string;
   private protocolVersion: string;
   private nextId = 1;
@@ -91,11 +107,11 @@ export class UpstreamLink {
    * `auth` is this request's own (its credential may be per request, e.g. token exchange), of the
    * principal the session is bound to.
    */
-  async request(method: string, params: Record<string, unknown> | undefined, name: string | undefined, auth: AuthContext, span?: GatewaySpan, signal?: AbortSignal): Promise<MeasuredAnswer> {
+  async request(method: string, params: Record<string, unknown> | undefined, name: string | undefined, auth: AuthContext, span?: GatewaySpan, signal?: AbortSignal, related?: MessageChannel): Promise<MeasuredAnswer> {
     this.auth = auth;
     await this.open(span);
     try {
-      return await this.send(method, params, name, span, signal);
+      return await this.send(method, params, name, span, signal, related);
     } catch (err) {
       // The upstream forgot the session (a stdio process ended, a server restarted): opened afresh next time.
       if (err instanceof AggregateUpstreamError && err.status === 404) this.opened = undefined;
@@ -106,8 +122,8 @@ export class UpstreamLink {
   /** Ends the upstream session (DELETE); never throws. */
   close(): void {
     const sessionId = this.sessionId;
-    this.stream?.stop();
-    this.stream = undefined;
+    this.ended = true;
+    this.listener.close();
     if (this.opened === undefined || sessionId === undefined) return;
     this.opened = undefined;
     void Promise.resolve(this.upstream.headersFor(this.auth))
@@ -130,8 +146,10 @@ export class UpstreamLink {
     this.sessionId = sessionId;
     if (typeof answer.result.protocolVersion === 'string') this.protocolVersion = answer.result.protocolVersion;
     // The GET stream first: a server that asks the client something once initialized (roots) sends it there.
-    await this.listen();
+    await this.listener.listen(this.upstream.timeoutMs);
     await this.exchange({ jsonrpc: '2.0', method: 'notifications/initialized' }, 'notifications/initialized', undefined, span);
+    if (this.joined) this.onRejoined?.(answer.result);
+    this.joined = true;
     return answer.result;
   }
 
@@ -150,33 +168,43 @@ export class UpstreamLink {
     }
   }
 
-  /**
-   * The upstream session's GET stream, where a server sends what no request
-   * asked (list_changed, its own requests): opened once per upstream session,
-   * not reopened when it ends (a server without one answers 405 and that is
-   * all). Resolves once the upstream answered its head, or after its timeout.
-   */
-  private async listen(): Promise<void> {
-    this.stream?.stop();
+  /** The upstream session's GET stream, where a server sends what no request asked (list_changed, logging, its own requests). */
+  private async getStream(): Promise<ListenerStream> {
+    if (this.ended) throw new AggregateUpstreamError('down');
+    const sessionId = this.sessionId;
+    this.listenedSession = sessionId;
     const injected = await this.upstream.headersFor(this.auth);
     const reader = new EventStreamReader(this.upstream.maxBytes, (m) => this.notified(m));
-    const headers = { ...this.headers(undefined, undefined, this.sessionId), accept: 'text/event-stream' };
+    const headers = { ...this.headers(undefined, undefined, sessionId), accept: 'text/event-stream' };
     delete (headers as Record<string, string>)['content-type'];
-    const stream = openStream(this.upstream.forwarder, { method: 'GET', headers, body: Buffer.alloc(0) }, { auth: this.auth, injected }, (chunk) => reader.push(chunk));
-    this.stream = stream;
-    void stream.ended.then(() => {
-      if (this.stream === stream) this.stream = undefined;
-    });
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([stream.started, new Promise<void>((resolve) => (timer = setTimeout(resolve, this.upstream.timeoutMs)))]);
-    clearTimeout(timer);
+    return openStream(this.upstream.forwarder, { method: 'GET', headers, body: Buffer.alloc(0) }, { auth: this.auth, injected }, (chunk) => reader.push(chunk));
   }
 
-  private notified(m: unknown): void {
+  /**
+   * The upstream forgot the session its GET stream was for (it restarted): a new one is opened
+   * now, not at the client's next request, so what the upstream says from then on reaches the
+   * client. Never for a session's own process (stdio), which its next request starts again.
+   */
+  private async rejoin(): Promise<void> {
+    if (this.ended || this.upstream.perSession || this.modern) return;
+    if (this.sessionId === this.listenedSession) this.opened = undefined;
+    await this.open();
+    // Ended meanwhile: the session just opened is not left behind.
+    if (this.ended) this.close();
+  }
+
+  /** Requests the client made earlier, told again to a session opened afresh (its level, its subscriptions), one after another; never throws. */
+  retell(requests: readonly { method: string; params: Record<string, unknown> }[]): void {
+    void (async () => {
+      for (const { method, params } of requests) await this.request(method, params, undefined, this.auth).catch(() => undefined);
+    })();
+  }
+
+  private notified(m: unknown, related?: MessageChannel): void {
     if (!isRecord(m) || typeof m.method !== 'string') return;
     const params = isRecord(m.params) ? m.params : undefined;
-    if (m.id === undefined) this.onNotification?.(m.method, params);
-    else if (typeof m.id === 'string' || (typeof m.id === 'number' && Number.isSafeInteger(m.id))) this.onRequest?.(m.id, m.method, params);
+    if (m.id === undefined) this.onNotification?.(m.method, params, related);
+    else if (typeof m.id === 'string' || (typeof m.id === 'number' && Number.isSafeInteger(m.id))) this.onRequest?.(m.id, m.method, params, related);
   }
 
   /**
@@ -213,26 +241,26 @@ export class UpstreamLink {
     return this.sessionId;
   }
 
-  private async send(method: string, params: Record<string, unknown> | undefined, name: string | undefined, span?: GatewaySpan, signal?: AbortSignal): Promise<MeasuredAnswer> {
+  private async send(method: string, params: Record<string, unknown> | undefined, name: string | undefined, span?: GatewaySpan, signal?: AbortSignal, related?: MessageChannel): Promise<MeasuredAnswer> {
     const stamped = this.modern ? withModernMeta(params, this.hello) : params;
     const message = { jsonrpc: '2.0', id: this.nextId++, method, ...(stamped && { params: stamped }) };
     // The client's cancellation, told to the upstream with the id this link gave the request.
     const cancel = () => void this.exchange({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: message.id, reason: String(signal?.reason ?? 'cancelled by the client') } }, 'notifications/cancelled', undefined, span).catch(() => undefined);
     signal?.addEventListener('abort', cancel, { once: true });
     try {
-      const { answer, bytes } = await this.exchange(message, method, name, span, signal);
+      const { answer, bytes } = await this.exchange(message, method, name, span, signal, related);
       return { answer, bytes };
     } finally {
       signal?.removeEventListener('abort', cancel);
     }
   }
 
-  private async exchange(message: { jsonrpc: string; id?: number | string; method?: string; params?: unknown }, method: string | undefined, name: string | undefined, span?: GatewaySpan, signal?: AbortSignal): Promise<MeasuredAnswer & { sessionId?: string }> {
+  private async exchange(message: { jsonrpc: string; id?: number | string; method?: string; params?: unknown }, method: string | undefined, name: string | undefined, span?: GatewaySpan, signal?: AbortSignal, related?: MessageChannel): Promise<MeasuredAnswer & { sessionId?: string }> {
     const auth = this.auth;
     let injected = await this.upstream.headersFor(auth);
     const request = { method: 'POST' as const, headers: this.headers(method, name, this.sessionId), body: Buffer.from(JSON.stringify(message)) };
-    // Notifications in the answer's stream (progress) are read as they come, not when it ends.
-    const reader = new EventStreamReader(this.upstream.maxBytes, (m) => this.notified(m));
+    // Notifications in the answer's stream (progress) are read as they come, not when it ends; they belong to the client's request.
+    const reader = new EventStreamReader(this.upstream.maxBytes, (m) => this.notified(m, related));
     const send = () => captureExchange(this.upstream.forwarder, request, { auth, injected, span }, { ...this.limits(), signal, tap: (chunk) => reader.push(chunk), renews: this.upstream.rejected !== undefined });
     let captured = await send();
     if (captured.status === 401 && this.upstream.rejected) {
