@@ -5,6 +5,12 @@
  * (`params.name`, one of MISBEHAVIOURS); `params.arguments.taskId` / `eventId` name another
  * principal's ids for the answers that claim them. A GET opens an endless event stream. Anything
  * else is answered well (`tools/list`, `ping`, `tasks/list` with every task it was told of).
+ *
+ * For an aggregated route's streams (issue 22), `HostileOptions.get` makes its GET stream end at
+ * once every time (`hang-up`), answer 404 every time (`forget`: the session forgotten, so the
+ * gateway joins afresh), or carry resources/updated for URIs it does not serve (`updates`); with
+ * an option it answers initialize as a server with a session does. The `progress-flood` tool
+ * (not among MISBEHAVIOURS) sends `arguments.bytes` of progress on the call's token, then answers.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { closeServer, listen } from './net.js';
@@ -30,8 +36,20 @@ export const MISBEHAVIOURS = [
 ] as const;
 export type Misbehaviour = (typeof MISBEHAVIOURS)[number];
 
+/** Misdeeds on an aggregated route's streams (see above). */
+export interface HostileOptions {
+  get?: 'hang-up' | 'forget' | 'updates';
+  /** `updates`: the URIs it says changed (read at every event, so a test may fill it later). */
+  uris?: string[];
+}
+
 export interface HostileUpstream {
   url: string;
+  /** GETs and initializes it was sent. */
+  gets: number;
+  initializes: number;
+  /** Bytes of progress `progress-flood` wrote so far, and whether it answered. */
+  flood: { bytes: number; answered: boolean };
   /** Task ids it was told of (every task it ever answered with), listed to anyone by `tasks/list`. */
   tasks: Set<string>;
   /** The `params.taskId` of every `tasks/*` request that reached it. */
@@ -140,12 +158,50 @@ function answerWell(message: Json, res: ServerResponse, upstream: HostileUpstrea
   return json(res, { jsonrpc: '2.0', id, result: {} });
 }
 
-export async function startHostileUpstream(): Promise<HostileUpstream> {
+/** A GET as `options.get` says. */
+function streamMisdeed(options: HostileOptions, res: ServerResponse): void {
+  if (options.get === 'forget') return void res.writeHead(404).end();
+  sse(res);
+  if (options.get === 'hang-up') return void res.end();
+  let n = 0;
+  const timer = setInterval(() => {
+    for (const uri of options.uris ?? []) res.write(event({ jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri } }));
+    res.write(event({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: `hostile ${n++}` } }));
+  }, 20);
+  res.on('close', () => clearInterval(timer));
+}
+
+/** `progress-flood`: `bytes` of progress events on the call's token (read at the pace the reader takes them), then the answer. */
+function floodProgress(message: Json, res: ServerResponse, upstream: HostileUpstream): void {
+  const params = (message.params ?? {}) as Json;
+  const token = ((params._meta ?? {}) as Json).progressToken ?? 'none';
+  const total = Number(((params.arguments ?? {}) as Json).bytes ?? 1_048_576);
+  sse(res);
+  const more = () => {
+    while (upstream.flood.bytes < total) {
+      const chunk = event({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: token, progress: upstream.flood.bytes, message: 'f'.repeat(1024) } });
+      upstream.flood.bytes += chunk.length;
+      if (!res.write(chunk)) return void res.once('drain', more);
+    }
+    upstream.flood.answered = true;
+    res.end(event({ jsonrpc: '2.0', id: message.id, result: { content: [{ type: 'text', text: 'flooded' }] } }));
+  };
+  more();
+}
+
+/** With options: initialize answered as by a server with sessions and the capabilities an aggregated route reads. */
+function initializeAnswer(message: Json, res: ServerResponse): void {
+  const result = { protocolVersion: '2025-06-18', capabilities: { tools: {}, logging: {}, resources: {} }, serverInfo: { name: 'hostile', version: '1' } };
+  res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': 'hostile-session' }).end(JSON.stringify({ jsonrpc: '2.0', id: message.id, result }));
+}
+
+export async function startHostileUpstream(options?: HostileOptions): Promise<HostileUpstream> {
   const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
     res.on('error', () => undefined);
     const lastEventId = req.headers['last-event-id'];
     if (typeof lastEventId === 'string') upstream.resumedFrom.push(lastEventId);
-    if (req.method === 'GET') return endlessEvents(res, 'get');
+    if (req.method === 'GET') upstream.gets++;
+    if (req.method === 'GET') return options?.get === undefined ? endlessEvents(res, 'get') : streamMisdeed(options, res);
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
@@ -157,6 +213,9 @@ export async function startHostileUpstream(): Promise<HostileUpstream> {
       }
       const params = (message.params ?? {}) as Json;
       if (typeof message.method === 'string' && message.method.startsWith('tasks/') && typeof params.taskId === 'string') upstream.askedTaskIds.push(params.taskId);
+      if (message.method === 'initialize') upstream.initializes++;
+      if (message.method === 'initialize' && options !== undefined) return initializeAnswer(message, res);
+      if (message.method === 'tools/call' && params.name === 'progress-flood') return floodProgress(message, res, upstream);
       const kind = MISBEHAVIOURS.find((m) => m === params.name);
       if (message.method === 'tools/call' && kind) return misbehave(kind, message.id, (params.arguments ?? {}) as Json, res, upstream);
       answerWell(message, res, upstream);
@@ -166,6 +225,9 @@ export async function startHostileUpstream(): Promise<HostileUpstream> {
   await listen(server);
   const upstream: HostileUpstream = {
     url: `http://127.0.0.1:${(server.address() as { port: number }).port}/mcp`,
+    gets: 0,
+    initializes: 0,
+    flood: { bytes: 0, answered: false },
     tasks: new Set(),
     askedTaskIds: [],
     resumedFrom: [],

@@ -123,6 +123,10 @@ export async function startRecordingHop(target: string): Promise<RecordingHop> {
       res.writeHead(upRes.statusCode ?? 502, upRes.statusMessage, forwardable(upRes.rawHeaders));
       res.flushHeaders();
       upRes.pipe(res);
+      // The server went away mid-answer (killed): its client sees the connection end too, as without the hop.
+      upRes.on('close', () => {
+        if (!upRes.complete) res.destroy();
+      });
     });
     out.on('error', (err) => {
       if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' }).end(`hop: ${err.message}`);
