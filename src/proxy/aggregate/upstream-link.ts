@@ -193,10 +193,18 @@ export class UpstreamLink {
     if (this.ended) this.close();
   }
 
-  /** Requests the client made earlier, told again to a session opened afresh (its level, its subscriptions), one after another; never throws. */
+  /**
+   * Requests the client made earlier, told again to a session opened afresh (its level, its
+   * subscriptions), one after another; never throws. Sent on that session only: a failure never
+   * opens another (an upstream that forgets every session at once cannot make this loop).
+   */
   retell(requests: readonly { method: string; params: Record<string, unknown> }[]): void {
+    const session = this.sessionId;
     void (async () => {
-      for (const { method, params } of requests) await this.request(method, params, undefined, this.auth).catch(() => undefined);
+      for (const { method, params } of requests) {
+        if (this.ended || this.sessionId !== session) return;
+        await this.send(method, params, undefined).catch(() => undefined);
+      }
     })();
   }
 
