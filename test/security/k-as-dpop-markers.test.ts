@@ -3,7 +3,9 @@
  * - [K79] a proof's `jti` is claimed only once policy and rate limits admit the request: a
  *   rate-limited or denied request writes no marker (two replicas on a real redis-server, the
  *   markers counted in Redis), and each user has a share of the class: past it, 429 for that user
- *   alone while another user's DPoP requests pass (memory store of 1,000 entries).
+ *   alone while another user's DPoP requests pass (memory store of 1,000 entries); on the memory
+ *   store too, refused requests spend nothing of it; the share itself on the memory store and on
+ *   redis-server (a share of 5: any key, any client, one user).
  * - [K85] a proof accepted by one replica is refused by the other for as long as either could still
  *   accept its `iat`: the marker's lifetime in Redis covers the window both ways plus the replicas'
  *   clock skew, and a fast-check property runs the real proof check at every pair of replica clocks
@@ -13,10 +15,12 @@ import { Redis } from 'ioredis';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PROOF_JTI_TTL_MS, PROOF_WINDOW_SECONDS, REPLICA_CLOCK_SKEW_SECONDS, verifyDpopProof } from '../../src/auth/dpop-proof.js';
+import { dpopMarkerShare, dpopProofClaimer, principalShareOwner } from '../../src/auth/dpop-replay.js';
 import { hashKeyPart } from '../../src/store/key-names.js';
 import { dpopKey, proof, type DpopKey } from '../helpers/dpop.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
+import { describeOnEachStore } from '../helpers/store-backends.js';
 import { gatewayYaml, jwtRoute, PUBLIC_URL, resourceOf, startRecordingUpstream, startTestIssuer, type RecordingUpstream, type TestIssuer } from '../helpers/security-fixtures.js';
 
 const LIMITED = '/limited/mcp';
@@ -103,6 +107,8 @@ describe('[K79] each user has a share of the replay-marker class (memory store o
     gw = await startTestGateway({
       'gateway.yaml': gatewayYaml({ log_level: 'warn', store: { kind: 'memory', max_entries: 1000 } }),
       'open.yaml': jwtRoute(OPEN, `${up.origin}/mcp`, issuer),
+      'limited.yaml': jwtRoute(LIMITED, `${up.origin}/mcp`, issuer, { rate_limits: [{ per: 'subject', requests: LIMIT, window: '1m' }] }),
+      'denying.yaml': jwtRoute(DENYING, `${up.origin}/mcp`, issuer, { rules: [{ match: { method: 'tools/call', tool: 'get-env' }, deny: true }] }),
     });
   });
   afterAll(async () => {
@@ -126,6 +132,41 @@ describe('[K79] each user has a share of the replay-marker class (memory store o
     const victim = await issuer.mint({ sub: 'vic', client_id: 'client-0', aud: resourceOf(OPEN), scope: 'mcp:read', cnf: { jkt: victimKey.jkt } });
     for (let i = 0; i < 20; i++) expect((await call(gw, OPEN, victim, victimKey)).status).toBe(200);
   }, 60_000);
+
+  it('[K79] on the memory store too, rate-limited and denied requests spend nothing of the share: after 60 of each, all but the 3 admitted of her 100 are left', async () => {
+    const key = await dpopKey();
+    const tokenFor = (path: string) => issuer.mint({ sub: 'lim', client_id: 'client-0', aud: resourceOf(path), scope: 'mcp:read', cnf: { jkt: key.jkt } });
+    const [limited, denying, open] = await Promise.all([tokenFor(LIMITED), tokenFor(DENYING), tokenFor(OPEN)]);
+    const overLimit = await Promise.all(Array.from({ length: 60 }, () => call(gw, LIMITED, limited, key)));
+    expect(overLimit.filter((r) => r.status === 200)).toHaveLength(LIMIT);
+    expect(overLimit.filter((r) => r.status === 429)).toHaveLength(60 - LIMIT);
+    const denied = await Promise.all(Array.from({ length: 60 }, () => call(gw, DENYING, denying, key, GET_ENV)));
+    expect(new Set(denied.map((r) => r.status))).toEqual(new Set([403]));
+    const statuses: number[] = [];
+    for (let batch = 0; batch < 10; batch++) statuses.push(...(await Promise.all(Array.from({ length: 10 }, () => call(gw, OPEN, open, key)))).map((r) => r.status));
+    expect(statuses.filter((s) => s === 200)).toHaveLength(100 - LIMIT);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(LIMIT);
+  }, 60_000);
+});
+
+describeOnEachStore('[K79] the marker share', (store) => {
+  it('[K79] counts the user whatever the key or client: past it 429 with Retry-After for that user alone; a replay is still refused', async () => {
+    const share = 5;
+    const claim = dpopProofClaimer(store(), share);
+    const user = principalShareOwner(issuer.issuer, `sam-${Math.random()}`);
+    for (let i = 0; i < share; i++) expect(await claim({ jkt: `key-${i % 2}`, jti: `jti-${i}`, owner: user })).toBe(true);
+    const refused = await claim({ jkt: 'key-2', jti: 'jti-new', owner: user }).then(() => undefined, (err: unknown) => err as { status?: number; headers?: Record<string, string> });
+    expect(refused?.status).toBe(429);
+    expect(Number(refused?.headers?.['retry-after'])).toBeGreaterThan(0);
+    for (let i = 0; i < share; i++) expect(await dpopProofClaimer(store(), share)({ jkt: 'key-0', jti: `other-${i}`, owner: principalShareOwner(issuer.issuer, `tim-${Math.random()}`) })).toBe(true);
+    // The same subject at another issuer is another user.
+    expect(await claim({ jkt: 'key-0', jti: 'elsewhere', owner: principalShareOwner('https://other.example', 'sam') })).toBe(true);
+    const replayer = principalShareOwner(issuer.issuer, `rae-${Math.random()}`);
+    expect(await claim({ jkt: 'k', jti: 'once', owner: replayer })).toBe(true);
+    expect(await claim({ jkt: 'k', jti: 'once', owner: replayer })).toBe(false);
+    expect(dpopMarkerShare({ kind: 'redis' } as Parameters<typeof dpopMarkerShare>[0])).toBe(10_000);
+    expect(dpopMarkerShare({ kind: 'memory', maxEntries: 1000 } as Parameters<typeof dpopMarkerShare>[0])).toBe(100);
+  });
 });
 
 describe('[K85] a marker lives as long as any replica could still accept its proof', () => {

@@ -4,6 +4,8 @@
  *   valid: a flood of invalid /token requests with fresh proofs writes no marker (any kind of
  *   invalid request, a fast-check property over the recording store), and 2,050 of them against a
  *   memory store of 2,000 entries leave every user's DPoP requests working;
+ * - [K79] valid /token requests spend the user's share of DPoP markers, the same share its routes
+ *   spend: past it 429 for that user alone, at /token and at the routes;
  * - [K73] a replayed authorization code revokes its grant only when presented as its own client
  *   would present it: that client, its PKCE verifier and its DPoP key (all eight combinations).
  */
@@ -147,6 +149,52 @@ describe('[K72] /token writes a DPoP replay marker only for a request known vali
       await bounded.stop();
     }
   }, 180_000);
+});
+
+describe('[K79] /token spends the user\'s share of DPoP markers, one share with the routes', () => {
+  /** A memory store of 1,000 entries: each user may hold 100 live markers (a tenth). */
+  const MAX_ENTRIES = 1000;
+  const SHARE = 100;
+
+  it('[K79] one user refreshing with fresh proofs through two clients: past the share 429 with Retry-After at /token and at the route; another user signs in, refreshes and calls', async () => {
+    const bounded = await startBoundedAsGateway(MAX_ENTRIES, { authorization_server: devAuthorizationServer(NO_FLOOD_LIMITS) });
+    try {
+      const issuer = bounded.issuer;
+      const apps = await Promise.all([registerPublicClient(issuer, 'flood app 1'), registerPublicClient(issuer, 'flood app 2')]);
+      const keys = await Promise.all([dpopKey(), dpopKey()]);
+      // Two clients of one user, each with its own key and grant: one share (two markers spent redeeming).
+      const grants = await Promise.all(apps.map(async (app, i) => (await redeem(issuer, app, await obtainCode(issuer, app, 'flo', keys[i]), keys[i])).json));
+      const refreshTokens = grants.map((g) => g.refresh_token!);
+      const statuses: number[] = [];
+      let retryAfter: string | null = null;
+      for (let i = 0; i < SHARE + 10; i++) {
+        const which = i % 2;
+        const res = await fetch(`${issuer}/token`, {
+          method: 'POST',
+          headers: { dpop: await tokenProof(issuer, keys[which]!) },
+          body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: refreshTokens[which]!, client_id: apps[which]!.id }),
+        });
+        const json = (await res.json()) as Record<string, string>;
+        statuses.push(res.status);
+        if (res.status === 200) refreshTokens[which] = json.refresh_token!;
+        else retryAfter = res.headers.get('retry-after');
+      }
+      expect(statuses.filter((s) => s === 200)).toHaveLength(SHARE - 2);
+      expect(statuses.slice(SHARE - 2).every((s) => s === 429)).toBe(true);
+      expect(Number(retryAfter)).toBeGreaterThan(0);
+      // The same share at the route: her access token's proofs are refused there too.
+      expect(await callRoute(issuer, grants[0]!.access_token!, keys[0]!)).toBe(429);
+      // Another user: sign-in, refresh and calls through the same client, all served.
+      const key = await dpopKey();
+      const tokens = await redeem(issuer, apps[0]!, await obtainCode(issuer, apps[0]!, 'vera', key), key);
+      expect(tokens.status, JSON.stringify(tokens.json)).toBe(200);
+      const refreshed = await postToken(issuer, { grant_type: 'refresh_token', refresh_token: tokens.json.refresh_token!, client_id: apps[0]!.id }, { dpop: await tokenProof(issuer, key) });
+      expect(refreshed.status, JSON.stringify(refreshed.json)).toBe(200);
+      for (let i = 0; i < 5; i++) expect(await callRoute(issuer, refreshed.json.access_token!, key)).toBe(200);
+    } finally {
+      await bounded.stop();
+    }
+  }, 120_000);
 });
 
 describe('[K73] a replayed code revokes its grant only when presented as its own client would', () => {
