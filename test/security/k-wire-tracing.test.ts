@@ -15,6 +15,7 @@ import { carryTraceContext } from '../../src/proxy/trace-meta.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { startOtlpReceiver, type OtlpReceiver } from '../helpers/otlp-receiver.js';
 import { gatewayYaml, jwtRoute, resourceOf, startRecordingUpstream, startTestIssuer, type RecordingUpstream, type TestIssuer } from '../helpers/security-fixtures.js';
+import { FIXTURE_SERVER } from '../helpers/stdio-stage.js';
 
 const PATH = '/traced/mcp';
 const hex = (bytes: number) => randomBytes(bytes).toString('hex');
@@ -31,7 +32,12 @@ let ratio: TestGateway;
 let parentBased: TestGateway;
 let untraced: TestGateway;
 
-const route = () => ({ 'traced.yaml': jwtRoute(PATH, `${upstream.origin}/mcp`, issuer) });
+const STDIO = '/stdio/mcp';
+const route = () => ({
+  'traced.yaml': jwtRoute(PATH, `${upstream.origin}/mcp`, issuer),
+  // The fixture's `meta` tool answers with the params._meta it was called with.
+  'stdio.yaml': jwtRoute(STDIO, '', issuer, { upstream: { stdio: { command: process.execPath, args: [FIXTURE_SERVER, 'probe'] } } }),
+});
 
 beforeAll(async () => {
   [issuer, upstream, receiver] = await Promise.all([startTestIssuer('RS256'), startRecordingUpstream(), startOtlpReceiver()]);
@@ -64,7 +70,7 @@ async function call(gw: TestGateway, headers: Record<string, string>): Promise<{
 }
 
 /** The sampled flag the gateway forwarded for each of `DRAWS` requests carrying this client trace id. */
-async function decisions(gw: TestGateway, traceId: string, clientFlags: '00' | '01'): Promise<Array<'00' | '01'>> {
+async function decisions(gw: TestGateway, traceId: string, clientFlags: string): Promise<Array<'00' | '01'>> {
   const flags: Array<'00' | '01'> = [];
   for (let i = 0; i < DRAWS; i++) {
     const { traceparent } = await call(gw, { traceparent: `00-${traceId}-${hex(8)}-${clientFlags}` });
@@ -98,6 +104,13 @@ describe('[K82] a client\'s trace id does not decide sampling', () => {
     );
   });
 
+  it('[K82] flags beyond the sampled bit (02, 03, 09, ff) decide nothing either: each is sampled sometimes and not others', async () => {
+    for (const clientFlags of ['02', '03', '09', 'ff'] as const) {
+      const flags = await decisions(ratio, hex(16), clientFlags);
+      expect(new Set(flags), clientFlags).toEqual(new Set(['00', '01']));
+    }
+  });
+
   it('[K82] parentbased_traceidratio, chosen by the operator: the client\'s sampled flag is followed, whatever its id', async () => {
     for (const traceId of [ALWAYS_BY_ID, NEVER_BY_ID, hex(16)]) {
       expect(new Set(await decisions(parentBased, traceId, '01')), traceId).toEqual(new Set(['01']));
@@ -117,6 +130,35 @@ describe('[K82] client baggage is not forwarded', () => {
           expect(seen.baggage, baggage).toEqual([]);
         }
       }
+    }
+  });
+
+  it('[K82] a stdio route with tracing on (either sampler, sampled or not): the child sees the gateway\'s traceparent in params._meta, never the client\'s baggage or traceparent', async () => {
+    for (const gw of [ratio, parentBased]) {
+      const token = await issuer.mint({ aud: resourceOf(STDIO), sub: 'alice', client_id: 'alice-client', scope: 'mcp:read' });
+      const post = (body: unknown, session?: string) =>
+        fetch(`${gw.url}${STDIO}`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json', ...(session && { 'mcp-session-id': session }) },
+          body: JSON.stringify(body),
+        });
+      const init = await post({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'k82', version: '1' } } });
+      expect(init.status).toBe(200);
+      await init.text();
+      const session = init.headers.get('mcp-session-id')!;
+      for (const baggage of BAGGAGE) {
+        for (const flags of ['00', '01']) {
+          const clientParent = `00-${hex(16)}-${hex(8)}-${flags}`;
+          const res = await post({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'meta', arguments: {}, _meta: { baggage, traceparent: clientParent, progressToken: 7 } } }, session);
+          expect(res.status).toBe(200);
+          const seen = JSON.parse(((await res.json()) as { result: { content: Array<{ text: string }> } }).result.content[0]!.text) as Record<string, unknown>;
+          expect(Object.hasOwn(seen, 'baggage'), baggage).toBe(false);
+          expect(seen.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$/);
+          expect(seen.traceparent).not.toBe(clientParent);
+          expect(seen.progressToken).toBe(7);
+        }
+      }
+      await fetch(`${gw.url}${STDIO}`, { method: 'DELETE', headers: { authorization: `Bearer ${token}`, 'mcp-session-id': session } });
     }
   });
 
