@@ -369,6 +369,28 @@ describe('[K83] a batch cannot hide a call from the audit log', () => {
     );
   });
 
+  /** Every size around the bounds (10 lines of their own, 50 in all, 100 messages) and the positions around them. */
+  const SHAPES = [1, 2, 10, 11, 12, 49, 50, 51, 60, 99, 100].flatMap((size) =>
+    [...new Set([0, 1, 9, 10, 11, 49, 50, 51, Math.floor(size / 2), size - 1].filter((at) => at < size))].map((at) => ({ size, at, kind: ['tools/call', 'resources/read', 'prompts/get', 'notification'][(size + at) % 4]! })),
+  );
+
+  it.each(SHAPES)('[K83] one $kind at position $at of a batch of $size pings: named in its own line', async ({ size, at, kind }) => {
+    const tag = `hid_${size}_${at}`;
+    const hidden =
+      kind === 'tools/call' ? message(at + 1, kind, { name: tag, arguments: {} })
+      : kind === 'prompts/get' ? message(at + 1, kind, { name: tag })
+      : kind === 'resources/read' ? message(at + 1, kind, { uri: `file:///data/${tag}` })
+      : { jsonrpc: '2.0', method: 'tools/call', params: { name: tag } };
+    const batch = Array.from({ length: size }, (_, i) => (i === at ? hidden : message(i + 1, 'ping')));
+    const { status, lines } = await audited(batch);
+    expect([200, 202]).toContain(status);
+    const named = lines.filter((l) => l.name !== undefined);
+    expect(named.map((l) => l.name)).toEqual([kind === 'resources/read' ? `file:///data/${tag}` : tag]);
+    // Nothing unaccounted for: lines of their own plus the summary's count make the batch.
+    const summary = lines.find((l) => l.reason === 'batch_rest');
+    expect(lines.filter((l) => l.reason !== 'batch_rest').length + ((summary?.messages as number | undefined) ?? 0)).toBe(size);
+  });
+
   it('[K83] ten pings in front, then a call and a denied call: both named, the refusal with its rule', async () => {
     const pings = Array.from({ length: 10 }, (_, i) => message(i + 1, 'ping'));
     const { status, lines } = await audited([...pings, message(11, 'tools/call', { name: 'hidden_exfiltrate' })]);
