@@ -1,6 +1,7 @@
 // A tiny MCP server over stdio, written without any SDK so each fault is exact.
 // Mode is argv[2]: probe (default: reports its env, argv, cwd and pid; sleeps;
-// crashes mid-call; asks the client for sampling; tries what client-chosen
+// crashes mid-call; asks the client for sampling; pushes tool lists nobody asked
+// for (push_tools, unlisted); tries what client-chosen
 // code could do to the gateway and its neighbours), silent (never answers),
 // flood (floods stderr, then serves), exit (exits at once), huge (a tools/list
 // answer over any sane line limit).
@@ -73,6 +74,16 @@ function call(message) {
       return reply(text(attack(args)));
     case 'crash':
       return process.exit(7);
+    case 'push_tools': {
+      // Tool lists the client never asked for (null id, no id, in a batch, on a notification), then a marker: where do they go, filtered?
+      const listed = { tools: TOOLS };
+      send({ jsonrpc: '2.0', id: null, result: listed });
+      send({ jsonrpc: '2.0', result: listed });
+      send([{ jsonrpc: '2.0', id: null, result: listed }]);
+      send({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: 'listed' }, result: listed });
+      send({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: 'done' } });
+      return reply(text('pushed'));
+    }
     case 'ask': {
       const id = askId++;
       pendingAsks.set(id, (answer) => reply(text(answer)));

@@ -5,7 +5,8 @@
  *   answer, in a server message or a stray answer on a stream, a second answer to the same id, an
  *   id of another type, or a GET stream teaches nothing; a real answer does (the control);
  * - [K84] a tool list the upstream puts on a stream the client did not ask it on — a legacy SSE
- *   session's GET stream (live or held in its backlog), a Streamable HTTP GET stream — is filtered
+ *   session's GET stream (live or held in its backlog), a Streamable HTTP GET stream, a stdio
+ *   session's GET stream and the event stream of its POST in flight — is filtered
  *   like any answer, and one that cannot be read one way only cuts the stream.
  * The upstreams are written here to misbehave exactly so.
  */
@@ -14,6 +15,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { FIXTURE_SERVER } from '../helpers/stdio-stage.js';
 import { closeServer, listen } from '../helpers/net.js';
 import { gatewayYaml, jwtRoute, resourceOf, startTestIssuer, type TestIssuer } from '../helpers/security-fixtures.js';
 
@@ -151,6 +153,7 @@ let http: Awaited<ReturnType<typeof startHostileHttpUpstream>>;
 let legacy: Awaited<ReturnType<typeof startHostileLegacyUpstream>>;
 let gw: TestGateway;
 /** Routes that learn (one per vector, so each starts with an empty registry) and the filtering ones. */
+const STDIO = '/stdio/mcp';
 const VECTORS = ['batch-poison', 'stream-poison', 'second-answer', 'id-type', 'get-stream'] as const;
 
 beforeAll(async () => {
@@ -161,6 +164,8 @@ beforeAll(async () => {
     files[`filter-${vector}.yaml`] = jwtRoute(`/filter-${vector}/mcp`, http.url, issuer, { filter_tools_list: true, rules: DENY_SHELL });
   }
   files['legacy.yaml'] = jwtRoute('/legacy/mcp', '', issuer, { upstream: { sse: legacy.url }, filter_tools_list: true, rules: DENY_SHELL });
+  // A stdio child that pushes tool lists nobody asked for (the fixture's push_tools); delete_all denied.
+  files['stdio.yaml'] = jwtRoute(STDIO, '', issuer, { upstream: { stdio: { command: process.execPath, args: [FIXTURE_SERVER, 'probe'] } }, filter_tools_list: true, rules: [{ match: { method: 'tools/call', tool: 'delete_all' }, deny: true }] });
   gw = await startTestGateway(files);
 });
 
@@ -358,6 +363,48 @@ describe('[K84] a tool list on any stream is filtered', () => {
       const payloads = accept === 'application/json' ? [JSON.parse(text) as unknown] : text.split('\n\n').filter((b) => b.includes('data:')).map((b) => JSON.parse(b.slice(b.indexOf('data:') + 5)) as unknown);
       expect(listedNames(payloads), accept).toEqual(['echo']);
     }
+  });
+
+  /** A stdio session of `sub`: initialized, its id. */
+  async function stdioSession(sub: string): Promise<string> {
+    const res = await post(STDIO, sub, { ...INITIALIZE, params: { ...INITIALIZE.params, protocolVersion: '2025-06-18' } }, { accept: 'application/json' });
+    expect(res.status).toBe(200);
+    await res.text();
+    const session = res.headers.get('mcp-session-id')!;
+    expect((await post(STDIO, sub, { jsonrpc: '2.0', method: 'notifications/initialized' }, { 'mcp-session-id': session, accept: 'application/json' })).status).toBe(202);
+    return session;
+  }
+
+  function expectStdioFiltered(payloads: unknown[], res: Response): void {
+    expect(hasDone(payloads)).toBe(true);
+    const lists = payloads.flatMap((p) => (Array.isArray(p) ? p : [p])).filter((m) => (m as { result?: { tools?: unknown } }).result?.tools !== undefined) as Array<{ result: { tools: unknown; cacheScope?: unknown } }>;
+    // null id, no id, a batch and a notification carrying one: four lists, each filtered and private.
+    expect(lists).toHaveLength(4);
+    const names = listedNames(payloads);
+    expect(names).not.toContain('delete_all');
+    expect(names).toContain('report');
+    for (const list of lists) expect(list.result.cacheScope).toBe('private');
+    expect(res.headers.get('cache-control')).toMatch(/private/);
+  }
+
+  it('[K84] stdio: tool lists a child pushes with no request (null id, no id, a batch, a notification) onto the session\'s GET stream are filtered', async () => {
+    const session = await stdioSession('ivan');
+    const stream = await openGet(STDIO, 'ivan', session);
+    expect(stream.status).toBe(200);
+    const reading = readEvents(stream, hasDone);
+    const call = await post(STDIO, 'ivan', { jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'push_tools', arguments: {} } }, { 'mcp-session-id': session, accept: 'application/json' });
+    expect(call.status).toBe(200);
+    await call.text();
+    const { payloads } = await reading;
+    expectStdioFiltered(payloads, stream);
+  });
+
+  it('[K84] stdio: the same lists relayed on the event stream of the POST in flight are filtered', async () => {
+    const session = await stdioSession('judy');
+    const res = await post(STDIO, 'judy', { jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'push_tools', arguments: {} } }, { 'mcp-session-id': session, accept: 'text/event-stream' });
+    expect(res.status).toBe(200);
+    const { payloads } = await readEvents(res, (p) => p.some((m) => (m as { id?: unknown }).id === 9));
+    expectStdioFiltered(payloads, res);
   });
 
   it('[K84] Streamable HTTP: the same stray tool lists on a GET stream are filtered', async () => {
