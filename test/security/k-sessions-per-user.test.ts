@@ -183,6 +183,41 @@ describe('[K80] idle GET streams are held by sessions, and sessions by the user\
   }, 60_000);
 });
 
+describe('[K80] legacy SSE: a GET stream lives in a session (one each), and sessions in the user\'s cap', () => {
+  it('alice opening sessions and a GET stream on each through ever new clients never holds more than her cap; a second GET on a session is 409; bob and /healthz are served', async () => {
+    const path = '/sse-user/mcp';
+    const streams: AbortController[] = [];
+    const opened: Array<{ id: string; who: { sub: string; client: string } }> = [];
+    for (let i = 0; i < 6; i++) {
+      const who = { sub: 'alice', client: `client-${i}` };
+      const res = await post(path, INITIALIZE, who);
+      await res.text();
+      // Her own idle session makes room, or (if the gateway counts a held stream as busy) 503: never a third.
+      expect([200, 503]).toContain(res.status);
+      if (res.status !== 200) continue;
+      const id = res.headers.get('mcp-session-id')!;
+      opened.push({ id, who });
+      const controller = new AbortController();
+      streams.push(controller);
+      const get = await fetch(stage.url(path), { headers: { authorization: `Bearer ${await token(path, 'alice', who.client)}`, accept: 'text/event-stream', 'mcp-session-id': id }, signal: controller.signal });
+      expect(get.status).toBe(200);
+      const second = await fetch(stage.url(path), { headers: { authorization: `Bearer ${await token(path, 'alice', who.client)}`, accept: 'text/event-stream', 'mcp-session-id': id } });
+      expect(second.status).toBe(409);
+      await second.text();
+    }
+    let live = 0;
+    for (const { id, who } of opened) if ((await use(path, who, id)) === 200) live++;
+    expect(live).toBeGreaterThan(0);
+    expect(live).toBeLessThanOrEqual(2);
+    const bob = await initialize(path, { sub: 'bob' });
+    expect(await use(path, { sub: 'bob' }, bob)).toBe(200);
+    expect((await fetch(stage.url('/healthz'))).status).toBe(200);
+    for (const c of streams) c.abort();
+    for (const { id, who } of opened) await fetch(stage.url(path), { method: 'DELETE', headers: { authorization: `Bearer ${await token(path, 'alice', who.client)}`, 'mcp-session-id': id } });
+    await fetch(stage.url(path), { method: 'DELETE', headers: { authorization: `Bearer ${await token(path, 'bob')}`, 'mcp-session-id': bob } });
+  }, 60_000);
+});
+
 describe('[K80] idle GET streams on a Streamable HTTP route are bounded per user', () => {
   const path = '/http/mcp';
   const openStream = async (sub: string, client: string, controller: AbortController) =>
