@@ -6,7 +6,8 @@
  *   id of another type, or a GET stream teaches nothing; a real answer does (the control);
  * - [K84] a tool list the upstream puts on a stream the client did not ask it on — a legacy SSE
  *   session's GET stream (live or held in its backlog), a Streamable HTTP GET stream, a stdio
- *   session's GET stream and the event stream of its POST in flight — is filtered
+ *   session's GET stream and the event stream of its POST in flight — is filtered (an aggregated
+ *   route's GET stream carries only what the gateway writes: no upstream's tool list reaches it)
  *   like any answer, and one that cannot be read one way only cuts the stream.
  * The upstreams are written here to misbehave exactly so.
  */
@@ -154,6 +155,7 @@ let legacy: Awaited<ReturnType<typeof startHostileLegacyUpstream>>;
 let gw: TestGateway;
 /** Routes that learn (one per vector, so each starts with an empty registry) and the filtering ones. */
 const STDIO = '/stdio/mcp';
+const AGGREGATE = '/aggregate/mcp';
 const VECTORS = ['batch-poison', 'stream-poison', 'second-answer', 'id-type', 'get-stream'] as const;
 
 beforeAll(async () => {
@@ -164,6 +166,10 @@ beforeAll(async () => {
     files[`filter-${vector}.yaml`] = jwtRoute(`/filter-${vector}/mcp`, http.url, issuer, { filter_tools_list: true, rules: DENY_SHELL });
   }
   files['legacy.yaml'] = jwtRoute('/legacy/mcp', '', issuer, { upstream: { sse: legacy.url }, filter_tools_list: true, rules: DENY_SHELL });
+  // The same child behind an aggregated route (shown as fixture__<name>): its GET stream carries only what the gateway writes.
+  const aggregate: Record<string, unknown> = jwtRoute(AGGREGATE, '', issuer, { upstreams: { fixture: { upstream: { stdio: { command: process.execPath, args: [FIXTURE_SERVER, 'probe'] } } } }, filter_tools_list: true, rules: [{ match: { method: 'tools/call', tool: 'fixture__delete_all' }, deny: true }] });
+  delete aggregate.upstream;
+  files['aggregate.yaml'] = aggregate;
   // A stdio child that pushes tool lists nobody asked for (the fixture's push_tools); delete_all denied.
   files['stdio.yaml'] = jwtRoute(STDIO, '', issuer, { upstream: { stdio: { command: process.execPath, args: [FIXTURE_SERVER, 'probe'] } }, filter_tools_list: true, rules: [{ match: { method: 'tools/call', tool: 'delete_all' }, deny: true }] });
   gw = await startTestGateway(files);
@@ -215,6 +221,13 @@ async function readEvents(res: Response, done: (payloads: unknown[]) => boolean,
     await reader.cancel().catch(() => undefined);
   }
   return { payloads, text };
+}
+
+/** Every JSON-RPC payload of an answer, JSON or an event stream. */
+async function payloadsOf(res: Response): Promise<unknown[]> {
+  const text = await res.text();
+  if (!(res.headers.get('content-type') ?? '').includes('text/event-stream')) return [JSON.parse(text) as unknown];
+  return text.split('\n\n').filter((b) => b.includes('data:')).map((b) => JSON.parse(b.slice(b.indexOf('data:') + 5)) as unknown);
 }
 
 const hasDone = (payloads: unknown[]) => payloads.some((p) => JSON.stringify(p).includes('"data":"done"'));
@@ -405,6 +418,31 @@ describe('[K84] a tool list on any stream is filtered', () => {
     expect(res.status).toBe(200);
     const { payloads } = await readEvents(res, (p) => p.some((m) => (m as { id?: unknown }).id === 9));
     expectStdioFiltered(payloads, res);
+  });
+
+  it('[K84] aggregated route: the merged list is filtered, and the child\'s unasked tool lists never reach the session\'s GET stream (one per session: a second is 409)', async () => {
+    const init = await post(AGGREGATE, 'kate', { ...INITIALIZE, params: { ...INITIALIZE.params, protocolVersion: '2025-06-18' } });
+    expect(init.status).toBe(200);
+    await init.text();
+    const session = init.headers.get('mcp-session-id')!;
+    const list = await post(AGGREGATE, 'kate', { jsonrpc: '2.0', id: 2, method: 'tools/list' }, { 'mcp-session-id': session });
+    expect(list.status).toBe(200);
+    expect(list.headers.get('cache-control')).toMatch(/private/);
+    const names = listedNames(await payloadsOf(list));
+    expect(names).toContain('fixture__report');
+    expect(names).not.toContain('fixture__delete_all');
+    const stream = await openGet(AGGREGATE, 'kate', session);
+    expect(stream.status).toBe(200);
+    const second = await openGet(AGGREGATE, 'kate', session);
+    expect(second.status).toBe(409);
+    await second.text();
+    const reading = readEvents(stream, (payloads) => listedNames(payloads).length > 0, 3_000);
+    const call = await post(AGGREGATE, 'kate', { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'fixture__push_tools', arguments: {} } }, { 'mcp-session-id': session });
+    expect(call.status).toBe(200);
+    expect(listedNames(await payloadsOf(call))).toEqual([]);
+    const { text } = await reading;
+    expect(text).not.toContain('delete_all');
+    expect(listedNames((await reading).payloads)).toEqual([]);
   });
 
   it('[K84] Streamable HTTP: the same stray tool lists on a GET stream are filtered', async () => {
