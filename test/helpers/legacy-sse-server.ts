@@ -2,7 +2,8 @@
  * A scripted legacy HTTP+SSE MCP server (2024-11-05 transport) for the faults a
  * real server does not commit on demand: an `endpoint` event naming another
  * origin, no `endpoint` event at all, a GET stream dropped mid-session, a request
- * never answered. It answers `initialize` like a server, `hang` never, and any
+ * never answered. It answers `initialize` like a server, `hang` never, a
+ * `subscriptions/listen` with a frame naming it and then never, and any
  * other request with `{ echo: <method> }`, always on the session's GET stream.
  */
 import { randomUUID } from 'node:crypto';
@@ -63,6 +64,11 @@ export async function startLegacySseServer(opts: LegacySseOptions = {}): Promise
       const parsed = JSON.parse(body) as unknown;
       for (const message of (Array.isArray(parsed) ? parsed : [parsed]) as Array<{ id?: unknown; method?: string }>) {
         if (message.id === undefined || message.method === undefined || message.method === 'hang') continue;
+        // 2026-07-28's listen: acknowledged as a frame naming it, then held open (never answered).
+        if (message.method === 'subscriptions/listen') {
+          send(stream, { jsonrpc: '2.0', method: 'notifications/subscriptions/acknowledged', params: { _meta: { 'io.modelcontextprotocol/subscriptionId': message.id } } });
+          continue;
+        }
         send(stream, { jsonrpc: '2.0', id: message.id, result: message.method === 'initialize' ? INITIALIZE_RESULT : { echo: message.method } });
       }
     });

@@ -111,6 +111,9 @@ function handle(message) {
       return send({ jsonrpc: '2.0', id: message.id, result: { tools: TOOLS } });
     case 'tools/call':
       return call(message);
+    case 'subscriptions/listen':
+      // 2026-07-28: acknowledged on the listen's own stream, then held open (never answered).
+      return send({ jsonrpc: '2.0', method: 'notifications/subscriptions/acknowledged', params: { _meta: { 'io.modelcontextprotocol/subscriptionId': message.id } } });
     default:
       return send({ jsonrpc: '2.0', id: message.id, error: { code: -32601, message: 'Method not found' } });
   }

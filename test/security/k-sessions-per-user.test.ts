@@ -15,6 +15,7 @@ import { FIXTURE_SERVER, isAlive, startStdioStage, waitFor, type StdioStage } fr
 
 const probe = (stdio: Record<string, unknown>) => ({ upstream: { stdio: { command: process.execPath, args: [FIXTURE_SERVER, 'probe'], ...stdio } }, limits: { upstream_timeout: '10s' } });
 
+const LISTEN_SHARE = 3;
 let stage: StdioStage;
 let sse: Record<'full' | 'user', LegacySseServer>;
 /** A Streamable HTTP upstream whose GET streams stay open (and idle) until the client goes. */
@@ -36,6 +37,9 @@ beforeAll(async () => {
     '/stdio-user/mcp': probe({ max_processes: 10, max_processes_per_principal: 2 }),
     '/sse-full/mcp': { upstream: { sse: { url: full.url, max_sessions: 2, max_sessions_per_principal: 2 } }, limits: { upstream_timeout: '10s' } },
     '/sse-user/mcp': { upstream: { sse: { url: user.url, max_sessions: 10, max_sessions_per_principal: 2 } }, limits: { upstream_timeout: '10s' } },
+    // Three long-lived streams per user, for the listens below.
+    '/stdio-listen/mcp': { ...probe({ max_processes: 10, max_processes_per_principal: 2 }), limits: { upstream_timeout: '10s', max_get_streams_per_user: LISTEN_SHARE } },
+    '/sse-listen/mcp': { upstream: { sse: { url: user.url, max_sessions: 10, max_sessions_per_principal: 2 } }, limits: { upstream_timeout: '10s', max_get_streams_per_user: LISTEN_SHARE } },
   });
 }, 60_000);
 
@@ -215,6 +219,48 @@ describe('[K80] legacy SSE: a GET stream lives in a session (one each), and sess
     for (const c of streams) c.abort();
     for (const { id, who } of opened) await fetch(stage.url(path), { method: 'DELETE', headers: { authorization: `Bearer ${await token(path, 'alice', who.client)}`, 'mcp-session-id': id } });
     await fetch(stage.url(path), { method: 'DELETE', headers: { authorization: `Bearer ${await token(path, 'bob')}`, 'mcp-session-id': bob } });
+  }, 60_000);
+});
+
+describe.each(['/stdio-listen/mcp', '/sse-listen/mcp'])('[K80] %s: subscriptions/listen POSTs count in the user\'s stream share', (path) => {
+  /** A 2026-07-28 listen (no session: each is its own request), held open until `signal` aborts. */
+  const listen = async (who: { sub: string; client: string }, signal: AbortSignal) =>
+    fetch(stage.url(path), {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${await token(path, who.sub, who.client)}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': '2026-07-28',
+        'mcp-method': 'subscriptions/listen',
+      },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'subscriptions/listen', params: { notifications: { toolsListChanged: true }, _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} } } }),
+      signal,
+    });
+
+  it(`alice holds ${LISTEN_SHARE} listens through two clients, the rest 429 with Retry-After; bob's listen and /healthz are served; a closed one gives her room`, async () => {
+    const held = new AbortController();
+    const answers = [];
+    // Two clients (each client's stateless listens share one process or upstream session, within her cap of 2).
+    for (let i = 0; i < LISTEN_SHARE + 3; i++) answers.push(await listen({ sub: 'alice', client: `client-${i % 2}` }, held.signal));
+    expect(answers.slice(0, LISTEN_SHARE).map((r) => r.status)).toEqual(Array(LISTEN_SHARE).fill(200));
+    for (const refused of answers.slice(LISTEN_SHARE)) {
+      expect(refused.status).toBe(429);
+      expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+      expect(await refused.json()).toMatchObject({ error: 'too_many_requests' });
+    }
+    const bob = new AbortController();
+    expect((await listen({ sub: 'bob', client: 'client-b' }, bob.signal)).status).toBe(200);
+    expect((await fetch(stage.url('/healthz'))).status).toBe(200);
+    const one = new AbortController();
+    held.abort();
+    await waitFor(async () => {
+      const res = await listen({ sub: 'alice', client: 'client-1' }, one.signal);
+      if (res.status !== 200) await res.text();
+      return res.status === 200;
+    }, 5_000, 'room for alice once her listens closed');
+    one.abort();
+    bob.abort();
   }, 60_000);
 });
 
