@@ -2,15 +2,16 @@
  * DESIGN.md §8.3, "No principal can take what all share" (issue 26: "a property over many
  * principals that one principal's traffic never changes another's answers beyond latency";
  * SECURITY-CASES K79, K80, K81). End to end, against a real gateway in front of real upstreams:
- * server-everything over Streamable HTTP (one route rate-limited per user, one open) and
- * server-memory over stdio (a process per session, with a per-user cap).
+ * server-everything over Streamable HTTP (one route rate-limited per user, one open) and over the
+ * legacy HTTP+SSE transport (a per-user session cap), and server-memory over stdio (a process per
+ * session, with a per-user cap).
  *
  * fast-check draws what a flooder (mallory) does from a class of abusive actions — rate-limited
  * bursts, floods of DPoP requests with fresh proofs through two keys, many sessions through many
  * registered clients, many GET streams and `subscriptions/listen` POSTs held open, big batches,
- * many stdio processes — and runs it while three other users do their ordinary work: alice
- * (Bearer, on the open route and server-memory), bob (DPoP-bound token with a proof per request)
- * and carol (on the rate-limited route). Each of them must get exactly the answers (status, and
+ * many stdio processes and legacy SSE sessions — and runs it while three other users do their
+ * ordinary work: alice (Bearer, on the open route and server-memory), bob (DPoP-bound token with a
+ * proof per request) and carol (on the rate-limited route and the legacy SSE one). Each of them must get exactly the answers (status, and
  * every JSON-RPC response in the body) they got with no flooder, and `/healthz` answers 200
  * throughout. Once on the memory store (1,000 entries: every per-user share is small enough for
  * mallory to reach it) and once on a real redis-server.
@@ -29,23 +30,27 @@ import { WIRE_2026 } from '../helpers/wire-2026.js';
 const OPEN = '/open/mcp';
 const LIMITED = '/limited/mcp';
 const MEMORY = '/memory/mcp';
+const LEGACY = '/legacy/mcp';
 /** carol's few requests a run stay far under it; mallory's bursts do not. */
 const RATE_LIMIT = 12;
 const STREAMS_PER_USER = 3;
 const PROCESSES = { max_processes: 6, max_processes_per_principal: 2 };
+const LEGACY_SESSIONS = { max_sessions: 6, max_sessions_per_principal: 2 };
 const INITIALIZE = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'k-property', version: '1' } } };
 const INITIALIZED = { jsonrpc: '2.0', method: 'notifications/initialized' };
 const echo = (id: number, message: string) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'echo', arguments: { message } } });
 
 let issuer: TestIssuer;
 let everything: UpstreamHandle;
+/** server-everything over the legacy HTTP+SSE transport (2024-11-05). */
+let everythingSse: UpstreamHandle;
 
 beforeAll(async () => {
-  [issuer, everything] = await Promise.all([startTestIssuer('ES256'), startEverythingServer('streamableHttp')]);
+  [issuer, everything, everythingSse] = await Promise.all([startTestIssuer('ES256'), startEverythingServer('streamableHttp'), startEverythingServer('sse')]);
 }, 60_000);
 
 afterAll(async () => {
-  await Promise.allSettled([issuer?.close(), everything?.close()]);
+  await Promise.allSettled([issuer?.close(), everything?.close(), everythingSse?.close()]);
 });
 
 // --- one user's requests ----------------------------------------------------------------------
@@ -135,6 +140,17 @@ async function everythingWork(gw: TestGateway, path: string, who: Caller): Promi
   return transcript;
 }
 
+/** Ordinary work on server-everything over legacy SSE: a session, an echo, the tool list, the end of the session. */
+async function legacyWork(gw: TestGateway, who: Caller): Promise<Answer[]> {
+  const { answer, session } = await openSession(gw, LEGACY, who);
+  const transcript = [answer];
+  const call = async (body: unknown) => transcript.push(await answerOf(await send(gw, LEGACY, who, { body, session })));
+  await call(echo(2, `hello from ${who.client}`));
+  await call({ jsonrpc: '2.0', id: 3, method: 'tools/list' });
+  transcript.push(await answerOf(await send(gw, LEGACY, who, { method: 'DELETE', session })));
+  return transcript;
+}
+
 /** Ordinary work on server-memory (stdio): a session, an entity written and the graph read back, the end of the session. */
 async function memoryWork(gw: TestGateway, who: Caller): Promise<Answer[]> {
   const accept = 'application/json';
@@ -152,8 +168,8 @@ async function ordinaryWork(gw: TestGateway, tag: string, bobKey: DpopKey): Prom
   const alice = { sub: `alice-${tag}`, client: 'alice-app' };
   const bob = { sub: `bob-${tag}`, client: 'bob-app', key: bobKey };
   const carol = { sub: `carol-${tag}`, client: 'carol-app' };
-  const [aliceOpen, aliceMemory, bobOpen, carolLimited] = await Promise.all([everythingWork(gw, OPEN, alice), memoryWork(gw, alice), everythingWork(gw, OPEN, bob), everythingWork(gw, LIMITED, carol)]);
-  return { aliceOpen, aliceMemory, bobOpen, carolLimited };
+  const [aliceOpen, aliceMemory, bobOpen, carolLimited, carolLegacy] = await Promise.all([everythingWork(gw, OPEN, alice), memoryWork(gw, alice), everythingWork(gw, OPEN, bob), everythingWork(gw, LIMITED, carol), legacyWork(gw, carol)]);
+  return { aliceOpen, aliceMemory, bobOpen, carolLimited, carolLegacy };
 }
 
 // --- the flooder --------------------------------------------------------------------------------
@@ -165,7 +181,8 @@ type Flood =
   | { kind: 'streams'; n: number; clients: number }
   | { kind: 'listens'; n: number }
   | { kind: 'batch'; n: number; calls: number }
-  | { kind: 'stdio'; n: number; clients: number };
+  | { kind: 'stdio'; n: number; clients: number }
+  | { kind: 'legacy'; n: number; clients: number };
 
 const floodArb: fc.Arbitrary<Flood> = fc.oneof(
   fc.record({ kind: fc.constant('burst' as const), path: fc.constantFrom(OPEN, LIMITED), n: fc.integer({ min: 10, max: 60 }) }),
@@ -175,6 +192,7 @@ const floodArb: fc.Arbitrary<Flood> = fc.oneof(
   fc.record({ kind: fc.constant('listens' as const), n: fc.integer({ min: 4, max: 12 }) }),
   fc.record({ kind: fc.constant('batch' as const), n: fc.integer({ min: 1, max: 100 }), calls: fc.integer({ min: 0, max: 100 }) }),
   fc.record({ kind: fc.constant('stdio' as const), n: fc.integer({ min: 3, max: 8 }), clients: fc.integer({ min: 2, max: 8 }) }),
+  fc.record({ kind: fc.constant('legacy' as const), n: fc.integer({ min: 3, max: 8 }), clients: fc.integer({ min: 2, max: 8 }) }),
 );
 
 const MALLORY = 'mallory';
@@ -231,6 +249,11 @@ async function flood(gw: TestGateway, action: Flood, keys: DpopKey[], held: Abor
       await drain(await send(gw, OPEN, who, { body: batch, session }));
       return;
     }
+    case 'legacy':
+      return inParallel(action.n, 4, async (i) => {
+        const { answer } = await openSession(gw, LEGACY, malloryVia(i % action.clients));
+        malloryStatuses.set(answer.status, (malloryStatuses.get(answer.status) ?? 0) + 1);
+      });
     case 'stdio':
       return inParallel(action.n, 4, async (i) => {
         const { answer } = await openSession(gw, MEMORY, malloryVia(i % action.clients), 'application/json');
@@ -280,6 +303,7 @@ describe.each(STORES)('[K79][K80][K81] one principal\'s traffic never changes an
       'gateway.yaml': gatewayYaml({ log_level: 'warn', store: opened.config }),
       'open.yaml': jwtRoute(OPEN, upstream, issuer, { limits: { max_get_streams_per_user: STREAMS_PER_USER, upstream_timeout: '20s' } }),
       'limited.yaml': jwtRoute(LIMITED, upstream, issuer, { rate_limits: [{ per: 'subject', requests: RATE_LIMIT, window: '1m' }], limits: { upstream_timeout: '20s' } }),
+      'legacy.yaml': jwtRoute(LEGACY, '', issuer, { upstream: { sse: { url: everythingSse.url, ...LEGACY_SESSIONS } }, limits: { upstream_timeout: '20s' } }),
       'memory.yaml': jwtRoute(MEMORY, '', issuer, {
         upstream: { stdio: { command: process.execPath, args: [serverBin('@modelcontextprotocol/server-memory')], env: { MEMORY_FILE_PATH: '${PROCESS_DIR}/memory.jsonl' }, ...PROCESSES } },
         limits: { max_get_streams_per_user: STREAMS_PER_USER, upstream_timeout: '20s' },
@@ -303,7 +327,7 @@ describe.each(STORES)('[K79][K80][K81] one principal\'s traffic never changes an
     expect(await ordinaryWork(gw, 'control', bobKey)).toEqual(baseline);
   }, 60_000);
 
-  it('whatever mallory does (bursts, DPoP floods, sessions through many clients, streams, listens, batches, processes), alice, bob and carol get exactly their quiet answers and /healthz stays 200 (property)', async () => {
+  it('whatever mallory does (bursts, DPoP floods, sessions through many clients, streams, listens, batches, processes, legacy SSE sessions), alice, bob and carol get exactly their quiet answers and /healthz stays 200 (property)', async () => {
     let run = 0;
     await fc.assert(
       fc.asyncProperty(fc.array(floodArb, { minLength: 1, maxLength: 4 }), async (actions) => {
