@@ -2,9 +2,11 @@
 // request and whether the caller may do it. First matching rule wins; no
 // match means the route's required scopes only. A batch is allowed only when
 // every message in it is, and a subscription only when the caller may read
-// every resource it watches.
+// every resource it watches. On an aggregated route each operation knows the
+// upstream it is sent to (routed-upstream.ts).
 import { operationOf, subscribedUris, type JsonRpcMessage, type Operation } from './json-rpc.js';
 import { matchesOperation, type CompiledRule, type RoutePolicy } from './route-policy.js';
+import { withUpstream, type ServedBy } from './routed-upstream.js';
 
 export interface PolicyCaller {
   subject: string;
@@ -48,14 +50,17 @@ export interface Decision extends MessageDecision {
   messages: MessageDecision[];
 }
 
-/** Decides a whole request: `messages` is the body (one message, or a batch). */
-export function evaluate(policy: RoutePolicy, request: { messages: readonly JsonRpcMessage[] }, caller: PolicyCaller): Decision {
+/**
+ * Decides a whole request: `messages` is the body (one message, or a batch). `servedBy`: on an
+ * aggregated route, the upstream the caller's session serves each resource URI from.
+ */
+export function evaluate(policy: RoutePolicy, request: { messages: readonly JsonRpcMessage[] }, caller: PolicyCaller, servedBy?: ServedBy): Decision {
   const messages = request.messages.map((message) => {
     const operation = operationOf(message);
     if (!operation) return responseDecision(policy);
-    const decision = decide(policy, operation, caller);
+    const decision = decide(policy, withUpstream(policy, operation, message, servedBy), caller);
     const uris = subscribedUris(message);
-    return uris.length === 0 ? decision : withSubscriptions(policy, decision, uris, caller);
+    return uris.length === 0 ? decision : withSubscriptions(policy, decision, uris, caller, servedBy);
   });
   return combine(policy, messages);
 }
@@ -66,8 +71,8 @@ export function evaluate(policy: RoutePolicy, request: { messages: readonly Json
  * is (a refusal no scope lifts first), asking for every scope they need, and
  * still named by its own operation.
  */
-function withSubscriptions(policy: RoutePolicy, decision: MessageDecision, uris: readonly string[], caller: PolicyCaller): MessageDecision {
-  const reads = uris.map((uri) => decide(policy, { method: 'resources/read', name: uri }, caller));
+function withSubscriptions(policy: RoutePolicy, decision: MessageDecision, uris: readonly string[], caller: PolicyCaller, servedBy: ServedBy | undefined): MessageDecision {
+  const reads = uris.map((uri) => decide(policy, withUpstream(policy, { method: 'resources/read', name: uri }, undefined, servedBy), caller));
   const combined = combine(policy, [decision, ...reads]);
   const { messages: _parts, status: _status, ...merged } = combined;
   return { ...merged, operation: decision.operation };
@@ -75,7 +80,7 @@ function withSubscriptions(policy: RoutePolicy, decision: MessageDecision, uris:
 
 /** Decides one operation (`tools/list` filtering asks this for each tool; `explain` for its arguments). */
 export function evaluateOperation(policy: RoutePolicy, operation: Operation, caller: PolicyCaller): Decision {
-  const single = decide(policy, operation, caller);
+  const single = decide(policy, withUpstream(policy, operation), caller);
   return combine(policy, [single]);
 }
 

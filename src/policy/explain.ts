@@ -1,11 +1,15 @@
 // `mcp-auth-gateway explain`: what the gateway would decide for one
 // operation, and which rule (file:line) decides it — the same evaluate() the
-// running gateway uses, on the same loaded configuration.
+// running gateway uses, on the same loaded configuration. On an aggregated
+// route it names the upstream the operation is sent to: a tool's or prompt's
+// by its shown name; a resource's only a session knows, so `--upstream` says it.
 import { ConfigError } from '../config/config-error.js';
 import { loadConfig } from '../config/load.js';
+import type { RouteConfig } from '../config/types.js';
 import { evaluateOperation, type Decision } from './evaluate.js';
 import { NAME_KIND, NAME_MEMBER, type Operation } from './json-rpc.js';
-import { compilePolicy } from './route-policy.js';
+import { compilePolicy, type RoutePolicy } from './route-policy.js';
+import { withUpstream } from './routed-upstream.js';
 
 /** parseArgs options of the explain command. */
 export const EXPLAIN_OPTIONS = {
@@ -14,6 +18,7 @@ export const EXPLAIN_OPTIONS = {
   tool: { type: 'string' },
   uri: { type: 'string' },
   prompt: { type: 'string' },
+  upstream: { type: 'string' },
   scopes: { type: 'string' },
   client: { type: 'string' },
   subject: { type: 'string' },
@@ -28,6 +33,8 @@ export interface ExplainArgs {
   tool?: string;
   uri?: string;
   prompt?: string;
+  /** On an aggregated route: the upstream a session serves `uri` from (a tool's or prompt's follows from its name). */
+  upstream?: string;
   /** Comma- or space-separated. */
   scopes?: string;
   client?: string;
@@ -39,7 +46,7 @@ export interface ExplainArgs {
 }
 
 export const EXPLAIN_USAGE =
-  'mcp-auth-gateway explain --config <dir> --route <path> --method <m> [--tool t | --uri u | --prompt p] [--scopes a,b] [--client id] [--subject sub] [--claims json] [--arguments json] [--json]';
+  'mcp-auth-gateway explain --config <dir> --route <path> --method <m> [--tool t | --uri u | --prompt p] [--upstream name] [--scopes a,b] [--client id] [--subject sub] [--claims json] [--arguments json] [--json]';
 
 export interface ExplainOutput {
   log(line: string): void;
@@ -76,9 +83,12 @@ export async function explainCommand(source: string, args: ExplainArgs, out: Exp
     return 2;
   }
 
+  const policy = compilePolicy(route);
+  const routed = routedOperation(route, policy, operation, args.upstream);
+  if (typeof routed === 'string') return (out.error(routed), 2);
   const scopes = (args.scopes ?? '').split(/[\s,]+/).filter(Boolean);
   const caller = { subject: args.subject ?? '', clientId: args.client ?? '', scopes, claims };
-  const decision = evaluateOperation(compilePolicy(route), operation, caller);
+  const decision = evaluateOperation(policy, routed, caller);
   const missing = decision.requiredScopes.filter((s) => !scopes.includes(s));
 
   if (args.json) {
@@ -89,6 +99,7 @@ export async function explainCommand(source: string, args: ExplainArgs, out: Exp
         route: route.path,
         method: operation.method,
         ...(operation.name !== undefined && { name: operation.name }),
+        ...(route.aggregate && { upstream: routed.upstream ?? null }),
         rule: decision.rule ?? null,
         required_scopes: decision.requiredScopes,
         missing_scopes: decision.reason === 'scope' ? missing : [],
@@ -97,7 +108,28 @@ export async function explainCommand(source: string, args: ExplainArgs, out: Exp
     return 0;
   }
   for (const line of describe(decision, operation, route.path, route.file, missing)) out.log(line);
+  if (route.aggregate) out.log(upstreamLine(policy, routed));
   return 0;
+}
+
+/** The operation with the upstream it is sent to on an aggregated route (from its shown name, else as `--upstream` gives it), or why `--upstream` does not fit. */
+function routedOperation(route: RouteConfig, policy: RoutePolicy, operation: Operation, upstream: string | undefined): Operation | string {
+  if (!route.aggregate) return upstream === undefined ? operation : `--upstream applies only to a route with upstreams; ${route.path} has one upstream`;
+  const known = route.aggregate.upstreams.map((u) => u.name);
+  if (upstream !== undefined && !known.includes(upstream)) return `${upstream} is not one of ${route.path}'s upstreams (${known.join(', ')})`;
+  const named = withUpstream(policy, operation).upstream;
+  if (named !== undefined && upstream !== undefined && named !== upstream) return `${operation.name} is ${named}'s, not ${upstream}'s`;
+  return upstream === undefined ? withUpstream(policy, operation) : { ...operation, upstream };
+}
+
+/** `upstream  github (its own name: create_issue)`, or why none is named. */
+function upstreamLine(policy: RoutePolicy, routed: Operation): string {
+  if (routed.upstream === undefined) {
+    const why = routed.method === 'resources/read' ? 'a session serves a URI from the upstream that lists it or whose template matches it: --upstream names it' : 'none: the operation is not sent to one upstream, or its name leads to none';
+    return `upstream  ${why}`;
+  }
+  const own = routed.name === undefined ? undefined : policy.names?.owner(routed.name)?.name;
+  return `upstream  ${routed.upstream}${own !== undefined && routed.method !== 'resources/read' ? ` (its own name: ${own})` : ''}`;
 }
 
 function operationFrom(args: ExplainArgs): Operation {

@@ -24,6 +24,8 @@ export interface Operation {
   name?: string;
   /** `tools/call` and `prompts/get` params.arguments, when an object: what a rule's `when` reads. */
   arguments?: Readonly<Record<string, unknown>>;
+  /** On an aggregated route, the upstream the operation is sent to, when it goes to one (routed-upstream.ts). */
+  upstream?: string;
 }
 
 export interface ParsedRequest {

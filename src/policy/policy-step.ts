@@ -6,7 +6,9 @@
 // when the route filters, else a reader of the answers to its `tools/list`
 // requests that learns the tools' Mcp-Param headers (tool-param-registry.ts);
 // on routes with task binding, the reader of task and event ids too, and the
-// body with a foreign task id substituted (task-binding.ts).
+// body with a foreign task id substituted (task-binding.ts). On an aggregated
+// route whose rules or rate limits name an upstream, the route first says
+// where the caller's session serves each resource URI (routed-upstream.ts).
 import type { IncomingHttpHeaders } from 'node:http';
 import type { AuthContext } from '../auth/principal.js';
 import type { RouteConfig } from '../config/types.js';
@@ -25,6 +27,7 @@ import { checkParamHeaders } from './param-headers.js';
 import { checkProtocolVersion } from './protocol-version.js';
 import { createRateLimiter, type RateLimiter, type RateLimiterDeps } from './rate-limiter.js';
 import { compilePolicy, type RoutePolicy } from './route-policy.js';
+import { routingUris, type ResourceRouting, type ServedBy } from './routed-upstream.js';
 import { ToolsListAnswers } from './tools-list-answers.js';
 import { chainTransforms } from './chained-transform.js';
 import type { BoundRequest, TaskBinding } from './task-binding.js';
@@ -49,6 +52,8 @@ export interface PolicyOutcome {
   body?: Buffer;
   /** Headers to forward in place of the client's, with the body (task-binding.ts). */
   headers?: Record<string, string>;
+  /** Where the resources of the request were judged to be served from: the aggregated route sends them there. */
+  servedBy?: ServedBy;
 }
 
 export interface PolicyStep {
@@ -69,6 +74,8 @@ export interface PolicyStepDeps {
   tasks?: TaskBinding;
   /** The store and counters of the route's `rate_limits`; without it, they are not enforced (tools that only decide, such as explain). */
   rateLimits?: RateLimiterDeps;
+  /** An aggregated route's forwarder: where a session serves resource URIs, for `match.upstream`. */
+  resourceRouting?: ResourceRouting;
 }
 
 const NOTHING_TO_DO: PolicyOutcome = Object.freeze({});
@@ -76,7 +83,7 @@ const NO_OPERATIONS: readonly undefined[] = [];
 
 export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): PolicyStep {
   const policy = compilePolicy(route);
-  const { audit } = deps;
+  const { audit, tasks } = deps;
   const decisionAudit = createDecisionAudit(audit, route);
   const limiter = deps.rateLimits && route.rateLimits.length > 0 ? createRateLimiter(route, deps.rateLimits) : undefined;
   const limited = limiter && applyRateLimits(limiter, decisionAudit);
@@ -84,9 +91,19 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
   // passed authentication (the route's scopes) is allowed, so nothing is left
   // to decide once the body has been read and held to the routing headers.
   const onlyValidate = policy.rules.length === 0 && !route.filterToolsList && !audit.enabled && !limiter;
-
   const answers = answerReading(route, policy);
-  const { tasks } = deps;
+  const routing = routingFor(route, deps);
+
+  /** The decision, the audit line, the rate limits and the answer readers, once the resources' upstreams are known. */
+  function decide(req: PolicyRequest, request: ParsedRequest, auth: AuthContext, span: GatewaySpan | undefined, servedBy: ServedBy | undefined): PolicyOutcome | Promise<PolicyOutcome> {
+    const decision = evaluate(policy, request, auth, servedBy);
+    if (!decision.allow || !limited) decisionAudit.decided(auth, decision.messages, !decision.allow);
+    if (span) spanDecision(span, decision, route);
+    if (!decision.allow) throw refusal(decision, request);
+    const outcome = servedBy ? { ...answers.ofPost(auth, request), servedBy } : answers.ofPost(auth, request);
+    const admitted = limited ? limited(auth, decision.messages, outcome, span) : outcome;
+    return tasks ? bindPost(tasks, request, req.headers, auth, admitted) : admitted;
+  }
 
   return {
     policy,
@@ -119,15 +136,23 @@ export function createPolicyStep(route: RouteConfig, deps: PolicyStepDeps): Poli
         if (span) spanDecision(span, undefined, route);
         return tasks ? bindPost(tasks, request, req.headers, auth, answers.ofPost(auth, request)) : answers.ofPost(auth, request);
       }
-      const decision = evaluate(policy, request, auth);
-      if (!decision.allow || !limited) decisionAudit.decided(auth, decision.messages, !decision.allow);
-      if (span) spanDecision(span, decision, route);
-      if (!decision.allow) throw refusal(decision, request);
-      const outcome = answers.ofPost(auth, request);
-      const admitted = limited ? limited(auth, decision.messages, outcome, span) : outcome;
-      return tasks ? bindPost(tasks, request, req.headers, auth, admitted) : admitted;
+      const placing = routing && placeResources(routing, req.headers, request, auth, span);
+      return placing ? placing.then((servedBy) => decide(req, request, auth, span, servedBy)) : decide(req, request, auth, span, undefined);
     },
   };
+}
+
+/** Only rules and rate limits that name an upstream need to know where a session serves a resource. */
+function routingFor(route: RouteConfig, deps: PolicyStepDeps): ResourceRouting | undefined {
+  const named = route.rules.some((r) => r.match.upstream !== undefined) || route.rateLimits.some((l) => l.match?.upstream !== undefined);
+  return named ? deps.resourceRouting : undefined;
+}
+
+/** Where the caller's session serves the request's resource URIs; undefined when it names none, or has no session to ask. */
+function placeResources(routing: ResourceRouting, headers: IncomingHttpHeaders, request: ParsedRequest, auth: AuthContext, span: GatewaySpan | undefined): Promise<ServedBy> | undefined {
+  const sessionId = headers['mcp-session-id'];
+  const uris = typeof sessionId === 'string' ? routingUris(request.messages) : [];
+  return typeof sessionId === 'string' && uris.length > 0 ? routing(sessionId, auth, uris, span) : undefined;
 }
 
 /**
@@ -163,7 +188,7 @@ function bindPost(tasks: TaskBinding, request: ParsedRequest, headers: IncomingH
 
 function withBinding(outcome: PolicyOutcome, bound: BoundRequest): PolicyOutcome {
   const transform = bound.transform ? chainTransforms(outcome.transform, bound.transform) : outcome.transform;
-  return { transform, body: bound.body, headers: bound.headers };
+  return { transform, body: bound.body, headers: bound.headers, ...(outcome.servedBy && { servedBy: outcome.servedBy }) };
 }
 
 /** A GET stream: its `Last-Event-ID` must be the caller's (400, audited, else); its events are read after whatever else reads them. */

@@ -5,7 +5,7 @@ import type { AuthContext } from '../auth/principal.js';
 import { principalKey } from '../auth/principal.js';
 import type { RouteConfig, RouteRateLimitConfig } from '../config/types.js';
 import type { Operation } from './json-rpc.js';
-import { compileMatch, describeMatch, matchesOperation, shownNamesOf, type CompiledMatch } from './route-policy.js';
+import { compileMatch, describeMatch, matchesOperation, type CompiledMatch } from './route-policy.js';
 
 export interface CompiledRateLimit {
   /** `rate_limits[i]`: the metric label (bounded: a route has at most 20). */
@@ -20,14 +20,13 @@ export interface CompiledRateLimit {
   windowMs: number;
 }
 
-export function compileRateLimits(route: Pick<RouteConfig, 'file' | 'rateLimits' | 'aggregate'>): CompiledRateLimit[] {
-  const names = shownNamesOf(route);
+export function compileRateLimits(route: Pick<RouteConfig, 'file' | 'rateLimits'>): CompiledRateLimit[] {
   return route.rateLimits.map((limit, index) => ({
     label: `rate_limits[${index}]`,
     name: limit.source ?? `${route.file}: rate_limits[${index}]`,
     definition: describeRateLimit(limit),
     per: limit.per,
-    ...(limit.match && { match: compileMatch(limit.match, names) }),
+    ...(limit.match && { match: compileMatch(limit.match) }),
     requests: limit.requests,
     windowMs: limit.windowMs,
   }));

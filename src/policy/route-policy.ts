@@ -15,8 +15,8 @@ export interface CompiledMatch {
   prompt?: Glob;
   /** A rule's CEL condition, planned once. */
   when?: CompiledCondition;
-  /** `match.upstream` on an aggregated route: is this shown tool or prompt name that upstream's? */
-  upstream?: (shownName: string) => boolean;
+  /** `match.upstream` on an aggregated route: the upstream the operation must be sent to. */
+  upstream?: string;
 }
 
 export interface CompiledRule extends CompiledMatch {
@@ -40,6 +40,8 @@ export interface RoutePolicy {
   /** Scopes every request to the route needs. */
   requiredScopes: readonly string[];
   rules: readonly CompiledRule[];
+  /** An aggregated route's shown names: which upstream a tool or prompt leads to (routed-upstream.ts). */
+  names?: ShownNames;
 }
 
 export function compilePolicy(route: Pick<RouteConfig, 'path' | 'requiredScopes' | 'rules'> & { file?: string; aggregate?: AggregateConfig }): RoutePolicy {
@@ -48,17 +50,17 @@ export function compilePolicy(route: Pick<RouteConfig, 'path' | 'requiredScopes'
     route: route.path,
     file: route.file,
     requiredScopes: [...route.requiredScopes],
-    rules: route.rules.map((rule, index) => compileRule(rule, index, names)),
+    rules: route.rules.map((rule, index) => compileRule(rule, index)),
+    ...(names && { names }),
   };
 }
 
-/** The shown names of an aggregated route, for `match.upstream`. */
+/** The shown names of an aggregated route: which upstream a tool or prompt leads to, for `match.upstream`. */
 export const shownNamesOf = (route: { aggregate?: AggregateConfig }): ShownNames | undefined => (route.aggregate ? new ShownNames(route.aggregate) : undefined);
 
-export function compileMatch(match: RuleConfig['match'], names?: ShownNames): CompiledMatch {
-  const { upstream } = match;
+export function compileMatch(match: RuleConfig['match']): CompiledMatch {
   return {
-    upstream: upstream === undefined ? undefined : (shown) => names?.owner(shown)?.upstream === upstream,
+    upstream: match.upstream,
     method: match.method === undefined ? undefined : compileGlob(match.method),
     tool: match.tool === undefined ? undefined : compileGlob(match.tool),
     uri: match.uri === undefined ? undefined : compileGlob(match.uri),
@@ -68,24 +70,25 @@ export function compileMatch(match: RuleConfig['match'], names?: ShownNames): Co
 }
 
 /** Whether `match`'s method and names apply to the operation (its `when`, if any, is the caller's to test: evaluate.ts). */
-export function matchesOperation(match: CompiledMatch, { method, name }: Operation): boolean {
+export function matchesOperation(match: CompiledMatch, operation: Operation): boolean {
+  const { method, name } = operation;
   if (match.method && !match.method.test(method)) return false;
   // A name pattern applies only to the method that carries that kind of name.
   if (match.tool && (method !== 'tools/call' || name === undefined || !match.tool.test(name))) return false;
   if (match.uri && (method !== 'resources/read' || name === undefined || !match.uri.test(name))) return false;
   if (match.prompt && (method !== 'prompts/get' || name === undefined || !match.prompt.test(name))) return false;
-  // An upstream applies to the names that lead to it: tools and prompts (resource URIs are not renamed).
-  if (match.upstream && ((method !== 'tools/call' && method !== 'prompts/get') || name === undefined || !match.upstream(name))) return false;
+  // An upstream applies to what is sent to it alone: tools and prompts by shown name, resources as the session routes them (routed-upstream.ts).
+  if (match.upstream !== undefined && operation.upstream !== match.upstream) return false;
   return true;
 }
 
-function compileRule(rule: RuleConfig, index: number, names: ShownNames | undefined): CompiledRule {
+function compileRule(rule: RuleConfig, index: number): CompiledRule {
   const { match } = rule;
   return {
     index,
     source: rule.source,
     description: describeRule(rule),
-    ...compileMatch(match, names),
+    ...compileMatch(match),
     deny: rule.deny === true,
     requireScopes: rule.requireScopes ?? [],
     allowClients: rule.allowClients && new Set(rule.allowClients),
