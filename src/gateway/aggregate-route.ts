@@ -5,7 +5,7 @@
 import type { AuthContext } from '../auth/principal.js';
 import type { AuthorizationServer } from '../authorization-server/index.js';
 import type { AggregateConfig, GatewayConfig, RouteConfig } from '../config/types.js';
-import { createAggregateForwarder } from '../proxy/aggregate/aggregate-forwarder.js';
+import { createAggregateForwarder, type AggregateRouteForwarder } from '../proxy/aggregate/aggregate-forwarder.js';
 import type { Forwarder } from '../proxy/forwarder.js';
 import type { SessionBinding } from '../proxy/session-binding.js';
 import { sessionHook } from '../proxy/session-hook.js';
@@ -24,7 +24,7 @@ export function createAggregateRoute(
   forwarderOf: (route: RouteConfig) => Forwarder,
   as: AuthorizationServer | undefined,
   config: GatewayConfig,
-): Forwarder {
+): AggregateRouteForwarder {
   const { metrics, logger, store } = services;
   const subRoutes = upstreamRoutes(route);
   const upstreams = route.aggregate.upstreams.map((entry, i) => {
@@ -41,8 +41,18 @@ export function createAggregateRoute(
     metrics: {
       upstreamUp: (name, up) => metrics.aggregateUpstreamUp.labels(route.path, name).set(up ? 1 : 0),
       leftOut: (name) => metrics.aggregateLeftOut.labels(route.path, name).inc(),
+      request: upstreamRequests(metrics, route.path, upstreams.map((u) => u.name)),
     },
   });
+}
+
+/** Each upstream's request durations and failures, their label sets bound once per upstream. */
+function upstreamRequests(metrics: Services['metrics'], route: string, names: readonly string[]): (upstream: string, seconds: number, failure: string | undefined) => void {
+  const durations = new Map(names.map((name) => [name, metrics.aggregateUpstreamDuration.labels(route, name)]));
+  return (upstream, seconds, failure) => {
+    durations.get(upstream)?.observe(seconds);
+    if (failure !== undefined) metrics.aggregateUpstreamErrors.labels(route, upstream, failure).inc();
+  };
 }
 
 /** The entry's credential for this caller; a user who has not connected their account there gets the connect link as that request's answer. */

@@ -50,7 +50,8 @@ export async function buildRouteTable(config: GatewayConfig, services: Services,
   const protectedRoutes = new Map<string, ProtectedRouteHandler>();
   const forwarders: Forwarder[] = [];
   for (const route of config.routes) {
-    const forwarder = route.aggregate ? createAggregateRoute({ ...route, aggregate: route.aggregate }, sessions, services, (sub) => createRouteForwarder(sub, sessions, services), as, config) : createRouteForwarder(route, sessions, services);
+    const aggregate = route.aggregate ? createAggregateRoute({ ...route, aggregate: route.aggregate }, sessions, services, (sub) => createRouteForwarder(sub, sessions, services), as, config) : undefined;
+    const forwarder = aggregate ?? createRouteForwarder(route, sessions, services);
     forwarders.push(forwarder);
     const verifier = createTokenVerifier(route, {
       jwksSources: services.jwks,
@@ -75,7 +76,7 @@ export async function buildRouteTable(config: GatewayConfig, services: Services,
       metrics,
       logger,
       selfOrigin,
-      policy: createPolicyStep(route, { audit, tasks: bindsTasks(route) ? createTaskBinding(route.path, store, logger) : undefined, rateLimits: rateLimitDeps(route, config, services) }),
+      policy: createPolicyStep(route, { audit, tasks: bindsTasks(route) ? createTaskBinding(route.path, store, logger) : undefined, rateLimits: rateLimitDeps(route, config, services), resourceRouting: aggregate?.servedBy.bind(aggregate) }),
       tracing: services.tracing,
       dpop,
       benchmarkPrincipal: options.benchmarkPrincipal,

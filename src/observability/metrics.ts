@@ -63,6 +63,21 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly aggregateUpstreamDuration = new Histogram({
+    name: 'mag_aggregate_upstream_request_duration_seconds',
+    help: 'Requests of aggregated routes to each upstream (a list page, a call, a read), from sending to the whole answer, answered or failed',
+    labelNames: ['route', 'upstream'] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [this.registry],
+  });
+
+  readonly aggregateUpstreamErrors = new Counter({
+    name: 'mag_aggregate_upstream_errors_total',
+    help: 'Failed requests of aggregated routes to each upstream, by reason: timeout, cut (over max_body_bytes or ended early), status (a non-2xx answer), unreadable, down (no session), rpc_error (a JSON-RPC error answer), unavailable (failed at once while the upstream is down), account (the user has not connected their account there), error',
+    labelNames: ['route', 'upstream', 'reason'] as const,
+    registers: [this.registry],
+  });
+
   readonly openStreams = new Gauge({
     name: 'mag_open_streams',
     help: 'Event streams currently open through the gateway',

@@ -36,6 +36,11 @@ export interface ForwardContext {
   rejected?: () => void;
   /** The request opens a stream meant to stay open (long-lived-request.ts); unset: a GET only. */
   longLived?: boolean;
+  /**
+   * An aggregated route: the upstream each resource URI of the request was judged as served by
+   * (policy `match.upstream`); the request goes there, whatever the session learns meanwhile.
+   */
+  servedBy?: ReadonlyMap<string, string>;
 }
 
 /**

@@ -113,8 +113,8 @@ function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHan
       const sent = outcome?.body ?? body;
       const longLived = opensLongLivedStream(req.method, sent);
       endWithAuthorization(res, longLived, auth, deps.verifier);
-      await deps.forwarder.forward(req, res, { auth, body: sent, injected, transform, span, longLived, ...(deps.credential.rejected && { rejected: () => (upstream401.seen = true) }) });
-      if (upstream401.seen) await forwardAgain(req, res, deps, { auth, body: sent, injected, transform, span, longLived }, route, outcome?.headers);
+      await deps.forwarder.forward(req, res, { auth, body: sent, injected, transform, span, longLived, servedBy: outcome?.servedBy, ...(deps.credential.rejected && { rejected: () => (upstream401.seen = true) }) });
+      if (upstream401.seen) await forwardAgain(req, res, deps, { auth, body: sent, injected, transform, span, longLived, servedBy: outcome?.servedBy }, route, outcome?.headers);
       span?.setStatus(res.statusCode);
       finish(res.statusCode, 'allow', started);
     } catch (thrown) {

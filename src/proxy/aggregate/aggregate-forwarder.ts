@@ -10,6 +10,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { principalKey, type AuthContext } from '../../auth/principal.js';
 import { ShownNames } from '../../config/shown-names.js';
 import type { AggregateConfig } from '../../config/types.js';
+import type { GatewaySpan } from '../../observability/tracing.js';
 import { GatewayError } from '../../errors/gateway-error.js';
 import { writeError } from '../../errors/write-error.js';
 import type { ForwardContext, Forwarder, ProxyLogger, SessionHook } from '../forwarder.js';
@@ -74,11 +75,16 @@ export interface AggregateForwarderDeps {
   metrics?: AggregateMetrics;
 }
 
-export function createAggregateForwarder(route: { path: string; aggregate: AggregateConfig }, deps: AggregateForwarderDeps): Forwarder {
+/** An aggregated route's forwarder, which also tells the policy where a session serves resource URIs. */
+export interface AggregateRouteForwarder extends Forwarder {
+  servedBy(sessionId: string, auth: AuthContext, uris: readonly string[], span?: GatewaySpan): Promise<ReadonlyMap<string, string>>;
+}
+
+export function createAggregateForwarder(route: { path: string; aggregate: AggregateConfig }, deps: AggregateForwarderDeps): AggregateRouteForwarder {
   return new AggregateForwarder(route.path, new ShownNames(route.aggregate), deps);
 }
 
-class AggregateForwarder implements Forwarder {
+class AggregateForwarder implements AggregateRouteForwarder {
   private readonly sessions = new Map<string, ClientSession>();
   private readonly slots = new SessionSlots(MAX_SESSIONS, MAX_SESSIONS_PER_PRINCIPAL);
   private readonly health: UpstreamHealth[];
@@ -116,7 +122,7 @@ class AggregateForwarder implements Forwarder {
       if (replies.length > 0) await session.requests.answered(replies as AnswerMessage[]);
       // What the upstreams send with their answers goes on this POST's own stream (JSON when nothing does).
       const post = new PostStream(res, session.streams, ctx.transform, acceptsEventStream(req.headers.accept));
-      const answers = (await Promise.all(messages.map((m) => this.answer(session, m, ctx, post)))).filter((a) => a !== undefined);
+      const answers = (await Promise.all(messages.map((m) => this.answer(session, m, ctx, post, !Array.isArray(parsed))))).filter((a) => a !== undefined);
       if (answers.length === 0) return void res.writeHead(202).end();
       post.answer(Array.isArray(parsed) ? answers : answers[0]);
     } catch (err) {
@@ -258,11 +264,29 @@ class AggregateForwarder implements Forwarder {
    * everyone else. Counted in the left-out metric, not in up/down.
    */
   private sessionHealth(name: string): UpstreamHealth {
-    const leftOut = this.deps.metrics?.leftOut.bind(this.deps.metrics);
-    return new UpstreamHealth(this.route, name, undefined, leftOut && { upstreamUp: () => undefined, leftOut }, undefined, 'session');
+    const metrics = this.deps.metrics;
+    return new UpstreamHealth(this.route, name, undefined, metrics && { upstreamUp: () => undefined, leftOut: metrics.leftOut.bind(metrics), request: metrics.request?.bind(metrics) }, undefined, 'session');
   }
 
-  private async answer(session: ClientSession, m: Message, ctx: ForwardContext, post: PostStream): Promise<object | undefined> {
+  /**
+   * For the policy, before it judges `match.upstream`: the upstream each URI (of a read, a
+   * subscription or a completion's `ref/resource`) is routed to in this caller's session, as the
+   * request will be (the forwarder then sends it there: `servedBy`). Nothing for a session that is
+   * not this caller's here (the request is refused as it is forwarded).
+   */
+  async servedBy(sessionId: string, auth: AuthContext, uris: readonly string[], span?: GatewaySpan): Promise<ReadonlyMap<string, string>> {
+    const session = this.sessions.get(sessionId);
+    const served = new Map<string, string>();
+    if (!session || session.owner !== principalKey(auth)) return served;
+    for (const uri of uris) {
+      const upstream = await session.methods.upstreamOf(uri, { auth, span });
+      if (upstream !== undefined) served.set(uri, upstream);
+    }
+    return served;
+  }
+
+  /** One message's answer; `single`: the request's only message, whose upstream its span names. */
+  private async answer(session: ClientSession, m: Message, ctx: ForwardContext, post: PostStream, single: boolean): Promise<object | undefined> {
     if (typeof m.method !== 'string') return undefined; // an answer from the client: nothing to say back
     const params = isRecord(m.params) ? m.params : undefined;
     if (m.id === undefined) {
@@ -281,7 +305,9 @@ class AggregateForwarder implements Forwarder {
     session.inFlight.set(key, controller);
     if (token !== undefined) session.progressTokens.set(JSON.stringify(token), post);
     try {
-      return { jsonrpc: '2.0', id: m.id, ...(await session.methods.answer(m.method, params, { auth: ctx.auth, span: ctx.span, signal: controller.signal, related: post })) };
+      const span = single ? ctx.span : undefined;
+      const routed = span && ((upstream: string) => span.set('mag.upstream.name', upstream));
+      return { jsonrpc: '2.0', id: m.id, ...(await session.methods.answer(m.method, params, { auth: ctx.auth, span: ctx.span, signal: controller.signal, related: post, servedBy: ctx.servedBy, routed })) };
     } finally {
       session.inFlight.delete(key);
       if (token !== undefined) session.progressTokens.delete(JSON.stringify(token));
@@ -348,21 +374,24 @@ function clientCapabilities(given: unknown): Record<string, Record<string, unkno
   return out;
 }
 
-/** What some upstream offers among tools, prompts, resources and logging, listChanged where some upstream sends it, and resources' subscribe where some upstream takes it. */
+/** What some upstream offers among tools, prompts, resources, completions and logging, listChanged where some upstream sends it, and resources' subscribe where some upstream takes it. */
 function capabilitiesOf(results: readonly (Record<string, unknown> | undefined)[]): Record<string, Record<string, unknown>> {
   const capabilities: Record<string, Record<string, unknown>> = {};
   for (const r of results) {
     const offered = isRecord(r?.capabilities) ? r.capabilities : {};
-    for (const key of ['tools', 'prompts', 'resources', 'logging']) {
+    for (const key of ['tools', 'prompts', 'resources', 'completions', 'logging']) {
       const kind = offered[key];
       if (!isRecord(kind)) continue;
       capabilities[key] ??= {};
-      if (key !== 'logging' && kind.listChanged === true) capabilities[key].listChanged = true;
+      if (LISTED.has(key) && kind.listChanged === true) capabilities[key].listChanged = true;
       if (key === 'resources' && kind.subscribe === true) capabilities[key].subscribe = true;
     }
   }
   return capabilities;
 }
+
+/** The capabilities whose lists may change (`listChanged`). */
+const LISTED = new Set(['tools', 'prompts', 'resources']);
 
 function headerOf(req: IncomingMessage, name: string): string | undefined {
   const raw = req.headers[name];

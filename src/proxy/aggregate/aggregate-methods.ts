@@ -2,16 +2,18 @@
 // (DESIGN §8.2): lists merged over every page of every served upstream, names
 // shown by the route's pattern; calls sent to the upstream a shown name leads
 // to, with its own name; resources read from the upstream that listed the URI
-// (the first in configuration order on a clash, logged once). A merged list is
-// bounded per request and per upstream (bytes and pages read): beyond, it is
-// cut at a page and the cut logged. The URI map is kept per session: an
-// unknown URI is answered from it, refreshed at most once per REFRESH_MS.
+// or whose template matches it (resource-owners.ts); completions sent where
+// their prompt or resource leads. A merged list is bounded per request and per
+// upstream (bytes and pages read): beyond, it is cut at a page and the cut
+// logged. Who serves which URI is kept per session: an unknown URI is answered
+// from it, the lists read again at most once per REFRESH_MS.
 import type { AuthContext } from '../../auth/principal.js';
 import type { ShownNames } from '../../config/shown-names.js';
 import type { GatewaySpan } from '../../observability/tracing.js';
 import type { ProxyLogger } from '../forwarder.js';
 import { AggregateUpstreamError } from './captured-exchange.js';
 import { CallerAnswerError } from './caller-answer.js';
+import { ResourceOwners } from './resource-owners.js';
 import type { MessageChannel } from './session-streams.js';
 import type { UpstreamHealth } from './upstream-health.js';
 import type { JsonRpcAnswer, MeasuredAnswer, UpstreamLink } from './upstream-link.js';
@@ -24,9 +26,6 @@ export const MAX_LIST_BYTES_PER_UPSTREAM = 8 * 1024 * 1024;
 export const MAX_LIST_BYTES = 16 * 1024 * 1024;
 /** An unknown URI re-lists resources at most this often per session; otherwise it is answered from the last list. */
 export const REFRESH_MS = 30_000;
-/** URI clashes logged per route (once each). */
-const MAX_LOGGED_CLASHES = 1_000;
-
 export interface SessionUpstream {
   link: UpstreamLink;
   health: UpstreamHealth;
@@ -42,6 +41,10 @@ export interface RequestContext {
   signal?: AbortSignal;
   /** The stream of the client's POST: what the upstream sends with its answer (progress, requests) goes there. */
   related?: MessageChannel;
+  /** URI → upstream as the policy judged the request: what was judged is where it goes. */
+  servedBy?: ReadonlyMap<string, string>;
+  /** Told the upstream a single request is routed to (its span's attribute). */
+  routed?: (upstream: string) => void;
 }
 
 /** What is left of one merged list's bounds. */
@@ -61,8 +64,8 @@ const LISTS: Record<string, { member: string; named: boolean }> = {
 export const rpcError = (code: number, message: string): JsonRpcAnswer => ({ error: { code, message } });
 
 export class AggregateMethods {
-  /** URI → upstream, learnt from resources/list answers (first in configuration order wins). */
-  private readonly resourceOwners = new Map<string, string>();
+  /** Who serves which URI, learnt from resources/list and resources/templates/list answers. */
+  private readonly owners: ResourceOwners;
   /**
    * Merged lists under way, by method: concurrent requests of this session for one list share one
    * reading, so a batch of 100 (or 100 POSTs at once) costs the upstreams and memory one list.
@@ -78,16 +81,19 @@ export class AggregateMethods {
     private readonly route: string,
     private readonly upstreams: readonly SessionUpstream[],
     private readonly names: ShownNames,
-    private readonly loggedClashes: Set<string>,
+    loggedClashes: Set<string>,
     private readonly logger?: ProxyLogger,
     private readonly now: () => number = Date.now,
-  ) {}
+  ) {
+    this.owners = new ResourceOwners(route, upstreams.map((u) => u.health.name), loggedClashes, logger);
+  }
 
-  /** An upstream's resources changed: who serves a URI is learnt again from the next list (at once). */
+  /** An upstream's resources changed: who serves a URI is learnt again from the next lists (at once). */
   forgetResources(): void {
-    this.resourceOwners.clear();
+    this.owners.clear();
     // A list read before the change is not handed to requests made after it.
     this.listing.delete('resources/list');
+    this.listing.delete('resources/templates/list');
     this.refreshedAt = -Infinity;
   }
 
@@ -97,6 +103,7 @@ export class AggregateMethods {
     if (list) return { result: await this.shared(method, list.member, list.named, ctx) };
     if (method === 'tools/call' || method === 'prompts/get') return this.byName(method, params, ctx);
     if (method === 'resources/read' || method === 'resources/subscribe' || method === 'resources/unsubscribe') return this.byUri(method, params, ctx);
+    if (method === 'completion/complete') return this.complete(params, ctx);
     if (method === 'logging/setLevel') {
       await Promise.allSettled(this.served().map((u) => this.call(u, method, params, undefined, ctx)));
       return { result: {} };
@@ -127,7 +134,9 @@ export class AggregateMethods {
       this.upstreams.map(async (u) => {
         if (u.health.down) return (u.health.leftOut(), []);
         try {
-          return await this.allPages(u, method, member, budget, ctx);
+          const entries = await this.allPages(u, method, member, budget, ctx);
+          if (method === 'resources/templates/list') this.owners.templatesOf(u.health.name, entries);
+          return entries;
         } catch (err) {
           u.health.leftOut();
           if (!(err instanceof AggregateUpstreamError) && !(err instanceof CallerAnswerError)) this.logger?.error({ route: this.route, upstream: u.health.name, err }, 'aggregated list failed');
@@ -183,25 +192,16 @@ export class AggregateMethods {
    */
   private listed(method: string, item: Record<string, unknown>, upstream: string, seen: Map<string, string>): boolean {
     if (method !== 'resources/list' || typeof item.uri !== 'string') return true;
-    this.owns(item.uri, upstream);
+    this.owners.listedBy(item.uri, upstream);
     const first = seen.get(item.uri);
     if (first === undefined) seen.set(item.uri, upstream);
     return (first ?? upstream) === upstream;
   }
 
-  private owns(uri: string, upstream: string): void {
-    const owner = this.resourceOwners.get(uri);
-    if (owner === undefined) this.resourceOwners.set(uri, upstream);
-    else if (owner !== upstream && !this.loggedClashes.has(uri) && this.loggedClashes.size < MAX_LOGGED_CLASHES) {
-      this.loggedClashes.add(uri);
-      this.logger?.warn({ route: this.route, uri, served_by: owner, also: upstream }, 'two upstreams list one resource URI: the first in configuration order serves it');
-    }
-  }
-
   private async byName(method: string, params: Params, ctx: RequestContext): Promise<JsonRpcAnswer> {
     const shown = params?.name;
     const owner = typeof shown === 'string' ? this.names.owner(shown) : undefined;
-    const u = owner && this.upstreams.find((x) => x.health.name === owner.upstream);
+    const u = owner && this.named(owner.upstream);
     if (!owner || !u) return rpcError(-32602, `Unknown ${method === 'tools/call' ? 'tool' : 'prompt'}: ${String(shown)}`);
     return this.callServed(u, method, { ...params, name: owner.name }, owner.name, ctx);
   }
@@ -209,9 +209,7 @@ export class AggregateMethods {
   private async byUri(method: string, params: Params, ctx: RequestContext): Promise<JsonRpcAnswer> {
     const uri = params?.uri;
     if (typeof uri !== 'string') return rpcError(-32602, 'params.uri is required');
-    if (!this.resourceOwners.has(uri)) await this.refreshOwners(ctx);
-    const owner = this.resourceOwners.get(uri);
-    const u = owner === undefined ? undefined : this.upstreams.find((x) => x.health.name === owner);
+    const u = this.named(await this.judgedOwner(uri, ctx));
     if (!u) return rpcError(-32002, `Resource not found: ${uri}`);
     const answer = await this.callServed(u, method, params, uri, ctx);
     if (answer.result && method !== 'resources/read') this.onSubscription?.(method, uri, u.health.name);
@@ -219,20 +217,62 @@ export class AggregateMethods {
   }
 
   /**
-   * Lists resources again for a URI the map lacks: one list at a time (concurrent reads wait for
-   * it), at most once per REFRESH_MS; otherwise the map as the last list left it answers.
+   * completion/complete: a `ref/prompt` by shown name goes to its upstream with the upstream's own
+   * name; a `ref/resource` (a URI, or a template as listed) to the upstream that serves it.
    */
-  private async refreshOwners(ctx: RequestContext): Promise<void> {
+  private async complete(params: Params, ctx: RequestContext): Promise<JsonRpcAnswer> {
+    const ref = isRecord(params?.ref) ? params.ref : undefined;
+    if (ref?.type === 'ref/prompt') {
+      const owner = typeof ref.name === 'string' ? this.names.owner(ref.name) : undefined;
+      const u = owner && this.named(owner.upstream);
+      if (!owner || !u) return rpcError(-32602, `Unknown prompt: ${String(ref.name)}`);
+      return this.callServed(u, 'completion/complete', { ...params, ref: { ...ref, name: owner.name } }, undefined, ctx);
+    }
+    if (ref?.type !== 'ref/resource' || typeof ref.uri !== 'string') return rpcError(-32602, 'params.ref must be a ref/prompt with a name or a ref/resource with a uri');
+    const u = this.named(await this.judgedOwner(ref.uri, ctx));
+    if (!u) return rpcError(-32602, `Unknown resource: ${ref.uri}`);
+    return this.callServed(u, 'completion/complete', params, undefined, ctx);
+  }
+
+  /**
+   * The upstream that serves `uri` (a URI, or a template as listed) in this session, as a read
+   * would be routed: from the lists read so far, else from lists read again (at most once per
+   * REFRESH_MS). The policy asks this too, before it judges a rule's `match.upstream`.
+   */
+  async upstreamOf(uri: string, ctx: Pick<RequestContext, 'auth' | 'span'>): Promise<string | undefined> {
+    const known = this.owners.owner(uri);
+    if (known !== undefined) return known;
+    await this.refreshOwners(ctx);
+    return this.owners.owner(uri);
+  }
+
+  /** Where the policy judged `uri` to be served (none: it could not place it), else where the session serves it. */
+  private async judgedOwner(uri: string, ctx: RequestContext): Promise<string | undefined> {
+    return ctx.servedBy ? ctx.servedBy.get(uri) : this.upstreamOf(uri, ctx);
+  }
+
+  private named(upstream: string | undefined): SessionUpstream | undefined {
+    return upstream === undefined ? undefined : this.upstreams.find((x) => x.health.name === upstream);
+  }
+
+  /**
+   * Lists resources and templates again for a URI the session cannot place: one reading at a
+   * time (concurrent reads wait for it), at most once per REFRESH_MS; otherwise what the last
+   * lists said answers.
+   */
+  private async refreshOwners(ctx: Pick<RequestContext, 'auth' | 'span'>): Promise<void> {
     if (this.refreshing === undefined && this.now() - this.refreshedAt >= REFRESH_MS) {
       this.refreshedAt = this.now();
-      this.refreshing = this.shared('resources/list', 'resources', false, ctx).finally(() => (this.refreshing = undefined));
+      const lists = [this.shared('resources/list', 'resources', false, ctx), this.shared('resources/templates/list', 'resourceTemplates', false, ctx)];
+      this.refreshing = Promise.allSettled(lists).finally(() => (this.refreshing = undefined));
     }
-    await this.refreshing?.catch(() => undefined);
+    await this.refreshing;
   }
 
   /** A call to one upstream: failed at once while it is down. */
-  private async callServed(u: SessionUpstream, method: string, params: Params, name: string, ctx: RequestContext): Promise<JsonRpcAnswer> {
-    if (u.health.down) return rpcError(-32603, `Upstream ${u.health.name} is unavailable`);
+  private async callServed(u: SessionUpstream, method: string, params: Params, name: string | undefined, ctx: RequestContext): Promise<JsonRpcAnswer> {
+    ctx.routed?.(u.health.name);
+    if (u.health.down) return (u.health.measured(0, 'unavailable'), rpcError(-32603, `Upstream ${u.health.name} is unavailable`));
     try {
       return (await this.call(u, method, params, name, ctx)).answer;
     } catch (err) {
@@ -244,17 +284,36 @@ export class AggregateMethods {
     }
   }
 
-  /** One request to one upstream, its health told of the outcome. */
+  /**
+   * One request to one upstream, its health told of the outcome, timed and counted per upstream,
+   * in a span of its own that names the upstream (the upstream exchange's span is its child).
+   */
   private async call(u: SessionUpstream, method: string, params: Params, name: string | undefined, ctx: RequestContext): Promise<MeasuredAnswer> {
+    const span = ctx.span?.child(method, 'internal', { 'mag.upstream.name': u.health.name, 'mcp.method.name': method });
+    const started = performance.now();
     try {
-      const answer = await u.link.request(method, params, name, ctx.auth, ctx.span, ctx.signal, ctx.related);
+      const answer = await u.link.request(method, params, name, ctx.auth, span, ctx.signal, ctx.related);
       u.health.served();
+      const failure = answer.answer.error ? 'rpc_error' : undefined;
+      u.health.measured((performance.now() - started) / 1000, failure);
+      if (failure) span?.fail(failure);
       return answer;
     } catch (err) {
       u.health.failedWith(method, err);
+      const failure = failureOf(err);
+      u.health.measured((performance.now() - started) / 1000, failure);
+      span?.fail(failure ?? 'cancelled');
       throw err;
+    } finally {
+      span?.end();
     }
   }
+}
+
+/** Why a request to an upstream failed, as the errors metric counts it; undefined: not the upstream's failure (the client cancelled). */
+function failureOf(err: unknown): string | undefined {
+  if (err instanceof AggregateUpstreamError) return err.reason === 'cancelled' ? undefined : err.reason;
+  return err instanceof CallerAnswerError ? 'account' : 'error';
 }
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);

@@ -15,6 +15,11 @@ export interface AggregateMetrics {
   upstreamUp(upstream: string, up: boolean): void;
   /** A list answered without this upstream (`mag_aggregate_left_out_total`). */
   leftOut(upstream: string): void;
+  /**
+   * One request to this upstream, answered or failed, and why it failed
+   * (`mag_aggregate_upstream_request_duration_seconds`, `mag_aggregate_upstream_errors_total`).
+   */
+  request?(upstream: string, seconds: number, failure: string | undefined): void;
 }
 
 export class UpstreamHealth {
@@ -61,6 +66,11 @@ export class UpstreamHealth {
 
   leftOut(): void {
     this.metrics?.leftOut(this.name);
+  }
+
+  /** A request to this upstream took `seconds`; `failure` says why it failed, if it did (it marks nothing down: failedWith does). */
+  measured(seconds: number, failure: string | undefined): void {
+    this.metrics?.request?.(this.name, seconds, failure);
   }
 }
 
