@@ -8,7 +8,8 @@
  *  - only a failure that says the server is down marks a shared upstream down for everyone;
  *  - session caps are reserved before any await and count the user, not the client;
  *  - a resources/read of an unknown URI is answered from the session's URI map, refreshed at most
- *    once per REFRESH_MS.
+ *    once per REFRESH_MS;
+ *  - matching a URI against the upstreams' resource templates costs bounded CPU, whatever they list.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -19,6 +20,7 @@ import type { AuthContext } from '../../src/auth/principal.js';
 import { ShownNames } from '../../src/config/shown-names.js';
 import { AggregateMethods, MAX_LIST_BYTES, MAX_LIST_BYTES_PER_UPSTREAM, MAX_PAGES_PER_LIST, MAX_PAGES_PER_UPSTREAM, type SessionUpstream } from '../../src/proxy/aggregate/aggregate-methods.js';
 import { AggregateUpstreamError } from '../../src/proxy/aggregate/captured-exchange.js';
+import { MAX_MATCHED_URI_LENGTH, MAX_ROUTING_TEMPLATES, MAX_TEMPLATE_EXPRESSIONS, ResourceOwners } from '../../src/proxy/aggregate/resource-owners.js';
 import { SessionSlots } from '../../src/proxy/aggregate/session-slots.js';
 import { UpstreamHealth, saysUpstreamIsDown } from '../../src/proxy/aggregate/upstream-health.js';
 import type { UpstreamLink } from '../../src/proxy/aggregate/upstream-link.js';
@@ -264,4 +266,27 @@ describe('resource reads do not amplify (review: one POST of 20 reads of unknown
     expect(await s.post({ jsonrpc: '2.0', id: 200, method: 'resources/read', params: { uri: 'mem://r3' } })).toMatchObject({ result: {} });
     expect((await count()) - before).toBe(first);
   }, 60_000);
+});
+
+describe('resource templates an upstream lists cannot stall the event loop (a template is upstream input matched against client URIs)', () => {
+  it('[K63] every upstream at the bounds with templates that make a backtracking matcher explode, a URI at its bound that almost matches them all: bounded CPU', () => {
+    const order = ['a', 'b', 'c', 'd'];
+    const o = new ResourceOwners(PATH, order, new Set());
+    // Expressions separated by a literal that the URI is made of: the shape that makes a backtracking matcher explode.
+    const hostile = (i: number) => `h://${Array.from({ length: MAX_TEMPLATE_EXPRESSIONS - 1 }, (_, k) => `{+v${k}}x`).join('')}{+w}${i}!`;
+    for (const u of order) o.templatesOf(u, Array.from({ length: MAX_ROUTING_TEMPLATES }, (_, i) => ({ uriTemplate: hostile(i) })));
+    const uri = `h://${'x'.repeat(MAX_MATCHED_URI_LENGTH - 4)}`;
+    const before = process.cpuUsage();
+    for (let i = 0; i < 10; i++) expect(o.owner(`${uri.slice(0, -i - 1)}${'y'.repeat(i + 1)}`)).toBeUndefined();
+    const cpu = process.cpuUsage(before);
+    // 10 reads × 128 templates: a backtracking matcher takes hours here; measured about 50 ms, asserted with room for a loaded machine.
+    expect((cpu.user + cpu.system) / 1000).toBeLessThan(1000);
+    expect(o.owner(`h://${'x'.repeat(MAX_MATCHED_URI_LENGTH)}`)).toBeUndefined(); // longer: placed only if listed
+    // An explode modifier makes the library's work quadratic in the URI (milliseconds a template): such templates route nothing.
+    o.templatesOf('a', Array.from({ length: MAX_ROUTING_TEMPLATES }, (_, i) => ({ uriTemplate: `e${i}://{/p*}` })));
+    const exploded = process.cpuUsage();
+    expect(o.owner(`e0:///a=${'/x'.repeat(MAX_MATCHED_URI_LENGTH / 2 - 4)}`)).toBeUndefined();
+    const spent = process.cpuUsage(exploded);
+    expect((spent.user + spent.system) / 1000).toBeLessThan(100);
+  });
 });
