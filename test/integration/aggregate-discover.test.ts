@@ -45,15 +45,15 @@ async function directCapabilities(): Promise<Record<string, unknown>[]> {
   return out;
 }
 
-/** The merge the route promises: each of tools, prompts, resources, logging some server has; listChanged where some server sends it; resources' subscribe where some server takes it. */
+/** The merge the route promises: each of tools, prompts, resources, completions, logging some server has; listChanged where some server sends it; resources' subscribe where some server takes it. */
 function merged(all: Record<string, unknown>[]): Record<string, Record<string, unknown>> {
   const out: Record<string, Record<string, unknown>> = {};
   for (const caps of all)
-    for (const kind of ['tools', 'prompts', 'resources', 'logging']) {
+    for (const kind of ['tools', 'prompts', 'resources', 'completions', 'logging']) {
       const c = caps[kind] as Record<string, unknown> | undefined;
       if (!c) continue;
       out[kind] ??= {};
-      if (kind !== 'logging' && c.listChanged === true) out[kind].listChanged = true;
+      if (['tools', 'prompts', 'resources'].includes(kind) && c.listChanged === true) out[kind].listChanged = true;
       if (kind === 'resources' && c.subscribe === true) out[kind].subscribe = true;
     }
   return out;
