@@ -149,7 +149,8 @@ describe('logging and resource subscriptions through an aggregated route', () =>
     expect(resultText(await client.callTool({ name: 'b__toggle-simulated-logging', arguments: {} }))).toMatch(/Started/);
     // server-everything sends one at once (on its session's GET stream), then one every 5 s.
     await waitFor(() => logs.length > 0, 10_000, 'a logging message');
-    expect(String(logs[0]!.data)).toMatch(/-level message - SessionId /);
+    // server-everything picks a random level; its alert reads "Alert level-message".
+    expect(String(logs[0]!.data)).toMatch(/[- ]level[- ]message - SessionId /);
     await client.callTool({ name: 'b__toggle-simulated-logging', arguments: {} });
     await transport.terminateSession();
     await client.close();
@@ -191,7 +192,10 @@ describe('logging and resource subscriptions through an aggregated route', () =>
     // No request of the client's: the gateway finds its session forgotten and opens a new one, telling it again.
     await waitFor(() => posted(hops.a).slice(mark).some((m) => m.method === 'resources/subscribe'), 30_000, 'the subscription told again');
     const told = posted(hops.a).slice(mark).map((m) => m.method).filter((m) => m !== undefined && !m.startsWith('notifications/'));
-    expect(told).toEqual(['initialize', 'logging/setLevel', 'resources/subscribe']);
+    // An initialize sent while the restarted server was not yet listening may be tried again first.
+    const joined = told.lastIndexOf('initialize');
+    expect(told.slice(0, joined).every((m) => m === 'initialize')).toBe(true);
+    expect(told.slice(joined)).toEqual(['initialize', 'logging/setLevel', 'resources/subscribe']);
     await client.callTool({ name: 'a__toggle-subscriber-updates', arguments: {} });
     await waitFor(() => updated.includes(uri), 10_000, 'resources/updated from the restarted upstream');
     expect(transport.sessionId).toBeDefined();
