@@ -25,6 +25,7 @@ import { SessionSlots } from './session-slots.js';
 import { SessionStreams, type MessageChannel } from './session-streams.js';
 import { UpstreamHealth, type AggregateMetrics } from './upstream-health.js';
 import { UpstreamLink, type AggregateUpstream, type ClientHello } from './upstream-link.js';
+import { PROBER_TIMINGS, UpstreamProber } from './upstream-prober.js';
 
 /** The revisions this route speaks to clients (of 2026-07-28's stateless requests, only server/discover is served, naming these). */
 const SUPPORTED_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'];
@@ -88,6 +89,8 @@ class AggregateForwarder implements AggregateRouteForwarder {
   private readonly sessions = new Map<string, ClientSession>();
   private readonly slots = new SessionSlots(MAX_SESSIONS, MAX_SESSIONS_PER_PRINCIPAL);
   private readonly health: UpstreamHealth[];
+  /** Per upstream (none for a stdio entry, each session's own): where links whose GET stream gave up wait for its slow probes. */
+  private readonly probers: (UpstreamProber | undefined)[];
   private readonly capabilities: UpstreamCapabilities;
   private readonly loggedClashes = new Set<string>();
   private readonly loggedGiveUps = new Set<string>();
@@ -100,6 +103,7 @@ class AggregateForwarder implements AggregateRouteForwarder {
   ) {
     this.health = deps.upstreams.map((u) => new UpstreamHealth(route, u.name, deps.logger, deps.metrics));
     this.capabilities = new UpstreamCapabilities(deps.upstreams, this.health);
+    this.probers = deps.upstreams.map((u, i) => (u.perSession ? undefined : new UpstreamProber(() => this.health[i]!.served(), { ...PROBER_TIMINGS, ...u.recovery })));
     this.sweep = setInterval(() => this.endIdle(), 60_000).unref();
   }
 
@@ -132,6 +136,7 @@ class AggregateForwarder implements AggregateRouteForwarder {
 
   async close(): Promise<void> {
     clearInterval(this.sweep);
+    for (const prober of this.probers) prober?.close();
     for (const id of [...this.sessions.keys()]) this.drop(id);
     await Promise.allSettled(this.deps.upstreams.map((u) => u.forwarder.close()));
   }
@@ -236,6 +241,7 @@ class AggregateForwarder implements AggregateRouteForwarder {
     };
     link.onRejoined = (result) => this.rejoined(session, u, result);
     link.onGaveUp = () => this.gaveUp(u.health.name);
+    link.prober = this.probers[this.health.indexOf(u.health)];
   }
 
   /**
@@ -255,7 +261,7 @@ class AggregateForwarder implements AggregateRouteForwarder {
   private gaveUp(upstream: string): void {
     if (this.loggedGiveUps.has(upstream)) return;
     this.loggedGiveUps.add(upstream);
-    this.deps.logger?.warn({ route: this.route, upstream }, 'aggregated upstream ends its GET stream again and again: not reopened for that session (its notifications are lost until the session with it is opened afresh)');
+    this.deps.logger?.warn({ route: this.route, upstream }, 'aggregated upstream ends its GET stream again and again: probed slowly from now on (one probe at a time for the route), its sessions joined again when it answers');
   }
 
   /**

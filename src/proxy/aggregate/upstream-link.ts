@@ -11,7 +11,11 @@ import { AggregateUpstreamError, captureExchange, openStream, type CapturedAnswe
 import { EventStreamReader } from './event-stream-reader.js';
 import { discoveredAsInitialize, initializeRemoved, MODERN_REVISION, withModernMeta } from './modern-wire.js';
 import type { MessageChannel } from './session-streams.js';
-import { UpstreamListener, type ListenerStream } from './upstream-listener.js';
+import { LISTENER_TIMINGS, UpstreamListener, type ListenerStream, type ListenerTimings, type ProbeOutcome } from './upstream-listener.js';
+import type { Probeable, ProberTimings } from './upstream-prober.js';
+
+/** The waits of a link's GET stream and of its upstream's slow probing; shortened by tests only (StartOptions.aggregateRecovery). */
+export type RecoveryTimings = ListenerTimings & ProberTimings;
 
 export interface AggregateUpstream {
   name: string;
@@ -24,6 +28,14 @@ export interface AggregateUpstream {
   perSession: boolean;
   /** The upstream answered 401 to `injected`: a credential that renews itself (a user's grant) does so once, and the request is sent again. */
   rejected?(auth: AuthContext, injected: Readonly<Record<string, string>>): Promise<void>;
+  /** Shorter waits than upstream-listener's and upstream-prober's (tests only). */
+  recovery?: Partial<RecoveryTimings>;
+}
+
+/** Where a link whose GET stream gave up waits to be probed: its upstream's one prober on the route (upstream-prober.ts). */
+export interface ProberHandle {
+  enlist(link: Probeable): void;
+  withdraw(link: Probeable): void;
 }
 
 export interface JsonRpcAnswer {
@@ -59,10 +71,12 @@ export type RequestSink = (id: string | number, method: string, params: Record<s
  */
 export const MAX_REFUSALS_IN_FLIGHT = 8;
 
-export class UpstreamLink {
+export class UpstreamLink implements Probeable {
   private opened?: Promise<Record<string, unknown>>;
-  /** The upstream session's GET stream, reopened when it ends (upstream-listener.ts). */
-  private readonly listener = new UpstreamListener({ connect: () => this.getStream(), rejoin: () => this.rejoin(), gaveUp: () => this.onGaveUp?.() });
+  /** The upstream session's GET stream, reopened when it ends (upstream-listener.ts); parked with `prober` when it gives up. */
+  private readonly listener: UpstreamListener;
+  /** The route's prober of this upstream (none: a session's own process, or a link of its own, e.g. discover's). */
+  prober?: ProberHandle;
   /** The upstream session the GET stream was last opened for (a 404 there means that one is forgotten). */
   private listenedSession?: string;
   /** A session with the upstream was opened before: the next one is a rejoin. */
@@ -91,6 +105,11 @@ export class UpstreamLink {
     private readonly hello: ClientHello,
   ) {
     this.protocolVersion = hello.protocolVersion;
+    const gaveUp = () => {
+      this.onGaveUp?.();
+      this.prober?.enlist(this);
+    };
+    this.listener = new UpstreamListener({ connect: () => this.getStream(), rejoin: () => this.rejoin(), gaveUp }, Date.now, { ...LISTENER_TIMINGS, ...upstream.recovery });
   }
 
   /** The upstream's initialize result (its capabilities), opening the session once. A failed opening is tried again next time. */
@@ -110,13 +129,44 @@ export class UpstreamLink {
   async request(method: string, params: Record<string, unknown> | undefined, name: string | undefined, auth: AuthContext, span?: GatewaySpan, signal?: AbortSignal, related?: MessageChannel): Promise<MeasuredAnswer> {
     this.auth = auth;
     await this.open(span);
+    const session = this.sessionId;
     try {
       return await this.send(method, params, name, span, signal, related);
     } catch (err) {
-      // The upstream forgot the session (a stdio process ended, a server restarted): opened afresh next time.
-      if (err instanceof AggregateUpstreamError && err.status === 404) this.opened = undefined;
-      throw err;
+      if (!(await this.forgot(err, session))) throw err;
     }
+    // The upstream forgot the session, so it did not act on the request: joined afresh (told again
+    // what the client asked, the client told its lists changed) and the request sent once more there.
+    if (this.sessionId === session) this.opened = undefined;
+    await this.open(span);
+    return this.send(method, params, name, span, signal, related);
+  }
+
+  /**
+   * Whether a request's failure says the upstream forgot `session`: 404 (as MCP says), or 400 to
+   * which a `ping` on that same session is answered 400 or 404 too (servers answering an unknown
+   * session id 400, server-everything among them; a plain bad request leaves the ping answered).
+   * Not for a session's own process (stdio: its next request starts it again) nor a session-less
+   * upstream (2026-07-28 alone). A stdio or session-less link's 404 is opened afresh next time.
+   */
+  private async forgot(err: unknown, session: string | undefined): Promise<boolean> {
+    if (!(err instanceof AggregateUpstreamError) || (err.status !== 404 && err.status !== 400)) return false;
+    if (this.upstream.perSession || this.modern || session === undefined) {
+      if (err.status === 404) this.opened = undefined;
+      return false;
+    }
+    if (err.status === 404) return true;
+    const ping = await this.exchange({ jsonrpc: '2.0', id: this.nextId++, method: 'ping' }, 'ping', undefined, undefined, undefined, undefined, session).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    return ping instanceof AggregateUpstreamError && (ping.status === 400 || ping.status === 404);
+  }
+
+  /** One probe of the upstream for the route's prober (upstream-prober.ts): what this link's parked GET stream would do next, once. */
+  probe(): Promise<ProbeOutcome> {
+    if (this.ended) return Promise.resolve('gone');
+    return this.listener.probe(this.upstream.timeoutMs);
   }
 
   /** Ends the upstream session (DELETE); never throws. */
@@ -124,6 +174,7 @@ export class UpstreamLink {
     const sessionId = this.sessionId;
     this.ended = true;
     this.listener.close();
+    this.prober?.withdraw(this);
     if (this.opened === undefined || sessionId === undefined) return;
     this.opened = undefined;
     void Promise.resolve(this.upstream.headersFor(this.auth))
@@ -147,6 +198,8 @@ export class UpstreamLink {
     if (typeof answer.result.protocolVersion === 'string') this.protocolVersion = answer.result.protocolVersion;
     // The GET stream first: a server that asks the client something once initialized (roots) sends it there.
     await this.listener.listen(this.upstream.timeoutMs);
+    // A session opened afresh listens itself: the prober has nothing more to do for it.
+    this.prober?.withdraw(this);
     await this.exchange({ jsonrpc: '2.0', method: 'notifications/initialized' }, 'notifications/initialized', undefined, span);
     if (this.joined) this.onRejoined?.(answer.result);
     this.joined = true;
@@ -263,10 +316,10 @@ export class UpstreamLink {
     }
   }
 
-  private async exchange(message: { jsonrpc: string; id?: number | string; method?: string; params?: unknown }, method: string | undefined, name: string | undefined, span?: GatewaySpan, signal?: AbortSignal, related?: MessageChannel): Promise<MeasuredAnswer & { sessionId?: string }> {
+  private async exchange(message: { jsonrpc: string; id?: number | string; method?: string; params?: unknown }, method: string | undefined, name: string | undefined, span?: GatewaySpan, signal?: AbortSignal, related?: MessageChannel, session = this.sessionId): Promise<MeasuredAnswer & { sessionId?: string }> {
     const auth = this.auth;
     let injected = await this.upstream.headersFor(auth);
-    const request = { method: 'POST' as const, headers: this.headers(method, name, this.sessionId), body: Buffer.from(JSON.stringify(message)) };
+    const request = { method: 'POST' as const, headers: this.headers(method, name, session), body: Buffer.from(JSON.stringify(message)) };
     // Notifications in the answer's stream (progress) are read as they come, not when it ends; they belong to the client's request.
     const reader = new EventStreamReader(this.upstream.maxBytes, (m) => this.notified(m, related));
     const send = () => captureExchange(this.upstream.forwarder, request, { auth, injected, span }, { ...this.limits(), signal, tap: (chunk) => reader.push(chunk), renews: this.upstream.rejected !== undefined });
