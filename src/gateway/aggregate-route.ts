@@ -32,7 +32,7 @@ export function createAggregateRoute(
     // A user_oauth entry's grants, connect link and callback are its own (`<path>#<name>`), as a route's.
     const credential = createUpstreamCredential(entry.upstreamAuth, { upstream: entry.upstream, store, signer: as?.signer, publicUrl: config.publicUrl, idpTokens: as?.idpTokens, upstreamAccounts: as?.upstreamAccounts?.(sub.path) });
     const rejected = credential.rejected?.bind(credential);
-    return { name: entry.name, forwarder: forwarderOf(sub), headersFor: (auth: AuthContext) => headersOrConnectLink(credential, auth), ...(rejected && { rejected }), timeoutMs: entry.upstreamTimeoutMs, maxBytes: route.maxBodyBytes, perSession: entry.stdio !== undefined };
+    return { name: entry.name, forwarder: forwarderOf(sub), headersFor: (auth: AuthContext) => headersOrConnectLink(credential, auth), ...(rejected && { rejected }), timeoutMs: entry.upstreamTimeoutMs, maxBytes: route.maxBodyBytes, perSession: entry.stdio !== undefined, recovery: services.aggregateRecovery };
   });
   return createAggregateForwarder(route, {
     session: sessionHook(route.path, sessions, logger),

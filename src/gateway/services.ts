@@ -36,6 +36,8 @@ export interface Services {
   operations: Hono;
   /** stdio routes' forwarders (their processes), kept across reloads that leave the route unchanged. */
   sharedForwarders: SharedForwarders;
+  /** StartOptions.aggregateRecovery (tests only). */
+  aggregateRecovery?: StartOptions['aggregateRecovery'];
 }
 
 export async function openServices(config: GatewayConfig, options: StartOptions): Promise<Services> {
@@ -57,6 +59,7 @@ export async function openServices(config: GatewayConfig, options: StartOptions)
     tokenCacheMisses: metrics.tokenCacheTally.count({ result: 'miss' }),
     readiness,
     sharedForwarders: new SharedForwarders(),
+    aggregateRecovery: options.aggregateRecovery,
     operations: operationsRoutes({ lifecycle: readiness, store, metrics, storeTimeoutMs: config.storeTimeoutMs }),
   };
 }

@@ -5,6 +5,7 @@ import type { AuthorizationServerOptions } from '../authorization-server/index.j
 import type { Audit } from '../observability/audit.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
+import type { RecoveryTimings } from '../proxy/aggregate/upstream-link.js';
 import type { Store } from '../store/store.js';
 
 export interface StartOptions {
@@ -17,4 +18,6 @@ export interface StartOptions {
   authorizationServer?: AuthorizationServerOptions;
   /** Benchmark only, never from configuration: see ProtectedRouteDeps.benchmarkPrincipal. */
   benchmarkPrincipal?: AuthContext;
+  /** Tests only, never from configuration: shorter waits of aggregated routes' GET stream reopening and slow probing (upstream-listener.ts, upstream-prober.ts). */
+  aggregateRecovery?: Partial<RecoveryTimings>;
 }

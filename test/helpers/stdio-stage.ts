@@ -6,6 +6,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { StartOptions } from '../../src/gateway.js';
 import { startTestGateway, type TestGateway } from './gateway.js';
 import { gatewayYaml } from './gateway-config.js';
 import { startLocalIssuer, type LocalIssuer } from './local-issuer.js';
@@ -30,7 +31,7 @@ export interface StdioStage {
 }
 
 /** `routes`: route path → the rest of that route file (upstream: { stdio } and any rules). */
-export async function startStdioStage(routes: Record<string, Record<string, unknown>>, env: NodeJS.ProcessEnv = {}): Promise<StdioStage> {
+export async function startStdioStage(routes: Record<string, Record<string, unknown>>, env: NodeJS.ProcessEnv = {}, options: StartOptions = {}): Promise<StdioStage> {
   const issuer = await startLocalIssuer();
   const files: Record<string, unknown> = { 'gateway.yaml': gatewayYaml({ log_level: 'info' }) };
   let i = 0;
@@ -46,7 +47,7 @@ export async function startStdioStage(routes: Record<string, Record<string, unkn
   }
   let gw: TestGateway;
   try {
-    gw = await startTestGateway(files, env);
+    gw = await startTestGateway(files, env, options);
   } catch (err) {
     await issuer.close();
     throw err;
