@@ -38,6 +38,11 @@ export interface UserOAuthPhaseOptions {
   settings: LoadSettings;
   rounds: number;
   warmupSec: number;
+  /** The program that runs gatewayArgs (default: this node; bench/user-oauth-cpu.ts: valgrind). */
+  command?: string;
+  /** Further top-level settings of gateway.yaml (limits a process slowed by valgrind cannot trip); `access_token_ttl` goes to the built-in AS. */
+  extraConfig?: Record<string, unknown>;
+  readyTimeoutMs?: number;
 }
 
 export async function measureUserOAuth(o: UserOAuthPhaseOptions, log: Log, run: Runner<LoadSettings>): Promise<UserOAuthPhaseResult> {
@@ -46,10 +51,11 @@ export async function measureUserOAuth(o: UserOAuthPhaseOptions, log: Log, run: 
   const origin = `http://127.0.0.1:${port}`;
   const secrets = { SIGNING_KEY: JSON.stringify(await generateSigningKey()), TOKENS_KEY: randomBytes(32).toString('base64') };
   const keyPrefix = `bench-uo-${randomBytes(4).toString('hex')}:`;
-  const configDir = await writeConfig(origin, port, redis.url, keyPrefix, o.upstreamOrigin);
-  const gateway = await spawnReady('gateway-user-oauth', process.execPath, [...o.gatewayArgs, 'serve', '--config', configDir], {
+  const configDir = await writeConfig(origin, port, redis.url, keyPrefix, o.upstreamOrigin, o.extraConfig);
+  const gateway = await spawnReady('gateway-user-oauth', o.command ?? process.execPath, [...o.gatewayArgs, 'serve', '--config', configDir], {
     env: { PATH: process.env.PATH, HOME: process.env.HOME, BENCH_UPSTREAM_TOKEN: UPSTREAM_CREDENTIAL_VALUE, ...secrets },
     ready: (line) => (line.includes('"gateway listening"') ? true : undefined),
+    readyTimeoutMs: o.readyTimeoutMs,
   });
   try {
     const staticToken = await builtinToken(origin, ROUTES.static);
@@ -72,7 +78,7 @@ export async function measureUserOAuth(o: UserOAuthPhaseOptions, log: Log, run: 
 }
 
 /** Two routes to the same upstream endpoint, alike but for upstream_auth; tokens of the built-in AS. */
-async function writeConfig(origin: string, port: number, redisUrl: string, keyPrefix: string, upstreamOrigin: string): Promise<string> {
+async function writeConfig(origin: string, port: number, redisUrl: string, keyPrefix: string, upstreamOrigin: string, extra?: Record<string, unknown>): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'mag-bench-uo-'));
   const json = (value: unknown) => JSON.stringify(value) + '\n'; // YAML is a superset of JSON
   await writeFile(
@@ -85,9 +91,10 @@ async function writeConfig(origin: string, port: number, redisUrl: string, keyPr
       log_level: 'info',
       shutdown_grace: '2s',
       drain_delay: '0s',
-      authorization_server: { enabled: true, login: { kind: 'dev' }, signing_key: { env: 'SIGNING_KEY' } },
+      authorization_server: { enabled: true, login: { kind: 'dev' }, signing_key: { env: 'SIGNING_KEY' }, ...(extra?.access_token_ttl !== undefined && { access_token_ttl: extra.access_token_ttl }) },
       account: { enabled: true },
       account_tokens: { encryption_key: { env: 'TOKENS_KEY' } },
+      ...Object.fromEntries(Object.entries(extra ?? {}).filter(([name]) => name !== 'access_token_ttl')),
     }),
   );
   const route = (path: string, upstreamAuth: unknown) => json({ path, upstream: `${upstreamOrigin}/mcp`, scopes_supported: ['mcp:read'], upstream_auth: upstreamAuth });
