@@ -28,6 +28,8 @@ export interface IdpTokenSource {
  */
 export interface UpstreamAccountSource {
   accessTokenFor(auth: AuthContext, signal?: AbortSignal): Promise<string>;
+  /** Synchronously, the token accessTokenFor would give when it needs no store read, refresh or wait; else undefined. */
+  keptAccessTokenFor?(auth: AuthContext): string | undefined;
   /** The upstream refused the token just sent (401): refresh once, or forget the grant. */
   refused(auth: AuthContext, token: string): Promise<void>;
 }

@@ -14,7 +14,7 @@ import { UpstreamAccounts } from '../../src/authorization-server/upstream-accoun
 import type { UpstreamGrant } from '../../src/authorization-server/upstream-accounts/upstream-grants.js';
 import type { RouteConfig } from '../../src/config/types.js';
 import { RedisStore } from '../../src/store/redis-store.js';
-import { UpstreamAccountRequired } from '../../src/upstream-auth/user-oauth.js';
+import { UpstreamAccountRequired, userOAuthCredential } from '../../src/upstream-auth/user-oauth.js';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
 import { upstreamAccountsContext } from '../helpers/upstream-accounts-context.js';
 
@@ -106,6 +106,40 @@ describe('user_oauth grant cache: ended on every replica by store notices (two r
     // Another prefix (another gateway on the same Redis) hears none of it and has no grant.
     expect(await sent(replica(`gc-other-${randomBytes(4).toString('hex')}:`), 'bob')).toBe('connect link');
   }, 60_000);
+
+  it('a kept grant is answered synchronously (no promise, no store read) for every principal, frozen or not, until a notice ends it; one due for refresh never is', async () => {
+    const subjects = ['dave', 'd\u00e9j\u00e0', 'e:f*g', ' ', 'x'.repeat(300)];
+    for (const subject of subjects) {
+      const { A, B, owner } = await keptOnB(subject);
+      const tokens = B.accounts.routes.get(ROUTE)!.tokens;
+      const credential = userOAuthCredential(tokens);
+      const before = B.gets();
+      for (const principal of [auth(subject), Object.freeze(auth(subject))]) {
+        // Twice: the second call of a frozen principal takes its remembered key.
+        for (let i = 0; i < 2; i++) {
+          const headers = credential.headersFor(principal);
+          expect(headers).not.toBeInstanceOf(Promise);
+          expect(headers).toEqual({ authorization: 'Bearer at-1' });
+        }
+      }
+      expect(B.gets() - before).toBe(0);
+      // Another principal's grant is not this one's, kept or not.
+      expect(tokens.keptAccessTokenFor(Object.freeze(auth(`${subject}-other`)))).toBeUndefined();
+
+      expect(await A.accounts.disconnect(owner)).toBe(true);
+      await waitFor(() => tokens.keptAccessTokenFor(Object.freeze(auth(subject))) === undefined);
+      const after = credential.headersFor(Object.freeze(auth(subject)));
+      expect(after).toBeInstanceOf(Promise);
+      await expect(after).rejects.toBeInstanceOf(UpstreamAccountRequired);
+    }
+    // Due for refresh (less than 60 s left): kept in process like any grant, but never handed out synchronously.
+    const C = replica(`gc-${randomBytes(4).toString('hex')}:`);
+    const due = { issuer: ISSUER, subject: 'due', routePath: ROUTE };
+    const now = Date.now();
+    await C.accounts.grants.save(due, { ...grant('at-due'), obtainedAt: now - 3_570_000, expiresAt: now + 30_000 });
+    await waitForAsync(async () => (await C.accounts.grants.load(due)) !== undefined && C.accounts.grants.kept(C.accounts.grants.keyOf(due)) !== undefined);
+    expect(C.accounts.routes.get(ROUTE)!.tokens.keptAccessTokenFor(Object.freeze(auth('due')))).toBeUndefined();
+  }, 120_000);
 
   it('[review-2] a notice missed while a replica\'s subscriber was down: what it kept before is not served after it reconnects', async () => {
     const { A, B, owner } = await keptOnB('carol');

@@ -76,9 +76,8 @@ export class UpstreamGrants {
   /** The grant; undefined when there is none or it does not open (a key removed from the list, a value moved from another key). */
   async load(owner: GrantOwner): Promise<UpstreamGrant | undefined> {
     const key = this.keyOf(owner);
-    const kept = this.#cache.get(key);
-    // Kept before the subscriber last dropped: a notice may have been missed then, even though it is live again.
-    if (kept && Date.now() - kept.at < this.cacheTtlMs && this.#notices.live() && kept.epoch === this.#notices.epoch()) return kept.grant;
+    const kept = this.kept(key);
+    if (kept) return kept;
     const changes = this.#changes;
     const epoch = this.#notices.epoch();
     const sealed = await this.store.get(key);
@@ -86,6 +85,17 @@ export class UpstreamGrants {
     const grant = text === undefined ? undefined : (JSON.parse(text) as UpstreamGrant);
     if (grant && changes === this.#changes && this.#notices.live() && epoch === this.#notices.epoch()) this.#keep(key, grant, epoch);
     return grant;
+  }
+
+  /**
+   * Synchronously, the grant opened for the store key `key` while it is kept in process (no store
+   * read, no decryption, no promise), trusted exactly as `load` trusts it; else undefined.
+   */
+  kept(key: string): UpstreamGrant | undefined {
+    const kept = this.#cache.get(key);
+    // Kept before the subscriber last dropped: a notice may have been missed then, even though it is live again.
+    if (kept && Date.now() - kept.at < this.cacheTtlMs && this.#notices.live() && kept.epoch === this.#notices.epoch()) return kept.grant;
+    return undefined;
   }
 
   #keep(key: string, grant: UpstreamGrant, epoch: number): void {
@@ -150,12 +160,16 @@ export class UpstreamGrants {
 
   /** Records a use; best effort and at most once a minute per grant on this replica. */
   async used(owner: GrantOwner): Promise<void> {
-    const key = this.keyOf(owner);
+    await this.usedKey(this.keyOf(owner));
+  }
+
+  /** As `used`, by store key; undefined, no promise, when this replica wrote it less than a minute ago (most requests). */
+  usedKey(key: string): Promise<void> | undefined {
     const now = Date.now();
-    if (now - (this.#lastUsedWrites.get(key) ?? 0) < LAST_USED_WRITE_INTERVAL_MS) return;
+    if (now - (this.#lastUsedWrites.get(key) ?? 0) < LAST_USED_WRITE_INTERVAL_MS) return undefined;
     this.#lastUsedWrites.set(key, now);
     if (this.#lastUsedWrites.size > 10_000) this.#lastUsedWrites.clear();
-    await this.store.set(upstreamUsedKey(key), String(now), this.ttlMs);
+    return this.store.set(upstreamUsedKey(key), String(now), this.ttlMs);
   }
 
   async lastUsed(owner: GrantOwner): Promise<number | undefined> {

@@ -40,8 +40,23 @@ export interface UpstreamTokensOptions {
 
 export class UpstreamTokens implements UpstreamAccountSource {
   readonly #refreshing = new Map<string, Promise<UpstreamGrant | undefined>>();
+  /** Each verified principal's grant key (three SHA-256s), by its frozen context: the token cache hands every request of a token the same one. */
+  readonly #keys = new WeakMap<AuthContext, string>();
 
   constructor(private readonly o: UpstreamTokensOptions) {}
+
+  /**
+   * Synchronously, the access token of a grant kept in process (grants.kept: as trusted as a
+   * load), for this route and not due for refresh: what most requests need, with no store read
+   * and no promise. Else undefined, and accessTokenFor reads, refreshes or answers the connect link.
+   */
+  keptAccessTokenFor(auth: AuthContext): string | undefined {
+    const key = this.#keyOf(auth);
+    const grant = this.o.grants.kept(key);
+    if (grant === undefined || !this.#forThisRoute(grant) || refreshDue(grant)) return undefined;
+    this.o.grants.usedKey(key)?.catch(() => undefined);
+    return grant.accessToken;
+  }
 
   async accessTokenFor(auth: AuthContext): Promise<string> {
     const owner = this.#owner(auth);
@@ -69,6 +84,16 @@ export class UpstreamTokens implements UpstreamAccountSource {
 
   #owner(auth: AuthContext): GrantOwner {
     return { issuer: auth.issuer, subject: auth.subject, routePath: this.o.routePath };
+  }
+
+  /** Remembered only for a frozen context, whose issuer and subject cannot change under the key. */
+  #keyOf(auth: AuthContext): string {
+    let key = this.#keys.get(auth);
+    if (key === undefined) {
+      key = this.o.grants.keyOf(this.#owner(auth));
+      if (Object.isFrozen(auth)) this.#keys.set(auth, key);
+    }
+    return key;
   }
 
   async #required(owner: GrantOwner): Promise<UpstreamAccountRequired> {
