@@ -81,11 +81,13 @@ function runHelper(command: string, args: string[]): Promise<HelperOutcome> {
     let stderr = '';
     try {
       const helper = spawn(command, args, { env: HELPER_ENV, stdio: ['ignore', 'ignore', 'pipe'], windowsHide: true });
-      helper.stderr.on('data', (chunk: Buffer) => {
-        if (stderr.length < STDERR_KEPT) stderr += chunk.toString('utf8').slice(0, STDERR_KEPT - stderr.length);
-      });
+      // First: out of descriptors, the spawn's failure is an 'error' event on the next tick (fatal
+      // with no listener) and there is no stderr pipe at all.
       helper.once('error', (err) => resolve({ ok: false, detail: `${command}: ${err.message}` }));
       helper.once('close', (code, signal) => resolve({ ok: code === 0, detail: stderr.trim() || `${command} exited with ${code ?? signal}` }));
+      helper.stderr?.on('data', (chunk: Buffer) => {
+        if (stderr.length < STDERR_KEPT) stderr += chunk.toString('utf8').slice(0, STDERR_KEPT - stderr.length);
+      });
     } catch (err) {
       resolve({ ok: false, detail: `${command}: ${(err as Error).message}` });
     }

@@ -119,11 +119,16 @@ export class StdioChild {
       }
       void this.cleanUp(options, tags).then(resolveEnded);
     };
-    this.readOutput(child, options, events, tags);
-    // A write to a process that is going away fails with EPIPE: its exit says the rest.
-    child.stdin!.on('error', () => undefined);
+    // First, before anything that could throw: a spawn that failed (EMFILE, ENOENT) is an 'error'
+    // event on the next tick, which with no listener would end the whole gateway.
     child.on('error', (err) => finish({ code: null, signal: null, error: (err as NodeJS.ErrnoException).code ?? err.message }));
     child.on('exit', (code, signal) => finish({ code, signal }));
+    // Out of descriptors (EMFILE, ENFILE), Node sets up no pipes at all: there is nothing to read or
+    // write, and the 'error' above ends the session as a process that could not start.
+    if (!child.stdin || !child.stdout || !child.stderr) return;
+    this.readOutput(child, options, events, tags);
+    // A write to a process that is going away fails with EPIPE: its exit says the rest.
+    child.stdin.on('error', () => undefined);
     if (plan.gated) this.openGate(child, options, tags);
   }
 
@@ -223,8 +228,8 @@ export class StdioChild {
 
   /** Writes one message as one line. */
   send(message: unknown): void {
-    if (this.exited) return;
-    const stdin = this.process.stdin!;
+    const stdin = this.process.stdin;
+    if (this.exited || !stdin) return;
     stdin.write(`${JSON.stringify(message)}\n`);
     // A process that does not read its stdin is not buffered for without bound.
     if (stdin.writableLength > this.maxUnreadStdin && this.killTimer === undefined) {
@@ -236,7 +241,7 @@ export class StdioChild {
   /** SIGTERM to the group (stdin closed too, which ends most stdio servers), SIGKILL after the grace. */
   stop(graceMs = STOP_GRACE_MS): Promise<void> {
     if (this.exited) return this.ended;
-    this.process.stdin!.end();
+    this.process.stdin?.end();
     this.kill('SIGTERM');
     this.killTimer ??= setTimeout(() => this.kill('SIGKILL'), graceMs);
     this.killTimer.unref();

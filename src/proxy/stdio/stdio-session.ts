@@ -50,6 +50,8 @@ export class StdioSession {
   stream: SseSink | undefined;
   lastActivity = Date.now();
   ended = false;
+  /** Why it ended (the error its requests get). */
+  private endedWhy = 'Upstream process exited';
   child!: StdioChild;
   /** Stops the process, recording why (set by the pool). */
   stopWith!: (why: ProcessEndReason) => Promise<void>;
@@ -68,6 +70,8 @@ export class StdioSession {
 
   /** Writes client messages to the process; the requests among them are answered through `answer`. */
   send(messages: Message[], answer: Answer | undefined): void {
+    // Ended before anything was sent (a process that could not start, e.g. out of descriptors): said now, not after a timeout.
+    if (this.ended) return void answer?.fail(new GatewayError(502, 'bad_gateway', this.endedWhy), messages.filter(isRequest).map((m) => m.id as JsonRpcId), this.endedWhy);
     this.used = true;
     this.lastActivity = Date.now();
     for (const message of messages) {
@@ -177,6 +181,7 @@ export class StdioSession {
   end(why: string): void {
     if (this.ended) return;
     this.ended = true;
+    this.endedWhy = why;
     const byAnswer = new Map<Answer, JsonRpcId[]>();
     for (const p of this.pending.values()) byAnswer.set(p.answer, [...(byAnswer.get(p.answer) ?? []), p.clientId]);
     this.pending.clear();
