@@ -28,6 +28,12 @@ import { forClient, renamed } from './upstream-ids.js';
 export const MAX_PENDING_REQUESTS = 100;
 /** Server messages held while the client has no GET stream open; the oldest go first. */
 export const MAX_BACKLOG = 100;
+/**
+ * And at most this many bytes of them in all (or the route's max_body_bytes, when lower): a
+ * hundred messages each just under max_body_bytes (4 MiB) held 400 MiB per session, and a hostile
+ * upstream's messages for five users' sessions exhausted the heap (review of issue 26).
+ */
+export const MAX_BACKLOG_BYTES = 1024 * 1024;
 /** JSON-RPC error code of a request whose session ended before its answer came. */
 const SESSION_ENDED = -32000;
 /** JSON-RPC's "internal error", for a request the server said it gave up on (as on stdio routes). */
@@ -74,6 +80,9 @@ export class SseSession {
   private readonly replies = new Set<PostReply>();
   private stream: ClientStream | undefined;
   private readonly backlog: string[] = [];
+  private backlogBytes = 0;
+  /** Held server messages dropped since the last warning (one warning per session, not one per message). */
+  private droppedFromBacklog = 0;
   private lastActive = Date.now();
   ended = false;
   /** The gateway's own probe or initialize (a stateless session's), while it waits for its answer. */
@@ -231,6 +240,7 @@ export class SseSession {
       this.lastActive = Date.now();
     }, transform);
     this.stream = stream;
+    this.backlogBytes = 0;
     for (const json of this.backlog.splice(0)) stream.send(json);
     return stream.closed;
   }
@@ -274,11 +284,27 @@ export class SseSession {
   private toClient(json: string): void {
     if (this.stream) return this.stream.send(json);
     for (const reply of [...this.replies].reverse()) if (reply.carriesUnrelated && reply.relay(json)) return;
-    if (this.backlog.length >= MAX_BACKLOG) {
-      this.backlog.shift();
-      this.scope.logger?.warn({ route: this.scope.route, limit: MAX_BACKLOG }, 'no GET stream open: the oldest held server message dropped');
+    this.hold(json);
+  }
+
+  /** Held for the client's next GET stream, within the backlog's bounds (count and bytes): the oldest go first, one too big for them is not held. */
+  private hold(json: string): void {
+    const maxBytes = Math.min(MAX_BACKLOG_BYTES, this.scope.limits.maxBytes);
+    let dropped = 0;
+    if (json.length > maxBytes) dropped++;
+    else {
+      while (this.backlog.length >= MAX_BACKLOG || this.backlogBytes + json.length > maxBytes) {
+        this.backlogBytes -= this.backlog.shift()!.length;
+        dropped++;
+      }
+      this.backlog.push(json);
+      this.backlogBytes += json.length;
     }
-    this.backlog.push(json);
+    if (dropped === 0) return;
+    if (this.droppedFromBacklog === 0) {
+      this.scope.logger?.warn({ route: this.scope.route, limit: MAX_BACKLOG, maxBytes }, 'no GET stream open: held server messages past their bound are dropped, the oldest first (said once per session)');
+    }
+    this.droppedFromBacklog += dropped;
   }
 
   private replyEnded(reply: PostReply, cancelled: boolean, injected: ForwardContext['injected']): void {
@@ -314,6 +340,7 @@ export class SseSession {
     this.handshake?.wait.fail(answer);
     this.stream?.end();
     this.backlog.length = 0;
+    this.backlogBytes = 0;
     this.onEnded(this);
   }
 }
