@@ -1,11 +1,12 @@
 /**
  * One aggregated session's requests of the upstreams to the client (server-requests.ts): held
- * until the client's stream is open, bounded per upstream of the session (beyond, refused: the caller answers the upstream),
+ * until the client's stream is open, bounded per upstream of the session in count and in bytes held (beyond, refused: the caller answers the upstream),
  * an upstream's cancellation told to the client under the gateway's id, and an answer claimed once.
  */
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { GatewayError } from '../../src/errors/gateway-error.js';
-import { MAX_PENDING, ServerRequests, type ClientAnswer } from '../../src/proxy/aggregate/server-requests.js';
+import { MAX_HELD_BYTES, MAX_PENDING, ServerRequests, type ClientAnswer } from '../../src/proxy/aggregate/server-requests.js';
 
 interface Written {
   id?: string;
@@ -92,5 +93,35 @@ describe('server requests of an aggregated session', () => {
       { id: 'x', answer: { error: { code: -1, message: 'no', data: 1 } } },
       { id: 'y', answer: { result: { ok: true } } },
     ]);
+  });
+
+  // Review of issue 26: 32 held requests just under max_body_bytes each were 128 MiB per upstream and session.
+  it('holds at most MAX_HELD_BYTES of one upstream\'s requests for a client with no stream open, whatever their sizes (property)', () => {
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 0, max: 600_000 }), { minLength: 1, maxLength: 40 }), (sizes) => {
+        const h = harness();
+        const hog = {};
+        let held = 0;
+        let accepted = 0;
+        for (const [i, size] of sizes.entries()) {
+          const params = { data: 'x'.repeat(size) };
+          const bytes = JSON.stringify({ jsonrpc: '2.0', id: `mag-${'A'.repeat(24)}`, method: 'sampling/createMessage', params }).length;
+          const fits = held + bytes <= MAX_HELD_BYTES && accepted < MAX_PENDING;
+          const taken = h.requests.asked(hog, i, 'sampling/createMessage', params, h.sink);
+          expect(taken).toBe(fits);
+          if (taken) {
+            held += bytes;
+            accepted++;
+          }
+        }
+        // Another upstream of the session still asks; once the stream opens, every held request is written.
+        expect(h.requests.asked({}, 'other', 'roots/list', undefined, h.sink)).toBe(true);
+        h.open();
+        expect(h.written).toHaveLength(accepted + 1);
+        // Written, the bytes are no longer held: the upstream may ask again (within its count).
+        if (accepted < MAX_PENDING) expect(h.requests.asked(hog, 'after', 'sampling/createMessage', { data: 'x'.repeat(600_000) }, h.sink)).toBe(true);
+      }),
+      { numRuns: 60 },
+    );
   });
 });

@@ -16,6 +16,12 @@ import type { MessageChannel } from './session-streams.js';
  * leave the others of the session unable to ask anything.
  */
 export const MAX_PENDING = 32;
+/**
+ * Bytes of one upstream session's requests held for a client with no stream open (or none with
+ * room); beyond, that upstream's request is refused at once. Without it, 32 requests just under
+ * max_body_bytes (4 MiB) held 128 MiB per upstream and session (review of issue 26).
+ */
+export const MAX_HELD_BYTES = 1024 * 1024;
 
 export type RequestId = string | number;
 
@@ -36,6 +42,8 @@ interface Pending {
   related?: MessageChannel;
   /** Where it was written: its cancellation goes there too. */
   sentOn?: MessageChannel;
+  /** Its size while it is held unsent. */
+  heldBytes: number;
 }
 
 /** A client's message without a method, as it came. */
@@ -59,9 +67,16 @@ export class ServerRequests {
   asked(source: object, upstreamId: RequestId, method: string, params: Record<string, unknown> | undefined, sink: AnswerSink, related?: MessageChannel): boolean {
     if (this.pendingOf(source) >= MAX_PENDING) return false;
     const id = `mag-${randomBytes(18).toString('base64url')}`;
-    const entry: Pending = { upstreamId, source, sink, related, unsent: { jsonrpc: '2.0', id, method, ...(params && { params }) } };
-    this.pending.set(id, entry);
+    const unsent = { jsonrpc: '2.0', id, method, ...(params && { params }) };
+    const entry: Pending = { upstreamId, source, sink, related, unsent, heldBytes: 0 };
     this.send(entry);
+    if (entry.unsent !== undefined) {
+      // Not written now: held, within this upstream's bytes.
+      const bytes = JSON.stringify(unsent).length;
+      if (this.heldBytesOf(source) + bytes > MAX_HELD_BYTES) return false;
+      entry.heldBytes = bytes;
+    }
+    this.pending.set(id, entry);
     return true;
   }
 
@@ -69,6 +84,12 @@ export class ServerRequests {
     let n = 0;
     for (const entry of this.pending.values()) if (entry.source === source) n++;
     return n;
+  }
+
+  private heldBytesOf(source: object): number {
+    let bytes = 0;
+    for (const entry of this.pending.values()) if (entry.source === source) bytes += entry.heldBytes;
+    return bytes;
   }
 
   /** A client stream opened, drained or closed: what was held is written now. */
@@ -113,6 +134,7 @@ export class ServerRequests {
     const channel = this.channelOf(entry.related);
     if (!channel.send(entry.unsent)) return;
     entry.unsent = undefined;
+    entry.heldBytes = 0;
     entry.sentOn = channel;
   }
 
