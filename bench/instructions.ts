@@ -1,12 +1,15 @@
-// node --import tsx bench/instructions.ts [--targets core,auth-off,jwt] [--shapes a,b16] [--requests N]
-//   [--warmup N] [--repeat N] [--connections N] [--entry FILE] [--keep DIR]
+// node --import tsx bench/instructions.ts [--targets core,auth-off,jwt,stdio] [--shapes a,b16] [--requests N]
+//   [--warmup N] [--repeat N] [--connections N] [--stdio-sessions 1,8] [--entry FILE] [--keep DIR]
 // Machine instructions per request of the proxy core and of the gateway (auth off, JWT), counted
 // by valgrind's callgrind in the target process (every thread: JavaScript, GC helpers, libuv),
 // over a fixed number of requests sent by a loader in this process. Instruction counts do not
 // move with what else runs on the machine, unlike CPU time or requests/s, so two builds can be
 // compared on a busy host. Each target: started under callgrind with instrumentation off, switched
 // on, warmed up, then counters zeroed and dumped around each measured batch (`callgrind_control`).
-// The dumps are kept with --keep DIR for `callgrind_annotate --inclusive=yes`.
+// The dumps are kept with --keep DIR for `callgrind_annotate --inclusive=yes`. Target stdio: the
+// gateway's stdio route (bench/lib/stdio-target.ts), `tools/call` by SDK clients, one session per
+// principal, as many sessions as each --stdio-sessions entry says (shapes s1, s8); the children's
+// instructions are not counted (valgrind does not follow them).
 import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, readdir, rm, mkdir, copyFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -17,6 +20,7 @@ import { audienceOf } from './lib/environment.js';
 import { GATEWAY_PATHS, REQUIRED_SCOPE, UPSTREAM_CREDENTIAL, startGatewayProcess } from './lib/gateway.js';
 import { sendPosts } from './lib/sequential-posts.js';
 import { readyPort, spawnReady, type ChildHandle } from './lib/processes.js';
+import { openStdioSessions, STDIO_PATH, stdioRouteYaml } from './lib/stdio-target.js';
 import { startIssuer } from './lib/tokens.js';
 
 const run = promisify(execFile);
@@ -28,6 +32,7 @@ const { values: opts } = parseArgs({
     warmup: { type: 'string', default: '20000' },
     repeat: { type: 'string', default: '3' },
     connections: { type: 'string', default: '8' },
+    'stdio-sessions': { type: 'string', default: '1,8' },
     entry: { type: 'string', default: 'bin/mcp-auth-gateway.js' },
     keep: { type: 'string' },
   },
@@ -38,7 +43,7 @@ const REPEAT = Number(opts.repeat);
 const CONNECTIONS = Number(opts.connections);
 const USERS = 16;
 
-type TargetName = 'core' | 'auth-off' | 'jwt';
+type TargetName = 'core' | 'auth-off' | 'jwt' | 'stdio';
 interface Target {
   handle: ChildHandle;
   url: string;
@@ -58,12 +63,14 @@ try {
   const single = await issuer.mint(audience, 'instr');
   const users = await issuer.mintMany(audience, USERS, 'instr-b16');
   for (const name of opts.targets.split(',') as TargetName[]) {
-    for (const shape of opts.shapes.split(',')) {
+    const shapes = name === 'stdio' ? opts['stdio-sessions'].split(',').map((n) => `s${n}`) : opts.shapes.split(',');
+    for (const shape of shapes) {
       const out = join(dir, `${name}-${shape}`);
       const target = await startTarget(name, upstreamOrigin, out);
+      const stdio = name === 'stdio' ? await openStdioSessions(`${target.url}${STDIO_PATH}`, await issuer.mintMany(audienceOf(STDIO_PATH), Number(shape.slice(1)), 'instr-stdio')) : undefined;
       try {
         const tokenOf = shape === 'b16' ? rotation(users) : () => single;
-        const load = (count: number) => drive(`${target.url}${GATEWAY_PATHS.mcp}`, tokenOf, count);
+        const load = (count: number) => (stdio ? stdio.calls(count) : drive(`${target.url}${GATEWAY_PATHS.mcp}`, tokenOf, count));
         // Warmed up uninstrumented (fast), then a little more instrumented, so the measured code is optimised.
         await load(WARMUP);
         await callgrind(target.handle.pid, '-i', 'on');
@@ -86,6 +93,7 @@ try {
         );
         if (opts.keep) await keepDumps(out, opts.keep, `${name}-${shape}`);
       } finally {
+        await stdio?.close();
         await target.stop();
       }
     }
@@ -122,6 +130,7 @@ async function startTarget(name: TargetName, upstreamOrigin: string, out: string
     node: 'valgrind',
     nodeArgs: [...nodeArgs.reverse(), node!],
     authOff: name === 'auth-off',
+    extraRoutes: name === 'stdio' ? { 'stdio.yaml': stdioRouteYaml(issuer) } : undefined,
     readyTimeoutMs: 300_000,
     // Switching instrumentation on stalls the process for seconds: no timeout may cut a request meanwhile.
     extraConfig: ['limits: { header_timeout: 10m, request_timeout: 10m, keep_alive_timeout: 10m }'],

@@ -50,6 +50,8 @@ export interface GatewayOptions {
   readyTimeoutMs?: number;
   /** Further top-level lines of gateway.yaml (bench/instructions.ts: limits a process slowed by valgrind cannot trip). */
   extraConfig?: readonly string[];
+  /** Further route files, by file name (bench/instructions.ts: the stdio route). */
+  extraRoutes?: Readonly<Record<string, string>>;
 }
 
 export interface GatewayProcess extends ChildHandle {
@@ -91,6 +93,7 @@ export async function startGatewayProcess(name: string, options: GatewayOptions)
       ].join('\n'),
     );
   }
+  for (const [file, text] of Object.entries(options.extraRoutes ?? {})) await writeFile(join(configDir, file), text);
   const nodeArgs = [...(options.nodeArgs ?? []), ...(options.cpuProfileDir ? ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfileDir}`] : [])];
   const command = options.authOff
     ? ['--import', 'tsx', 'bench/servers/gateway-auth-off.ts', configDir]
