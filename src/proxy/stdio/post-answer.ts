@@ -1,7 +1,12 @@
 // The answer to one POST that carried requests: the responses to those
 // requests (and, on an event stream, the server's messages related to them)
 // go back to this client. JSON when the client does not accept an event
-// stream: one body once every response is in. Until the first byte is
+// stream: one body once every response is in. A client that accepts both
+// gets an event stream only once there is more than its one response to
+// carry (a related server message, or a response of a batch with more to
+// come): a lone response goes back as JSON, which the transport allows and
+// which costs the gateway and the client less than an event stream (no
+// chunked framing, no event parsing: issue 23). Until the first byte is
 // written, an HTTP error is still possible: a process that does not answer
 // within the route's upstream_timeout gets the client a 504, one that exits
 // a 502. After that, a failure is a JSON-RPC error per unanswered request.
@@ -39,7 +44,8 @@ export interface PostAnswerOptions {
 const UNWRITABLE = new GatewayError(502, 'bad_gateway', 'The upstream answer could not be forwarded');
 
 export class PostAnswer implements Answer {
-  private readonly sink: SseSink | undefined;
+  /** The event stream, opened by the first message that needs one (none: the answer is JSON). */
+  private sink: SseSink | undefined;
   private readonly collected: Message[] = [];
   private readonly timer: NodeJS.Timeout;
   /** Requests of this POST still waiting for their response, by the client's id. */
@@ -47,7 +53,6 @@ export class PostAnswer implements Answer {
   finished = false;
 
   constructor(private readonly options: PostAnswerOptions) {
-    this.sink = options.stream ? new SseSink(options.res, options.transform, options.maxUnreadBytes, options.headers) : undefined;
     this.timer = setTimeout(() => this.timeout(), options.timeoutMs);
     this.timer.unref();
     options.res.on('close', () => {
@@ -56,7 +61,13 @@ export class PostAnswer implements Answer {
   }
 
   get streaming(): boolean {
-    return this.sink !== undefined && this.options.errorStatus === undefined;
+    return this.options.stream && this.options.errorStatus === undefined;
+  }
+
+  /** The event stream, opened now if it is not yet (for a client that accepts one). */
+  private stream(): SseSink {
+    this.sink ??= new SseSink(this.options.res, this.options.transform, this.options.maxUnreadBytes, this.options.headers);
+    return this.sink;
   }
 
   /**
@@ -72,12 +83,14 @@ export class PostAnswer implements Answer {
       this.collected.push(message);
       return this.writeJson(status);
     }
-    if (this.sink) {
+    const last = this.outstanding <= 0;
+    // A stream already open carries the rest; one is opened for a response with more to come.
+    if (this.sink || (this.options.stream && !last)) {
+      const sink = this.stream();
       clearTimeout(this.timer);
-      const last = this.outstanding <= 0;
-      if (!this.sink.write(message, last)) {
-        if (!this.sink.headSent) return this.fail(UNWRITABLE, [], UNWRITABLE.message);
-        this.sink.write(errorResponse(message.id as JsonRpcId, -32603, UNWRITABLE.message), last);
+      if (!sink.write(message, last)) {
+        if (!sink.headSent) return this.fail(UNWRITABLE, [], UNWRITABLE.message);
+        sink.write(errorResponse(message.id as JsonRpcId, -32603, UNWRITABLE.message), last);
       }
       if (last) this.finish('complete');
       return;
@@ -88,9 +101,9 @@ export class PostAnswer implements Answer {
 
   /** A server message related to this POST (progress, sampling, elicitation): event streams only. */
   relay(message: Message): boolean {
-    if (this.finished || !this.sink) return false;
+    if (this.finished || !this.options.stream) return false;
     clearTimeout(this.timer);
-    this.sink.write(message);
+    this.stream().write(message);
     return true;
   }
 
