@@ -321,20 +321,28 @@ export class UpstreamLink implements Probeable {
     let injected = await this.upstream.headersFor(auth);
     const request = { method: 'POST' as const, headers: this.headers(method, name, session), body: Buffer.from(JSON.stringify(message)) };
     // Notifications in the answer's stream (progress) are read as they come, not when it ends; they belong to the client's request.
-    const reader = new EventStreamReader(this.upstream.maxBytes, (m) => this.notified(m, related));
+    // So is the answer, which is then not read a second time from the whole body.
+    let answered: JsonRpcAnswer | undefined;
+    const reader = new EventStreamReader(this.upstream.maxBytes, (m) => {
+      if (message.id !== undefined && message.method !== undefined) answered ??= answerIn(m, message.id);
+      this.notified(m, related);
+    });
     const send = () => captureExchange(this.upstream.forwarder, request, { auth, injected, span }, { ...this.limits(), signal, tap: (chunk) => reader.push(chunk), renews: this.upstream.rejected !== undefined });
     let captured = await send();
     if (captured.status === 401 && this.upstream.rejected) {
       // The user's grant refused: renewed once (or gone: the caller's connect link) and the request sent again.
       await this.upstream.rejected(auth, injected);
       injected = await this.upstream.headersFor(auth);
+      answered = undefined;
       captured = await send();
     }
     if (captured.status < 200 || captured.status > 299) throw new AggregateUpstreamError('status', captured.status);
     const sessionId = captured.headers['mcp-session-id'];
     const bytes = captured.body.length;
     if (message.id === undefined || message.method === undefined) return { answer: {}, bytes, sessionId };
-    return { answer: answerOf(captured, message.id), bytes, sessionId };
+    // Read live only from an event stream: a JSON body is read as JSON, whatever lines it holds.
+    const live = isEventStream(captured) ? answered : undefined;
+    return { answer: live ?? answerOf(captured, message.id), bytes, sessionId };
   }
 
   private headers(method: string | undefined, name: string | undefined, sessionId: string | undefined): Record<string, string> {
@@ -356,7 +364,7 @@ export class UpstreamLink implements Probeable {
 /** The answer to `id` in a JSON body or an event stream. */
 function answerOf(captured: CapturedAnswer, id: number | string): JsonRpcAnswer {
   const messages: unknown[] = [];
-  if ((captured.headers['content-type'] ?? '').includes('text/event-stream')) {
+  if (isEventStream(captured)) {
     // The whole stream is in hand (bounded by max_body_bytes); a last event without its blank line counts too.
     new EventStreamReader(Infinity, (m) => messages.push(m)).push(Buffer.concat([captured.body, Buffer.from('\n\n')]));
   } else {
@@ -368,12 +376,20 @@ function answerOf(captured: CapturedAnswer, id: number | string): JsonRpcAnswer 
     }
   }
   for (const m of messages) {
-    if (isRecord(m) && m.id === id && ('result' in m || 'error' in m)) {
-      if (isRecord(m.result)) return { result: m.result };
-      if (isRecord(m.error) && typeof m.error.code === 'number' && typeof m.error.message === 'string') return { error: m.error as JsonRpcAnswer['error'] };
-    }
+    const answer = answerIn(m, id);
+    if (answer) return answer;
   }
   throw new AggregateUpstreamError('unreadable');
+}
+
+const isEventStream = (captured: CapturedAnswer) => (captured.headers['content-type'] ?? '').includes('text/event-stream');
+
+/** `m` as the answer to `id`: a result, or an error as JSON-RPC shapes it; undefined for anything else. */
+function answerIn(m: unknown, id: number | string): JsonRpcAnswer | undefined {
+  if (!isRecord(m) || m.id !== id || !('result' in m || 'error' in m)) return undefined;
+  if (isRecord(m.result)) return { result: m.result };
+  if (isRecord(m.error) && typeof m.error.code === 'number' && typeof m.error.message === 'string') return { error: m.error as JsonRpcAnswer['error'] };
+  return undefined;
 }
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
