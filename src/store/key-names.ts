@@ -85,6 +85,13 @@ export const dpopProofKey = (jkt: string, jti: string) => key(DPOP_PROOF_CLASS, 
  */
 export const dpopShareKey = (owner: string) => key('dpop-share', owner);
 
+/**
+ * One user's share of a key class under one key prefix on Redis (owner-shares.ts): a sorted set of the
+ * user's record keys, by when each was written. `owner` is the record key without its last part and
+ * the value's owner part (the user), so a user has one share per route whatever its clients.
+ */
+export const ownerShareKey = (owner: string) => key('owner-share', owner);
+
 // --- built-in authorization server (reserved for it) ------------------------
 
 /**

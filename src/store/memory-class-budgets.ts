@@ -3,15 +3,8 @@
 // own, so a flood of one class — `initialize` writing session bindings,
 // /authorize writing pending authorizations — only ever pushes out entries of
 // that class, never a grant, a registration or another class's entry.
-import {
-  NEVER_EVICTED_CLASSES,
-  PENDING_AUTHORIZATION_CLASS,
-  RATE_LIMIT_CLASS,
-  SESSION_BINDING_CLASS,
-  TASK_OWNER_CLASS,
-  EVENT_ID_CLASS,
-  UPSTREAM_CONNECT_CLASS,
-} from './key-names.js';
+import { NEVER_EVICTED_CLASSES, PENDING_AUTHORIZATION_CLASS, RATE_LIMIT_CLASS } from './key-names.js';
+import { perOwnerShare } from './owner-shares.js';
 
 export interface ClassBudget {
   /** Upper bound on the class's live entries. */
@@ -33,20 +26,11 @@ export interface ClassBudget {
 /** Flood classes get a tenth of `max_entries`, and never under this: enough for every user mid-login on a busy replica. */
 const MIN_FLOOD_CLASS_BUDGET = 1000;
 
-/** A client that reconnects all day stays far under this; past it, only its own oldest sessions go (so too its oldest task owners and event ids). */
-const MAX_SESSIONS_PER_PRINCIPAL = 1000;
-
-/** One user starts a few connections to upstream ASes at once; past this, only that user's oldest pending ones go. */
-const MAX_PENDING_CONNECTS_PER_PRINCIPAL = 100;
-
-/** Classes whose entries name their principal in the value, shared per principal and route as sessions are. */
-const PER_PRINCIPAL_CLASSES: readonly string[] = [SESSION_BINDING_CLASS, TASK_OWNER_CLASS, EVENT_ID_CLASS];
-
 /**
  * The budget of `keyClass` for a store of `maxEntries`: every class may hold
  * `maxEntries` entries; the unauthenticated flood classes a tenth of that
  * (at least 1000); one user (whatever its clients) at most a tenth of the session budget per route
- * (at most 1000), so it takes ten users flooding together to push out
+ * (at most 1000; owner-shares.ts), so it takes ten users flooding together to push out
  * another user's session.
  */
 export function memoryClassBudget(keyClass: string, maxEntries: number): ClassBudget {
@@ -54,11 +38,7 @@ export function memoryClassBudget(keyClass: string, maxEntries: number): ClassBu
     return { maxEntries: Math.max(MIN_FLOOD_CLASS_BUDGET, Math.floor(maxEntries / 10)), whenFull: 'evict' };
   }
   if (NEVER_EVICTED_CLASSES.includes(keyClass)) return { maxEntries, whenFull: 'refuse' };
-  if (PER_PRINCIPAL_CLASSES.includes(keyClass)) {
-    return { maxEntries, whenFull: 'evict', perOwner: Math.max(1, Math.min(MAX_SESSIONS_PER_PRINCIPAL, Math.floor(maxEntries / 10))) };
-  }
-  if (keyClass === UPSTREAM_CONNECT_CLASS) {
-    return { maxEntries, whenFull: 'evict', perOwner: Math.max(1, Math.min(MAX_PENDING_CONNECTS_PER_PRINCIPAL, Math.floor(maxEntries / 10))) };
-  }
-  return { maxEntries, whenFull: 'evict' };
+  // A user's share (owner-shares.ts, the same on Redis): past it, that user's own oldest entry goes.
+  const perOwner = perOwnerShare(keyClass, maxEntries);
+  return perOwner === undefined ? { maxEntries, whenFull: 'evict' } : { maxEntries, whenFull: 'evict', perOwner };
 }

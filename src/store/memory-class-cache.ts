@@ -4,11 +4,8 @@
 // per owner drops an over-budget owner's own oldest entry.
 import { LRUCache } from 'lru-cache';
 import type { ClassBudget } from './memory-class-budgets.js';
-import { ownerPartOf } from './owned-value.js';
+import { shareOwnerOf } from './owner-shares.js';
 import { StoreUnavailableError } from './store.js';
-
-/** The owner of an entry: its key without the last part (a route), and its value's owner part (the user, owned-value.ts). */
-const ownerOf = (key: string, value: string): string => `${key.slice(0, key.lastIndexOf(':'))}\n${ownerPartOf(value)}`;
 
 export class MemoryClassCache {
   readonly #cache: LRUCache<string, string>;
@@ -66,7 +63,7 @@ export class MemoryClassCache {
 
   /** A new key for an owner at its bound: that owner's oldest entries go. */
   #makeRoomInOwner(key: string, value: string, perOwner: number): void {
-    const keys = this.#byOwner.get(ownerOf(key, value));
+    const keys = this.#byOwner.get(shareOwnerOf(key, value));
     if (!keys || keys.has(key)) return;
     for (const oldest of keys) {
       if (keys.size < perOwner) break;
@@ -77,7 +74,7 @@ export class MemoryClassCache {
 
   /** The key becomes its owner's newest. */
   #own(key: string, value: string): void {
-    const owner = ownerOf(key, value);
+    const owner = shareOwnerOf(key, value);
     const keys = this.#byOwner.get(owner) ?? new Set<string>();
     keys.delete(key);
     keys.add(key);
@@ -85,7 +82,7 @@ export class MemoryClassCache {
   }
 
   #disown(key: string, value: string): void {
-    const owner = ownerOf(key, value);
+    const owner = shareOwnerOf(key, value);
     const keys = this.#byOwner.get(owner);
     keys?.delete(key);
     if (keys?.size === 0) this.#byOwner.delete(owner);

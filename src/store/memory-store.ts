@@ -7,6 +7,7 @@
 import { memoryClassBudget, type ClassBudget } from './memory-class-budgets.js';
 import { MemoryClassCache } from './memory-class-cache.js';
 import { MemoryLogs } from './memory-logs.js';
+import { keyClassOf } from './owner-shares.js';
 import { admitSlidingWindow, assertAdmitRequest, slidingWindowTtlMs } from './sliding-window.js';
 import type { Admission, AdmitRequest, LogEntry, Store } from './store.js';
 import { assertTtl } from './ttl.js';
@@ -107,7 +108,7 @@ export class MemoryStore implements Store {
 
   /** The cache of the key's class: its namespace, before the first `:` (a key without one is a class of its own). */
   #cacheOf(key: string): MemoryClassCache {
-    const keyClass = key.slice(0, Math.max(0, key.indexOf(':')));
+    const keyClass = keyClassOf(key);
     let cache = this.#classes.get(keyClass);
     if (!cache) {
       cache = new MemoryClassCache(keyClass, this.#budgetOf(keyClass));

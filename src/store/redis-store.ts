@@ -3,7 +3,8 @@
 // down, paused, refused, failing over — becomes StoreUnavailableError within a
 // bounded time, so callers answer 503 instead of hanging; the client
 // reconnects on its own. Every operation touches one key, so Cluster needs no
-// hash tags.
+// hash tags. Records a user owns (owner-shares.ts) are counted in its share
+// as the memory store counts them (redis-owner-shares.ts).
 import { Cluster } from 'ioredis';
 import { StoreUnavailableError, type Admission, type AdmitRequest, type LogEntry, type Store } from './store.js';
 import { assertAdmitRequest, SLIDING_WINDOW_SLOTS } from './sliding-window.js';
@@ -11,6 +12,8 @@ import { assertTtl } from './ttl.js';
 import { createRedisClient, MAX_RECONNECT_DELAY_MS, type RedisClient } from './redis-client.js';
 import { reviveWhenEnded, type Revival } from './redis-revival.js';
 import { RedisNotices } from './redis-notices.js';
+import { RedisOwnerShares } from './redis-owner-shares.js';
+import { DEFAULT_SHARE_BASIS } from './owner-shares.js';
 import { parseRedisUrl, type RedisTopology } from '../config/redis-url.js';
 
 export interface RedisStoreOptions {
@@ -22,6 +25,8 @@ export interface RedisStoreOptions {
   commandTimeoutMs: number;
   /** Connection errors, for logging (ioredis reports each failed reconnect). */
   onConnectionError?: (err: Error) => void;
+  /** The `max_entries` a user's share of a class derives from (owner-shares.ts); default the memory store's default, 100,000. */
+  shareBasis?: number;
 }
 
 // Used only where GETDEL (Redis 6.2) is missing: the same read-and-delete, atomic as a script.
@@ -91,6 +96,7 @@ export class RedisStore implements Store {
   readonly #revival: Revival | undefined;
   #hasGetdel = true;
   readonly notices: RedisNotices;
+  readonly #shares: RedisOwnerShares;
 
   constructor(options: RedisStoreOptions) {
     const topology = parseRedisUrl(options.url);
@@ -102,6 +108,7 @@ export class RedisStore implements Store {
     // A Cluster ends only when closed; a single client may also end on a failed Sentinel lookup.
     this.#revival = this.#client instanceof Cluster ? undefined : reviveWhenEnded(this.#client, MAX_RECONNECT_DELAY_MS);
     this.notices = new RedisNotices(this.#client, options.keyPrefix);
+    this.#shares = new RedisOwnerShares((command, fn) => this.#run(command, fn), options.shareBasis ?? DEFAULT_SHARE_BASIS);
   }
 
   async get(key: string): Promise<string | undefined> {
@@ -110,14 +117,17 @@ export class RedisStore implements Store {
 
   async set(key: string, value: string, ttlMs: number): Promise<void> {
     const ttl = assertTtl(ttlMs);
-    return this.#run('SET', async (c) => {
+    await this.#run('SET', async (c) => {
       await c.set(key, value, 'PX', ttl);
     });
+    await this.#countInShare(key, value, ttl);
   }
 
   async setIfAbsent(key: string, value: string, ttlMs: number): Promise<boolean> {
     const ttl = assertTtl(ttlMs);
-    return this.#run('SET NX', async (c) => (await c.set(key, value, 'PX', ttl, 'NX')) === 'OK');
+    const written = await this.#run('SET NX', async (c) => (await c.set(key, value, 'PX', ttl, 'NX')) === 'OK');
+    if (written) await this.#countInShare(key, value, ttl);
+    return written;
   }
 
   async compareAndSet(key: string, expected: string | undefined, next: string | undefined, ttlMs: number): Promise<boolean> {
@@ -127,6 +137,12 @@ export class RedisStore implements Store {
   }
 
   async take(key: string): Promise<string | undefined> {
+    const value = await this.#take(key);
+    if (value !== undefined && this.#shares.shareOf(key) !== undefined) await this.#shares.forget(key, value);
+    return value;
+  }
+
+  async #take(key: string): Promise<string | undefined> {
     return this.#run('GETDEL', async (c) => {
       if (this.#hasGetdel) {
         try {
@@ -172,9 +188,29 @@ export class RedisStore implements Store {
   }
 
   async delete(key: string): Promise<void> {
+    // A record counted in a share leaves it too: its user's live records are not pushed out by deleted ones.
+    if (this.#shares.shareOf(key) !== undefined) {
+      await this.take(key);
+      return;
+    }
     return this.#run('DEL', async (c) => {
       await c.del(key);
     });
+  }
+
+  /**
+   * After a write of a record a user owns: counted in the user's share, its oldest past the share
+   * deleted. Should counting fail, the record is deleted again (best effort) rather than left uncounted.
+   */
+  async #countInShare(key: string, value: string, ttl: number): Promise<void> {
+    const share = this.#shares.shareOf(key);
+    if (share === undefined) return;
+    try {
+      await this.#shares.count(key, value, ttl, share);
+    } catch (err) {
+      await this.#run('DEL', (c) => c.del(key)).catch(() => undefined);
+      throw err;
+    }
   }
 
   async ping(): Promise<void> {
