@@ -4,6 +4,8 @@
 // no hash tags, and take (GETDEL) and setIfAbsent (SET NX) stay atomic per key.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { AuthContext } from '../../src/auth/principal.js';
+import { createSessionBinding } from '../../src/proxy/session-binding.js';
 import { RedisStore } from '../../src/store/redis-store.js';
 import { StoreUnavailableError } from '../../src/store/store.js';
 import { describeStoreContract } from '../helpers/store-contract.js';
@@ -44,6 +46,23 @@ describe('Redis Cluster specifics', () => {
     expect(taken).toEqual(keys.map((key) => [key]));
     const after = await Promise.all(cluster.nodes.map(async (n) => Number(await redisCli(n.port, 'DBSIZE'))));
     expect(after).toEqual([0, 0, 0]);
+  });
+
+  it('a user\'s share of session bindings (K81) holds though its records and its owner-share: index live on different primaries', async () => {
+    const shared = new RedisStore({ url: cluster.url, keyPrefix: `share:${randomUUID()}:`, commandTimeoutMs: 1000, shareBasis: 50 }); // a share of 5
+    try {
+      const bindings = createSessionBinding(shared);
+      const who = (subject: string, clientId: string) => ({ issuer: 'https://idp.example', subject, clientId }) as AuthContext;
+      await bindings.bind('/r', 'bob-0', who('bob', 'b'));
+      for (let i = 0; i < 20; i++) await bindings.bind('/r', `m-${i}`, who('mallory', `c${i % 4}`));
+      const held = async (id: string, auth: AuthContext) => bindings.check('/r', id, auth).then(() => true, () => false);
+      const live = [];
+      for (let i = 0; i < 20; i++) if (await held(`m-${i}`, who('mallory', `c${i % 4}`))) live.push(i);
+      expect(live).toEqual([15, 16, 17, 18, 19]);
+      expect(await held('bob-0', who('bob', 'b'))).toBe(true);
+    } finally {
+      await shared.close();
+    }
   });
 
   it('checks the eviction policy of every primary', async () => {
