@@ -19,13 +19,38 @@ export function initializeRemoved(err: unknown): boolean {
   return err instanceof AggregateUpstreamError && (err.status === 404 || err.status === 400);
 }
 
-/** `params` with this revision's `_meta` of the client (the client's own `_meta` entries kept). */
+const META_CLIENT_CAPABILITIES = 'io.modelcontextprotocol/clientCapabilities';
+const META_CLIENT_INFO = 'io.modelcontextprotocol/clientInfo';
+
+/**
+ * `params` with this revision's `_meta` of the client (the client's own `_meta` entries kept). A
+ * 2026-07-28 client's own capabilities and clientInfo, sent with this very request, win over the
+ * session's: they are what it can answer now (an InputRequiredResult is built from them).
+ */
 export function withModernMeta(params: Record<string, unknown> | undefined, hello: Hello): Record<string, unknown> {
-  const own = params && typeof params._meta === 'object' && params._meta !== null && !Array.isArray(params._meta) ? (params._meta as Record<string, unknown>) : {};
+  const own = metaOf(params);
   return {
     ...params,
-    _meta: { ...own, [META_PROTOCOL_VERSION]: MODERN_REVISION, 'io.modelcontextprotocol/clientCapabilities': hello.capabilities, 'io.modelcontextprotocol/clientInfo': hello.clientInfo },
+    _meta: { [META_CLIENT_CAPABILITIES]: hello.capabilities, [META_CLIENT_INFO]: hello.clientInfo, ...own, [META_PROTOCOL_VERSION]: MODERN_REVISION },
   };
+}
+
+/**
+ * `params` for an upstream of a session-based revision: a 2026-07-28 client's per-request revision,
+ * capabilities and clientInfo taken out of `_meta` (that upstream's session has its own, and a
+ * `_meta` revision that disagrees with the request's header is refused by careful servers).
+ */
+export function withoutModernMeta(params: Record<string, unknown> | undefined): Record<string, unknown> | undefined {
+  const own = metaOf(params);
+  if (!(META_PROTOCOL_VERSION in own) && !(META_CLIENT_CAPABILITIES in own) && !(META_CLIENT_INFO in own)) return params;
+  const { [META_PROTOCOL_VERSION]: _revision, [META_CLIENT_CAPABILITIES]: _capabilities, [META_CLIENT_INFO]: _info, ...rest } = own;
+  const { _meta: _dropped, ...others } = params!;
+  return Object.keys(rest).length === 0 ? others : { ...others, _meta: rest };
+}
+
+function metaOf(params: Record<string, unknown> | undefined): Record<string, unknown> {
+  const meta = params?._meta;
+  return typeof meta === 'object' && meta !== null && !Array.isArray(meta) ? (meta as Record<string, unknown>) : {};
 }
 
 /** The discover answer as an initialize result (its capabilities), or throws when the upstream does not serve 2026-07-28. */

@@ -9,8 +9,9 @@ import type { GatewaySpan } from '../../observability/tracing.js';
 import type { Forwarder } from '../forwarder.js';
 import { AggregateUpstreamError, captureExchange, openStream, type CapturedAnswer } from './captured-exchange.js';
 import { EventStreamReader } from './event-stream-reader.js';
-import { discoveredAsInitialize, initializeRemoved, MODERN_REVISION, withModernMeta } from './modern-wire.js';
+import { discoveredAsInitialize, initializeRemoved, MODERN_REVISION, withModernMeta, withoutModernMeta } from './modern-wire.js';
 import type { MessageChannel } from './session-streams.js';
+import { openUpstreamListen, type UpstreamListen } from './upstream-listen.js';
 import { LISTENER_TIMINGS, UpstreamListener, type ListenerStream, type ListenerTimings, type ProbeOutcome } from './upstream-listener.js';
 import type { Probeable, ProberTimings } from './upstream-prober.js';
 
@@ -54,6 +55,8 @@ export interface ClientHello {
   protocolVersion: string;
   capabilities: Record<string, unknown>;
   clientInfo: Record<string, unknown>;
+  /** The revision the client speaks, when not `protocolVersion` (a 2026-07-28 client without a session: its links open sessions of an older one). */
+  clientRevision?: string;
 }
 
 /**
@@ -294,7 +297,26 @@ export class UpstreamLink implements Probeable {
 
   /** The protocol revision the client speaks (what an answer made for it follows). */
   get clientVersion(): string {
-    return this.hello.protocolVersion;
+    return this.hello.clientRevision ?? this.hello.protocolVersion;
+  }
+
+  /** Whether the upstream speaks 2026-07-28 alone (known once the link is open): its notifications come on listens of its own. */
+  get speaksModern(): boolean {
+    return this.modern;
+  }
+
+  /**
+   * A `subscriptions/listen` of this link's own at an upstream of 2026-07-28 alone, asking for
+   * `notifications`; its notifications go to `onNotification`. Undefined for any other upstream (its
+   * session's GET stream carries them) or one that cannot be opened.
+   */
+  async subscribe(notifications: Record<string, unknown>, onNotification: NotificationSink): Promise<UpstreamListen | undefined> {
+    await this.open();
+    if (!this.modern) return undefined;
+    const injected = await this.upstream.headersFor(this.auth);
+    const message = { jsonrpc: '2.0', id: this.nextId++, method: 'subscriptions/listen', params: withModernMeta({ notifications }, this.hello) };
+    const request = { method: 'POST' as const, headers: this.headers('subscriptions/listen', undefined, undefined), body: Buffer.from(JSON.stringify(message)) };
+    return openUpstreamListen(this.upstream, request, { auth: this.auth, injected }, onNotification);
   }
 
   /** The upstream session's id now (the one a request of the upstream's came from). */
@@ -303,7 +325,7 @@ export class UpstreamLink implements Probeable {
   }
 
   private async send(method: string, params: Record<string, unknown> | undefined, name: string | undefined, span?: GatewaySpan, signal?: AbortSignal, related?: MessageChannel): Promise<MeasuredAnswer> {
-    const stamped = this.modern ? withModernMeta(params, this.hello) : params;
+    const stamped = this.modern ? withModernMeta(params, this.hello) : withoutModernMeta(params);
     const message = { jsonrpc: '2.0', id: this.nextId++, method, ...(stamped && { params: stamped }) };
     // The client's cancellation, told to the upstream with the id this link gave the request.
     const cancel = () => void this.exchange({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: message.id, reason: String(signal?.reason ?? 'cancelled by the client') } }, 'notifications/cancelled', undefined, span).catch(() => undefined);
@@ -336,6 +358,9 @@ export class UpstreamLink implements Probeable {
       answered = undefined;
       captured = await send();
     }
+    // A server of 2026-07-28 gives some JSON-RPC errors an HTTP status (404 with -32601, 400 with -32602 or -32022): its answer still.
+    const refusal = this.modern && captured.status >= 400 && captured.status < 500 && message.id !== undefined ? errorAnswerOf(captured, message.id) : undefined;
+    if (refusal) return { answer: refusal, bytes: captured.body.length };
     if (captured.status < 200 || captured.status > 299) throw new AggregateUpstreamError('status', captured.status);
     const sessionId = captured.headers['mcp-session-id'];
     const bytes = captured.body.length;
@@ -358,6 +383,16 @@ export class UpstreamLink implements Probeable {
 
   private limits() {
     return { timeoutMs: this.upstream.timeoutMs, maxBytes: this.upstream.maxBytes };
+  }
+}
+
+/** The JSON-RPC error answering `id` in a refused request's body, if it holds one. */
+function errorAnswerOf(captured: CapturedAnswer, id: number | string): JsonRpcAnswer | undefined {
+  try {
+    const answer = answerOf(captured, id);
+    return answer.error ? answer : undefined;
+  } catch {
+    return undefined;
   }
 }
 
