@@ -4,8 +4,9 @@
  * when each is reached directly (server-everything over Streamable HTTP,
  * server-memory over stdio, a TS SDK server with tools.listChanged): each
  * kind some upstream has, listChanged where some upstream sends it; and the
- * revisions the route serves, all session-based, so a 2026-07-28 client falls
- * back to initialize, which then works. The gateway probes an upstream it does
+ * revisions the route serves: 2026-07-28 (without a session,
+ * aggregate-session-less.test.ts) and the session-based ones, whose
+ * initialize then works. The gateway probes an upstream it does
  * not know yet once, then answers from what it learnt.
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -72,7 +73,7 @@ const discover = async (token: string) => {
 };
 
 describe('server/discover on an aggregated route', () => {
-  it('answers without a session with what the upstreams announce directly, and the session-based revisions it serves', async () => {
+  it('answers without a session with what the upstreams announce directly, and the revisions it serves', async () => {
     const token = await stage.token(ALL);
     const expected = merged(await directCapabilities());
     expect(expected.tools).toEqual({ listChanged: true });
@@ -81,7 +82,7 @@ describe('server/discover on an aggregated route', () => {
       const { id, result } = await discover(token);
       expect(id).toBe('d1');
       expect(result.capabilities).toEqual(expected);
-      expect(result.supportedVersions).toEqual(['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05']);
+      expect(result.supportedVersions).toEqual(['2026-07-28', '2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05']);
       expect(result).toMatchObject({ resultType: 'complete', cacheScope: 'private', serverInfo: { name: 'mcp-auth-gateway' } });
       // Probed once (one upstream session, ended), then answered from what was learnt.
       expect(growing.sessions() - before, `round ${round}`).toBe(1);
@@ -117,6 +118,6 @@ describe('server/discover on an aggregated route', () => {
     }
     const { status, body } = await ask('v999.0.0', { ...capabilities, 'io.modelcontextprotocol/protocolVersion': 'v999.0.0' });
     expect(status).toBe(400);
-    expect(body).toMatchObject({ id: 7, error: { code: -32022, data: { supported: ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'], requested: 'v999.0.0' } } });
+    expect(body).toMatchObject({ id: 7, error: { code: -32022, data: { supported: ['2026-07-28', '2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'], requested: 'v999.0.0' } } });
   });
 });

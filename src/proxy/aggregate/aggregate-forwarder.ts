@@ -15,20 +15,33 @@ import { GatewayError } from '../../errors/gateway-error.js';
 import { writeError } from '../../errors/write-error.js';
 import type { ForwardContext, Forwarder, ProxyLogger, SessionHook } from '../forwarder.js';
 import { methodNotAllowed } from '../forwarded-methods.js';
+import { isModernRequest } from '../modern-error-status.js';
+import { GET_STREAMS_PER_USER, StreamQuota } from '../stream-quota.js';
 import { AggregateMethods, rpcError, type SessionUpstream } from './aggregate-methods.js';
 import { discoverFault } from './discover-request.js';
+import type { ListenStream } from './listen-stream.js';
+import { MODERN_REVISION } from './modern-wire.js';
 import { acceptsEventStream, PostStream, writeJson } from './post-stream.js';
 import { UpstreamCapabilities } from './upstream-capabilities.js';
 import { ServerRequests, type AnswerMessage } from './server-requests.js';
 import { MAX_SUBSCRIPTIONS, SessionInterests } from './session-interests.js';
+import { SessionLessRequests } from './session-less.js';
 import { SessionSlots } from './session-slots.js';
 import { SessionStreams, type MessageChannel } from './session-streams.js';
+import { LIST_CHANGES } from './subscription-filter.js';
 import { UpstreamHealth, type AggregateMetrics } from './upstream-health.js';
 import { UpstreamLink, type AggregateUpstream, type ClientHello } from './upstream-link.js';
 import { PROBER_TIMINGS, UpstreamProber } from './upstream-prober.js';
 
-/** The revisions this route speaks to clients (of 2026-07-28's stateless requests, only server/discover is served, naming these). */
+/** The session-based revisions this route speaks to clients (initialize answers one of these). */
 const SUPPORTED_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'];
+/** Every revision served: 2026-07-28's requests come without a session (session-less.ts). */
+const SERVED_VERSIONS = [MODERN_REVISION, ...SUPPORTED_VERSIONS];
+/** What a session-less session's upstream sessions are opened with (a 2026-07-28 upstream is spoken to in its own revision). */
+const HANDSHAKE_REVISION = '2025-11-25';
+const GATEWAY_INFO = { name: 'mcp-auth-gateway', version: '0.1.0' };
+/** What an upstream of 2026-07-28 is asked for while a client session's GET stream is open: every list change. */
+const ALL_LIST_CHANGES = Object.fromEntries(Object.keys(LIST_CHANGES).map((k) => [k, true]));
 /** Client sessions of one aggregated route at once, and of one user (issuer, subject: whatever its client); beyond: 503. */
 const MAX_SESSIONS = 10_000;
 const MAX_SESSIONS_PER_PRINCIPAL = 16;
@@ -54,6 +67,10 @@ interface ClientSession {
   serves: ReadonlySet<string>;
   /** Its resource subscriptions (by upstream) and logging level. */
   interests: SessionInterests;
+  /** A 2026-07-28 principal's session without an id (session-less.ts): bound to nothing in the store, never named by a client. */
+  sessionLess: boolean;
+  /** Its clients' open `subscriptions/listen` streams (session-less sessions only). */
+  listens: Set<ListenStream>;
 }
 
 /** The client capabilities passed on to the upstreams, and the requests each lets an upstream send the client. */
@@ -78,11 +95,11 @@ export interface AggregateForwarderDeps {
 
 /** An aggregated route's forwarder, which also tells the policy where a session serves resource URIs. */
 export interface AggregateRouteForwarder extends Forwarder {
-  servedBy(sessionId: string, auth: AuthContext, uris: readonly string[], span?: GatewaySpan): Promise<ReadonlyMap<string, string>>;
+  servedBy(sessionId: string | undefined, auth: AuthContext, uris: readonly string[], span?: GatewaySpan): Promise<ReadonlyMap<string, string>>;
 }
 
-export function createAggregateForwarder(route: { path: string; aggregate: AggregateConfig }, deps: AggregateForwarderDeps): AggregateRouteForwarder {
-  return new AggregateForwarder(route.path, new ShownNames(route.aggregate), deps);
+export function createAggregateForwarder(route: { path: string; aggregate: AggregateConfig; maxGetStreamsPerUser?: number }, deps: AggregateForwarderDeps): AggregateRouteForwarder {
+  return new AggregateForwarder(route.path, new ShownNames(route.aggregate), deps, new StreamQuota(route.maxGetStreamsPerUser ?? GET_STREAMS_PER_USER));
 }
 
 class AggregateForwarder implements AggregateRouteForwarder {
@@ -95,16 +112,21 @@ class AggregateForwarder implements AggregateRouteForwarder {
   private readonly loggedClashes = new Set<string>();
   private readonly loggedGiveUps = new Set<string>();
   private readonly sweep: NodeJS.Timeout;
+  /** Each principal's session-less session (by principalKey → its id in `sessions`). */
+  private readonly sessionLessIds = new Map<string, string>();
+  private readonly sessionLess: SessionLessRequests;
 
   constructor(
     private readonly route: string,
     private readonly names: ShownNames,
     private readonly deps: AggregateForwarderDeps,
+    streams: StreamQuota,
   ) {
     this.health = deps.upstreams.map((u) => new UpstreamHealth(route, u.name, deps.logger, deps.metrics));
     this.capabilities = new UpstreamCapabilities(deps.upstreams, this.health);
     this.probers = deps.upstreams.map((u, i) => (u.perSession ? undefined : new UpstreamProber(() => this.health[i]!.served(), { ...PROBER_TIMINGS, ...u.recovery })));
     this.sweep = setInterval(() => this.endIdle(), 60_000).unref();
+    this.sessionLess = new SessionLessRequests({ sessionOf: (auth, info) => this.sessionLessOf(auth, info), streams, served: SERVED_VERSIONS, reply: (res, ctx, payload, status) => writeJson(res, ctx.transform, payload, status) });
   }
 
   async forward(req: IncomingMessage, res: ServerResponse, ctx: ForwardContext): Promise<void> {
@@ -118,6 +140,7 @@ class AggregateForwarder implements AggregateRouteForwarder {
       const first = messages[0];
       if (sessionId === undefined && messages.length === 1 && first?.method === 'initialize') return await this.initialize(first, res, ctx);
       if (sessionId === undefined && messages.length === 1 && first?.method === 'server/discover') return await this.discover(first, res, ctx);
+      if (sessionId === undefined && isRecord(parsed) && isModernRequest(req.headers)) return await this.sessionLess.serve(parsed, res, ctx);
       if (sessionId === undefined) throw new GatewayError(400, 'invalid_request', 'Mcp-Session-Id header is required (a session starts with initialize)');
       const session = await this.sessionOf(sessionId, ctx.auth);
       session.lastUsed = Date.now();
@@ -160,13 +183,8 @@ class AggregateForwarder implements AggregateRouteForwarder {
     const capabilities = clientCapabilities(params.capabilities);
     const hello: ClientHello = { protocolVersion, capabilities, clientInfo: isRecord(params.clientInfo) ? params.clientInfo : { name: 'mcp-auth-gateway', version: '0.1.0' } };
     const id = randomBytes(24).toString('base64url');
-    const upstreams = this.deps.upstreams.map((u, i) => ({ link: new UpstreamLink(u, ctx.auth, hello), health: u.perSession ? this.sessionHealth(u.name) : this.health[i]! }));
-    const serves = new Set(['ping', ...Object.keys(capabilities).map((c) => CLIENT_CAPABILITIES[c]!)]);
-    const streams = new SessionStreams(() => session.requests.flush());
-    const methods = new AggregateMethods(this.route, upstreams, this.names, this.loggedClashes, this.deps.logger);
-    const session: ClientSession = { owner: principalKey(ctx.auth), user, upstreams, methods, lastUsed: Date.now(), streams, inFlight: new Map(), progressTokens: new Map(), serves, requests: new ServerRequests(streams.listening), interests: new SessionInterests() };
-    methods.onSubscription = (method, uri, upstream) => session.interests.accepted(method, uri, upstream);
-    for (const u of upstreams) this.wire(session, u);
+    const session = this.newSession(ctx.auth, user, hello, new Set(['ping', ...Object.keys(capabilities).map((c) => CLIENT_CAPABILITIES[c]!)]), false);
+    const upstreams = session.upstreams;
     const results = await Promise.all(upstreams.map((u) => (u.health.down ? undefined : u.link.open(ctx.span).then((r) => (u.health.served(), r), (err: unknown) => void u.health.failedWith('initialize', err)))));
     try {
       await this.deps.session.bind(id, ctx.auth);
@@ -181,18 +199,47 @@ class AggregateForwarder implements AggregateRouteForwarder {
     this.reply(res, ctx, { jsonrpc: '2.0', id: message.id ?? null, result });
   }
 
+  /** A client session with its links to every upstream (not opened yet), wired to it. */
+  private newSession(auth: AuthContext, user: string, hello: ClientHello, serves: ReadonlySet<string>, sessionLess: boolean): ClientSession {
+    const upstreams = this.deps.upstreams.map((u, i) => ({ link: new UpstreamLink(u, auth, hello), health: u.perSession ? this.sessionHealth(u.name) : this.health[i]! }));
+    const streams = new SessionStreams(() => session.requests.flush());
+    const methods = new AggregateMethods(this.route, upstreams, this.names, this.loggedClashes, this.deps.logger);
+    const session: ClientSession = { owner: principalKey(auth), user, upstreams, methods, lastUsed: Date.now(), streams, inFlight: new Map(), progressTokens: new Map(), serves, requests: new ServerRequests(streams.listening), interests: new SessionInterests(), sessionLess, listens: new Set() };
+    methods.onSubscription = (method, uri, upstream) => session.interests.accepted(method, uri, upstream);
+    for (const u of upstreams) this.wire(session, u);
+    return session;
+  }
+
+  /**
+   * A 2026-07-28 principal's session-less session, made at its first request (the user's slot taken
+   * before anything else, as for initialize): its upstream sessions open as its requests need them,
+   * without the client's capabilities (it has no stream an upstream's request could reach).
+   */
+  private sessionLessOf(auth: AuthContext, clientInfo: Record<string, unknown> | undefined): ClientSession {
+    const owner = principalKey(auth);
+    const known = this.sessions.get(this.sessionLessIds.get(owner) ?? '');
+    if (known) return known;
+    const user = this.slots.take(auth, (u) => this.endLeastRecentIdle(u));
+    const hello: ClientHello = { protocolVersion: HANDSHAKE_REVISION, capabilities: {}, clientInfo: clientInfo ?? GATEWAY_INFO, clientRevision: MODERN_REVISION };
+    const id = randomBytes(24).toString('base64url');
+    const session = this.newSession(auth, user, hello, new Set(), true);
+    this.sessions.set(id, session);
+    this.sessionLessIds.set(owner, id);
+    return session;
+  }
+
   /**
    * 2026-07-28's `server/discover`, without a session: what some upstream
-   * announced (as initialize answers), and the revisions this route serves, all
-   * session-based, so a 2026-07-28 client falls back to initialize.
+   * announced (as initialize answers), and the revisions this route serves:
+   * 2026-07-28 without a session, the older ones after initialize.
    */
   private async discover(message: Message, res: ServerResponse, ctx: ForwardContext): Promise<void> {
-    const fault = discoverFault(message.params, SUPPORTED_VERSIONS);
+    const fault = discoverFault(message.params, SERVED_VERSIONS);
     if (fault) return void res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: message.id ?? null, error: fault }));
     const hello: ClientHello = { protocolVersion: SUPPORTED_VERSIONS[0]!, capabilities: {}, clientInfo: { name: 'mcp-auth-gateway', version: '0.1.0' } };
     const known = await this.capabilities.all(ctx.auth, hello);
     const serverInfo = this.serverInfo();
-    const result = { resultType: 'complete', supportedVersions: SUPPORTED_VERSIONS, capabilities: capabilitiesOf(known), serverInfo, ttlMs: 0, cacheScope: 'private', _meta: { 'io.modelcontextprotocol/serverInfo': serverInfo } };
+    const result = { resultType: 'complete', supportedVersions: SERVED_VERSIONS, capabilities: capabilitiesOf(known), serverInfo, ttlMs: 0, cacheScope: 'private', _meta: { 'io.modelcontextprotocol/serverInfo': serverInfo } };
     this.reply(res, ctx, { jsonrpc: '2.0', id: message.id ?? null, result });
   }
 
@@ -205,6 +252,9 @@ class AggregateForwarder implements AggregateRouteForwarder {
     if (id === undefined) throw new GatewayError(400, 'invalid_request', 'Mcp-Session-Id is required');
     const session = await this.sessionOf(id, auth);
     if (!session.streams.listen(res)) throw new GatewayError(409, 'invalid_request', 'This session already has a GET stream');
+    // Upstreams of 2026-07-28 have no GET stream: each listens for list changes while this one is open.
+    const held = session.upstreams.filter((u) => u.link.speaksModern && !u.health.down).map((u) => u.link.subscribe(ALL_LIST_CHANGES, (method, params) => this.notified(session, u.link, method, params)).catch(() => undefined));
+    res.once('close', () => void Promise.all(held).then((listens) => listens.forEach((l) => l?.stop())));
   }
 
   /**
@@ -222,6 +272,8 @@ class AggregateForwarder implements AggregateRouteForwarder {
     if (LIST_CHANGED.has(method)) {
       if (method === 'notifications/resources/list_changed') session.methods.forgetResources();
       to.send({ jsonrpc: '2.0', method });
+      // A session-less session's listens (an upstream of 2026-07-28 reaches each on a listen of its own instead).
+      for (const listen of session.listens) listen.deliver(link.upstream.name, method, undefined);
     } else if (method === 'notifications/progress') {
       const request = session.progressTokens.get(JSON.stringify(params?.progressToken));
       if (request) (request.open ? request : session.streams.listening).send({ jsonrpc: '2.0', method, params });
@@ -280,8 +332,9 @@ class AggregateForwarder implements AggregateRouteForwarder {
    * request will be (the forwarder then sends it there: `servedBy`). Nothing for a session that is
    * not this caller's here (the request is refused as it is forwarded).
    */
-  async servedBy(sessionId: string, auth: AuthContext, uris: readonly string[], span?: GatewaySpan): Promise<ReadonlyMap<string, string>> {
-    const session = this.sessions.get(sessionId);
+  async servedBy(sessionId: string | undefined, auth: AuthContext, uris: readonly string[], span?: GatewaySpan): Promise<ReadonlyMap<string, string>> {
+    // A 2026-07-28 request without a session is served (and so placed) by its principal's session-less session.
+    const session = sessionId === undefined ? this.sessionLessOf(auth, undefined) : this.sessions.get(sessionId);
     const served = new Map<string, string>();
     if (!session || session.owner !== principalKey(auth)) return served;
     for (const uri of uris) {
@@ -336,8 +389,7 @@ class AggregateForwarder implements AggregateRouteForwarder {
   private async end(id: string | undefined, auth: AuthContext, res: ServerResponse): Promise<void> {
     if (id === undefined) throw new GatewayError(400, 'invalid_request', 'Mcp-Session-Id is required');
     await this.sessionOf(id, auth);
-    this.drop(id);
-    this.deps.session.release(id);
+    this.retire(id);
     res.writeHead(200).end();
   }
 
@@ -346,7 +398,16 @@ class AggregateForwarder implements AggregateRouteForwarder {
     if (session) this.slots.give(session.user);
     this.sessions.delete(id);
     session?.streams.end();
+    for (const listen of session?.listens ?? []) listen.end();
+    if (session?.sessionLess && this.sessionLessIds.get(session.owner) === id) this.sessionLessIds.delete(session.owner);
     for (const u of session?.upstreams ?? []) u.link.close();
+  }
+
+  /** Ends a session and its binding in the store (a session-less one has none). */
+  private retire(id: string): void {
+    const bound = this.sessions.get(id)?.sessionLess !== true;
+    this.drop(id);
+    if (bound) this.deps.session.release(id);
   }
 
   /** Room for a user at a bound: their own session with no request in flight that was used least recently ends. */
@@ -354,20 +415,19 @@ class AggregateForwarder implements AggregateRouteForwarder {
     let oldest: [string, ClientSession] | undefined;
     for (const entry of this.sessions) {
       const s = entry[1];
-      if (s.user === user && s.inFlight.size === 0 && (oldest === undefined || s.lastUsed < oldest[1].lastUsed)) oldest = entry;
+      if (s.user === user && s.inFlight.size === 0 && s.listens.size === 0 && (oldest === undefined || s.lastUsed < oldest[1].lastUsed)) oldest = entry;
     }
     if (oldest === undefined) return;
-    this.drop(oldest[0]);
-    this.deps.session.release(oldest[0]);
+    this.retire(oldest[0]);
   }
 
   private endIdle(): void {
     const before = Date.now() - IDLE_MS;
     // Its binding in the store goes too: left, it would outlive the session by the binding's TTL.
     for (const [id, s] of this.sessions) {
-      if (s.lastUsed >= before) continue;
-      this.drop(id);
-      this.deps.session.release(id);
+      // A listen open keeps its session (the listen ends with its token).
+      if (s.lastUsed >= before || s.listens.size > 0) continue;
+      this.retire(id);
     }
   }
 }

@@ -216,6 +216,11 @@ export class AggregateMethods {
     return answer;
   }
 
+  /** The upstream serving `uri` in this session, placed as a read is (a listen's watched URIs); undefined when none does. */
+  async ownerOf(uri: string, ctx: Pick<RequestContext, 'auth' | 'span' | 'servedBy'>): Promise<SessionUpstream | undefined> {
+    return this.named(await this.judgedOwner(uri, ctx));
+  }
+
   /**
    * completion/complete: a `ref/prompt` by shown name goes to its upstream with the upstream's own
    * name; a `ref/resource` (a URI, or a template as listed) to the upstream that serves it.
@@ -247,7 +252,7 @@ export class AggregateMethods {
   }
 
   /** Where the policy judged `uri` to be served (none: it could not place it), else where the session serves it. */
-  private async judgedOwner(uri: string, ctx: RequestContext): Promise<string | undefined> {
+  private async judgedOwner(uri: string, ctx: Pick<RequestContext, 'auth' | 'span' | 'servedBy'>): Promise<string | undefined> {
     return ctx.servedBy ? ctx.servedBy.get(uri) : this.upstreamOf(uri, ctx);
   }
 

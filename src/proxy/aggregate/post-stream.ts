@@ -75,7 +75,7 @@ export class PostStream implements MessageChannel {
 }
 
 /** An answer as JSON, through the policy's transform when it has one. */
-export function writeJson(res: ServerResponse, transform: ResponseTransform | undefined, payload: unknown): void {
+export function writeJson(res: ServerResponse, transform: ResponseTransform | undefined, payload: unknown, status = 200): void {
   const head: Record<string, string> = { 'content-type': 'application/json' };
   let body = Buffer.from(JSON.stringify(payload));
   const rewrite = transform?.(head);
@@ -83,7 +83,7 @@ export function writeJson(res: ServerResponse, transform: ResponseTransform | un
     body = Buffer.concat([rewrite.push(body), rewrite.end()]);
     if (rewrite.perCaller) head['cache-control'] = 'private';
   }
-  res.writeHead(200, { ...head, 'content-length': String(body.length) });
+  res.writeHead(status, { ...head, 'content-length': String(body.length) });
   res.end(body);
 }
 
