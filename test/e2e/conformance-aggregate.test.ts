@@ -34,8 +34,8 @@ interface Difference {
   why: string;
 }
 
-/** A stateless (2026-07-28) request reaches the route: it serves only server/discover without a session (docs/aggregation.md, "Not built yet"), server-everything (SDK 1.x) none. */
-const STATELESS = 'the scenario runs at the 2026-07-28 wire, which neither serves (server-everything: "Server not initialized"; the route: 400 "Mcp-Session-Id header is required", its own JSON error, not a JSON-RPC one)';
+/** A stateless (2026-07-28) request reaches the route: it serves that revision without a session (docs/aggregation.md), server-everything (SDK 1.x) does not. */
+const STATELESS = 'the scenario runs at the 2026-07-28 wire, which server-everything does not serve ("Server not initialized", no valid message of that revision) and the route serves without a session, its answers valid in that revision\'s schema (both lack the scenario\'s fixture tools, so its own checks fail alike)';
 
 const DIFFERENCES: Difference[] = [
   { scenario: 'server-session-lifecycle', direct: [/^server-session-terminated-returns-404: FAILURE$/], gateway: [/^server-session-terminated-returns-404: SUCCESS$/], why: 'the route ends its own session on DELETE and answers its id 404 afterwards (server-everything answers 400)' },
@@ -43,11 +43,11 @@ const DIFFERENCES: Difference[] = [
   { scenario: 'tasks-request-headers', direct: [/^tasks-headers-reject-mismatched-method: FAILURE$/], gateway: [/^tasks-headers-reject-mismatched-method: SUCCESS$/], why: 'an Mcp-Method header that contradicts the body is refused with -32020 before the route answers (DESIGN §4a)' },
   {
     scenario: 'server-stateless',
-    direct: [/^sep-2575-http-server-header-mismatch-400: FAILURE$/, /^sep-2575-request-meta-client-info-optional: FAILURE$/, /^sep-2575-server-declares-prompts-in-discover: FAILURE$/, /^sep-2575-server-identifies-in-result-meta: WARNING$/, /^sep-2575-server-implements-discover: FAILURE$/, /^sep-2575-server-sends-(tools|prompts)-list-changed-on-subscription: SKIPPED$/, /^sep-2575-http-server-error-jsonrpc-id: FAILURE$/, /^sep-2575-request-meta-invalid-missing-(meta|protocol-version|client-capabilities): FAILURE$/, /^sep-2575-server-unsupported-version-error: FAILURE$/],
-    gateway: [/^sep-2575-http-server-header-mismatch-400: SUCCESS$/, /^sep-2575-request-meta-client-info-optional: SUCCESS$/, /^sep-2575-server-declares-prompts-in-discover: SUCCESS$/, /^sep-2575-server-identifies-in-result-meta: SUCCESS$/, /^sep-2575-server-implements-discover: SUCCESS$/, /^sep-2575-server-sends-(tools|prompts)-list-changed-on-subscription: WARNING$/, /^sep-2575-request-meta-invalid-missing-(meta|protocol-version|client-capabilities): SUCCESS$/, /^sep-2575-server-unsupported-version-error: SUCCESS$/],
+    direct: [/^sep-2575-(discover-capabilities-match-handlers|http-server-method-not-found-404|server-sends-subscription-ack|server-tags-subscription-id): FAILURE$/, /^sep-2575-http-server-header-mismatch-400: FAILURE$/, /^sep-2575-request-meta-client-info-optional: FAILURE$/, /^sep-2575-server-declares-prompts-in-discover: FAILURE$/, /^sep-2575-server-identifies-in-result-meta: WARNING$/, /^sep-2575-server-implements-discover: FAILURE$/, /^sep-2575-server-sends-(tools|prompts)-list-changed-on-subscription: SKIPPED$/, /^sep-2575-http-server-error-jsonrpc-id: FAILURE$/, /^sep-2575-request-meta-invalid-missing-(meta|protocol-version|client-capabilities): FAILURE$/, /^sep-2575-server-unsupported-version-error: FAILURE$/],
+    gateway: [/^sep-2575-(discover-capabilities-match-handlers|http-server-method-not-found-404|server-sends-subscription-ack|server-tags-subscription-id|http-server-error-jsonrpc-id): SUCCESS$/, /^sep-2575-http-server-header-mismatch-400: SUCCESS$/, /^sep-2575-request-meta-client-info-optional: SUCCESS$/, /^sep-2575-server-declares-prompts-in-discover: SUCCESS$/, /^sep-2575-server-identifies-in-result-meta: SUCCESS$/, /^sep-2575-server-implements-discover: SUCCESS$/, /^sep-2575-server-sends-(tools|prompts)-list-changed-on-subscription: WARNING$/, /^sep-2575-request-meta-invalid-missing-(meta|protocol-version|client-capabilities): SUCCESS$/, /^sep-2575-server-unsupported-version-error: SUCCESS$/],
     why:
       'the route answers server/discover itself (capabilities, serverInfo in _meta; -32602 for _meta without the revision or the client capabilities; -32022 naming its revisions for one it does not serve) ' +
-      'where server-everything has no such method; subscriptions/listen is not served (no list_changed on a subscription stream); ' + STATELESS,
+      'where server-everything has no such method; it serves subscriptions/listen (acknowledged, frames tagged with the listen id; server-everything changes no list when asked, so no list_changed comes) and answers a method nobody serves 404 with -32601 and the request id; ' + STATELESS,
   },
   { scenario: /^tools-call-(simple-text|error)$/, direct: [/^tools-call-(simple-text|error): SUCCESS$/], gateway: [/^tools-call-(simple-text|error): FAILURE$/], why: 'the suite calls a tool server-everything lacks: directly an isError result the check accepts; the route answers a name no upstream listed itself, with JSON-RPC -32602 "Unknown tool" (docs/aggregation.md), which the check does not' },
   { scenario: /^resources-(un)?subscribe$/, direct: [/^resources-(un)?subscribe: SUCCESS$/], gateway: [/^resources-(un)?subscribe: FAILURE$/], why: 'a subscription goes to the upstream that listed the URI; the suite\'s (test://watched-resource) is listed by none, so it is -32002 from the session\'s map, where server-everything accepts any' },
@@ -58,10 +58,28 @@ const DIFFERENCES: Difference[] = [
     why: 'the route answers a POST as an event stream only when something of its requests goes before the answer (none here: server-everything lacks the suite\'s tools, which the route answers itself, as JSON), and its streams carry no event ids (docs/aggregation.md, "Not built yet"), so there is no stream to poll or resume',
   },
   { scenario: 'server-sse-multiple-streams', direct: [/^server-sse-streams-functional: SUCCESS$/], gateway: [/^server-sse-streams-functional: INFO$/], why: 'as above: the route answers these POSTs as JSON, with nothing to stream before their answers' },
-  { scenario: 'sep-2164-resource-not-found', direct: [/^sep-2164-data-uri: WARNING$/], gateway: [/^sep-2164-data-uri: FAILURE$/], why: STATELESS },
-  { scenario: 'input-required-result-validate-input', direct: [/^wire-schema-valid: SUCCESS$/], gateway: [/^wire-schema-valid: FAILURE$/], why: STATELESS },
+  { scenario: /^(input-required-result-.*|tasks-.*|sep-2164-resource-not-found)$/, direct: [/^wire-schema-valid: FAILURE$/], gateway: [/^wire-schema-valid: SUCCESS$/], why: STATELESS },
+  {
+    scenario: 'tasks-dispatch-and-envelope',
+    direct: [/^(sep-2663-tasks-result-removed-method-not-found|tasks-removed-tasks-list): FAILURE$/],
+    gateway: [/^(sep-2663-tasks-result-removed-method-not-found|tasks-removed-tasks-list): SUCCESS$/],
+    why: `the route answers tasks/result and tasks/list, which no upstream serves, 404 with -32601 as 2026-07-28 binds it; ${STATELESS}`,
+  },
+  {
+    scenario: 'http-header-validation',
+    direct: [/^sep-2243-server-(standard-setup|reject-invalid-headers|accepts-whitespace-header-value): FAILURE$/],
+    gateway: [/^sep-2243-(header-name-case-insensitive|server-accepts-whitespace-header-value|server-reject-error-code|server-reject-invalid-headers): SUCCESS$/],
+    why: `the route serves the scenario's requests and holds Mcp-Method and Mcp-Name to the body (-32020 at 400, DESIGN §4a) before answering; ${STATELESS}`,
+  },
+  { scenario: 'http-custom-header-server-validation', direct: [/^sep-2243-server-custom-setup: FAILURE$/], gateway: [/^sep-2243-server-no-xmcp-tool: FAILURE$/], why: `through the route the setup runs and finds no tool with x-mcp-header among server-everything's; ${STATELESS}` },
+  {
+    scenario: 'caching',
+    direct: [/^sep-2549-cache-scope-valid: FAILURE$/, /^sep-2549-resources-read-caching-hints: SKIPPED$/],
+    gateway: [/^sep-2549-cache-scope-valid: SUCCESS$/, /^sep-2549-resources-read-caching-hints: FAILURE$/],
+    why: `the route's merged lists say cacheScope private; a read is server-everything's answer, passed as it is, without caching hints; ${STATELESS}`,
+  },
   { scenario: /^sep-2640-skills-/, direct: [/^sep-2640-skills-(directory|enumeration|manifest): FAILURE$/], gateway: [/^sep-2640-.*: SKIPPED$/, /^wire-schema-valid: SUCCESS$/], why: `neither offers the skills extension; directly its setup fails (${STATELESS}), through the route discover answers and the checks are skipped` },
-  { scenario: 'tasks-capability-negotiation', direct: [/^tasks-capability-negotiation: FAILURE$/], gateway: [/^(sep-2663-server-rejects-undeclared-client|sep-2663-tasks-methods-non-declaring|tasks-extension-advertised|tasks-per-request-meta-opt-in|wire-schema-valid): FAILURE$/], why: `neither offers tasks; directly the setup fails, through the route discover answers and each check fails (${STATELESS})` },
+  { scenario: 'tasks-capability-negotiation', direct: [/^tasks-capability-negotiation: FAILURE$/], gateway: [/^(sep-2663-server-rejects-undeclared-client|sep-2663-tasks-methods-non-declaring|tasks-extension-advertised|tasks-per-request-meta-opt-in): FAILURE$/], why: `neither offers tasks; directly the setup fails, through the route discover answers and each check fails (${STATELESS})` },
 ];
 
 /** What no listed difference accounts for, and the listed patterns nothing matched (fixed: remove them). */
