@@ -58,7 +58,7 @@ const DIFFERENCES: Difference[] = [
     why: 'the route answers a POST as an event stream only when something of its requests goes before the answer (none here: server-everything lacks the suite\'s tools, which the route answers itself, as JSON), and its streams carry no event ids (docs/aggregation.md, "Not built yet"), so there is no stream to poll or resume',
   },
   { scenario: 'server-sse-multiple-streams', direct: [/^server-sse-streams-functional: SUCCESS$/], gateway: [/^server-sse-streams-functional: INFO$/], why: 'as above: the route answers these POSTs as JSON, with nothing to stream before their answers' },
-  { scenario: /^(input-required-result-.*|tasks-.*|sep-2164-resource-not-found)$/, direct: [/^wire-schema-valid: FAILURE$/], gateway: [/^wire-schema-valid: SUCCESS$/], why: STATELESS },
+  { scenario: /^(input-required-result-.*|tasks-.*|sep-2164-resource-not-found|caching|http-header-validation|http-custom-header-server-validation)$/, direct: [/^wire-schema-valid: FAILURE$/], gateway: [/^wire-schema-valid: SUCCESS$/], why: STATELESS },
   {
     scenario: 'tasks-dispatch-and-envelope',
     direct: [/^(sep-2663-tasks-result-removed-method-not-found|tasks-removed-tasks-list): FAILURE$/],
@@ -74,9 +74,9 @@ const DIFFERENCES: Difference[] = [
   { scenario: 'http-custom-header-server-validation', direct: [/^sep-2243-server-custom-setup: FAILURE$/], gateway: [/^sep-2243-server-no-xmcp-tool: FAILURE$/], why: `through the route the setup runs and finds no tool with x-mcp-header among server-everything's; ${STATELESS}` },
   {
     scenario: 'caching',
-    direct: [/^sep-2549-cache-scope-valid: FAILURE$/, /^sep-2549-resources-read-caching-hints: SKIPPED$/],
-    gateway: [/^sep-2549-cache-scope-valid: SUCCESS$/, /^sep-2549-resources-read-caching-hints: FAILURE$/],
-    why: `the route's merged lists say cacheScope private; a read is server-everything's answer, passed as it is, without caching hints; ${STATELESS}`,
+    direct: [/^sep-2549-(cache-scope-valid|(tools|prompts|resources|resources-templates)-list-caching-hints|ttl-non-negative): FAILURE$/, /^sep-2549-resources-read-caching-hints: SKIPPED$/],
+    gateway: [/^sep-2549-(cache-scope-valid|(tools|prompts|resources|resources-templates)-list-caching-hints|resources-read-caching-hints|ttl-non-negative): SUCCESS$/],
+    why: `to a 2026-07-28 client the route's merged lists, and a read of server-everything's (which gives no hints), say cacheScope private and ttlMs 0; ${STATELESS}`,
   },
   { scenario: /^sep-2640-skills-/, direct: [/^sep-2640-skills-(directory|enumeration|manifest): FAILURE$/], gateway: [/^sep-2640-.*: SKIPPED$/, /^wire-schema-valid: SUCCESS$/], why: `neither offers the skills extension; directly its setup fails (${STATELESS}), through the route discover answers and the checks are skipped` },
   { scenario: 'tasks-capability-negotiation', direct: [/^tasks-capability-negotiation: FAILURE$/], gateway: [/^(sep-2663-server-rejects-undeclared-client|sep-2663-tasks-methods-non-declaring|tasks-extension-advertised|tasks-per-request-meta-opt-in): FAILURE$/], why: `neither offers tasks; directly the setup fails, through the route discover answers and each check fails (${STATELESS})` },

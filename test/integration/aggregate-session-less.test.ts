@@ -62,12 +62,12 @@ const entitiesOf = async (token: string): Promise<string[]> => {
 };
 
 describe('2026-07-28 requests without a session on an aggregated route', () => {
-  it('get the merged lists a session-based client gets, without a session id, marked private and complete', async () => {
+  it('get the merged lists a session-based client gets, without a session id, marked private, not to be kept, and complete', async () => {
     const token = await tokenOf('alice');
     const answer = await ask(token, 'tools/list');
     expect(answer.status).toBe(200);
     expect(answer.session).toBeNull();
-    expect(answer.body.result).toMatchObject({ cacheScope: 'private', resultType: 'complete' });
+    expect(answer.body.result).toMatchObject({ cacheScope: 'private', ttlMs: 0, resultType: 'complete' });
     const names = (answer.body.result!.tools as { name: string }[]).map((t) => t.name);
     expect(names).toEqual(expect.arrayContaining(['modern__echo', 'modern__test_trigger_tool_change', 'growing__grow', 'memory__read_graph']));
     const { client } = await connectClient(url(), token);
@@ -76,7 +76,9 @@ describe('2026-07-28 requests without a session on an aggregated route', () => {
     const resources = await ask(token, 'resources/list');
     expect((resources.body.result!.resources as { uri: string }[]).map((r) => r.uri)).toEqual(expect.arrayContaining(['file:///public/readme.txt']));
     const read = await ask(token, 'resources/read', { uri: 'file:///public/readme.txt' });
-    expect(read.body.result).toMatchObject({ contents: [{ uri: 'file:///public/readme.txt', text: 'public readme' }] });
+    expect(read.body.result).toMatchObject({ resultType: 'complete', contents: [{ uri: 'file:///public/readme.txt', text: 'public readme' }] });
+    // 2026-07-28 makes a read cacheable: the fixture's own hints pass, a session-based server's read (none) says private, not kept.
+    expect(read.body.result).toMatchObject({ cacheScope: expect.any(String), ttlMs: expect.any(Number) });
   });
 
   it("route calls by shown name, each principal's upstream sessions its own and reused: one memory process per principal, none shared", async () => {

@@ -30,8 +30,18 @@ export function clientInfoOf(params: unknown): Record<string, unknown> | undefin
   return isRecord(info) ? info : undefined;
 }
 
-/** A result as 2026-07-28 reads it: `resultType` said (`complete` unless the upstream said otherwise, e.g. `input_required`). */
-export function modernAnswer(answer: JsonRpcAnswer): JsonRpcAnswer {
-  if (!answer.result || typeof answer.result.resultType === 'string') return answer;
-  return { result: { resultType: 'complete', ...answer.result } };
+/** The results 2026-07-28 makes cacheable (SEP-2549): each must say its `cacheScope` and `ttlMs`. */
+const CACHEABLE = new Set(['tools/list', 'prompts/list', 'resources/list', 'resources/templates/list', 'resources/read']);
+
+/**
+ * A result as 2026-07-28 reads it: `resultType` said (`complete` unless the upstream said
+ * otherwise, e.g. `input_required`); a cacheable one's hints, where no upstream gave them, say
+ * private and not to be kept (a merged list is the caller's; an older upstream's read says nothing).
+ */
+export function modernAnswer(method: string, answer: JsonRpcAnswer): JsonRpcAnswer {
+  const result = answer.result;
+  if (!result) return answer;
+  const complete = typeof result.resultType !== 'string' || result.resultType === 'complete';
+  const hints = CACHEABLE.has(method) && complete ? { cacheScope: 'private', ttlMs: 0 } : {};
+  return { result: { resultType: 'complete', ...hints, ...result } };
 }

@@ -80,7 +80,7 @@ export class SessionLessRequests {
     res.once('close', left);
     session.inFlight.set(key, controller);
     try {
-      const answer = modernAnswer(await session.methods.answer(method, isRecord(params) ? params : undefined, { auth: ctx.auth, span: ctx.span, signal: controller.signal }));
+      const answer = modernAnswer(method, await session.methods.answer(method, isRecord(params) ? params : undefined, { auth: ctx.auth, span: ctx.span, signal: controller.signal }));
       if (res.destroyed) return;
       const payload = { jsonrpc: '2.0', id, ...answer };
       this.deps.reply(res, ctx, payload, modernErrorStatus(payload) ?? 200);
