@@ -28,6 +28,7 @@ import { checkProtocolVersion } from './protocol-version.js';
 import { createRateLimiter, type RateLimiter, type RateLimiterDeps } from './rate-limiter.js';
 import { compilePolicy, type RoutePolicy } from './route-policy.js';
 import { routingUris, type ResourceRouting, type ServedBy } from './routed-upstream.js';
+import { requiresRequestHeaders } from './header-revision.js';
 import { ToolsListAnswers } from './tools-list-answers.js';
 import { chainTransforms } from './chained-transform.js';
 import type { BoundRequest, TaskBinding } from './task-binding.js';
@@ -148,11 +149,16 @@ function routingFor(route: RouteConfig, deps: PolicyStepDeps): ResourceRouting |
   return named ? deps.resourceRouting : undefined;
 }
 
-/** Where the caller's session serves the request's resource URIs; undefined when it names none, or has no session to ask. */
+/**
+ * Where the caller's session serves the request's resource URIs (a 2026-07-28 request without a
+ * session: its principal's session-less session); undefined when it names none, or has no session to ask.
+ */
 function placeResources(routing: ResourceRouting, headers: IncomingHttpHeaders, request: ParsedRequest, auth: AuthContext, span: GatewaySpan | undefined): Promise<ServedBy> | undefined {
   const sessionId = headers['mcp-session-id'];
-  const uris = typeof sessionId === 'string' ? routingUris(request.messages) : [];
-  return typeof sessionId === 'string' && uris.length > 0 ? routing(sessionId, auth, uris, span) : undefined;
+  const uris = routingUris(request.messages);
+  if (uris.length === 0) return undefined;
+  if (typeof sessionId === 'string') return routing(sessionId, auth, uris, span);
+  return requiresRequestHeaders(headers) ? routing(undefined, auth, uris, span) : undefined;
 }
 
 /**

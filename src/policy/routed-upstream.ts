@@ -7,14 +7,15 @@
 // (`servedBy`), and the forwarder sends the request where it was judged.
 import type { AuthContext } from '../auth/principal.js';
 import type { GatewaySpan } from '../observability/tracing.js';
-import type { JsonRpcMessage, Operation } from './json-rpc.js';
+import { subscribedUris, type JsonRpcMessage, type Operation } from './json-rpc.js';
 import type { RoutePolicy } from './route-policy.js';
 
 /** URI → the upstream the caller's session serves it from (URIs it cannot place are absent). */
 export type ServedBy = ReadonlyMap<string, string>;
 
 /** The aggregated route's answer to "where does this caller's session route these URIs?". */
-export type ResourceRouting = (sessionId: string, auth: AuthContext, uris: readonly string[], span?: GatewaySpan) => Promise<ServedBy>;
+/** `sessionId` undefined: a 2026-07-28 request without a session, placed by the caller's session-less session. */
+export type ResourceRouting = (sessionId: string | undefined, auth: AuthContext, uris: readonly string[], span?: GatewaySpan) => Promise<ServedBy>;
 
 /** Methods whose `params.uri` names the resource they act on. */
 const BY_URI = new Set(['resources/read', 'resources/subscribe', 'resources/unsubscribe']);
@@ -28,12 +29,13 @@ export function routingUri(message: JsonRpcMessage): string | undefined {
   return ref?.type === 'ref/resource' && typeof ref.uri === 'string' ? ref.uri : undefined;
 }
 
-/** Every URI the messages are routed by, once each. */
+/** Every URI the messages are routed by or watch (a listen's, judged as reads of them), once each. */
 export function routingUris(messages: readonly JsonRpcMessage[]): string[] {
   const uris = new Set<string>();
   for (const message of messages) {
     const uri = routingUri(message);
     if (uri !== undefined) uris.add(uri);
+    for (const watched of subscribedUris(message)) uris.add(watched);
   }
   return [...uris];
 }

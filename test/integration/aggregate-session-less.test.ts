@@ -21,6 +21,8 @@ import { connectClient, resultText, serverBin, startStdioStage, waitFor, type St
 import { post2026 } from '../helpers/wire-2026.js';
 
 const ROUTE = '/all/mcp';
+/** The same upstreams, with reads of what `modern` serves denied by a rule naming that upstream. */
+const RULED = '/ruled/mcp';
 let modern: StatelessServer;
 let growing: Awaited<ReturnType<typeof startGrowingServer>>;
 let stage: StdioStage;
@@ -29,7 +31,8 @@ const streams = new AbortController();
 beforeAll(async () => {
   [modern, growing] = await Promise.all([startStatelessServer({ keepAliveMs: 0 }), startGrowingServer()]);
   const memory = { upstream: { stdio: { command: process.execPath, args: [serverBin('@modelcontextprotocol/server-memory')], env: { MEMORY_FILE_PATH: '${PROCESS_DIR}/memory.jsonl' } } } };
-  stage = await startStdioStage({ [ROUTE]: { upstreams: { modern: { upstream: modern.url }, growing: { upstream: growing.url }, memory } } });
+  const upstreams = { modern: { upstream: modern.url }, growing: { upstream: growing.url }, memory };
+  stage = await startStdioStage({ [ROUTE]: { upstreams }, [RULED]: { upstreams, rules: [{ match: { upstream: 'modern', method: 'resources/read' }, deny: true }] } });
 }, 60_000);
 afterAll(async () => {
   streams.abort();
@@ -232,5 +235,26 @@ describe('subscriptions/listen on an aggregated route', () => {
     await waitFor(() => told >= 1, 10_000, 'list_changed on the GET stream');
     await client.close();
     await waitFor(() => modern.listens.slice(opened).every((l) => l.closedAt !== undefined), 10_000, 'the upstream listen closed with the session');
+  });
+});
+
+describe('rules naming an upstream, for requests without a session', () => {
+  it("judge a read and a listen's watched URIs where the principal's session-less session serves them: denied at that upstream, nothing sent", async () => {
+    const token = await stage.issuer.token({ audience: stage.gw.config.routes.find((r) => r.path === RULED)!.resource, sub: 'mallory' });
+    const listensBefore = modern.listens.length;
+    const read = await post2026(stage.url(RULED), 'resources/read', { uri: 'file:///secret/key.txt' }, { token });
+    expect(read.status).toBe(403);
+    expect(await read.text()).toContain('denied by policy');
+    const watching = await post2026(stage.url(RULED), 'subscriptions/listen', { notifications: { toolsListChanged: true, resourceSubscriptions: ['file:///secret/key.txt'] } }, { token, signal: streams.signal });
+    expect(watching.status).toBe(403);
+    await watching.arrayBuffer();
+    expect(modern.listens.length).toBe(listensBefore);
+    // What the rule does not name is served: tools, and a listen watching nothing of that upstream's.
+    const tools = await post2026(stage.url(RULED), 'tools/list', {}, { token });
+    expect(tools.status).toBe(200);
+    await tools.arrayBuffer();
+    const listening = await post2026(stage.url(RULED), 'subscriptions/listen', { notifications: { toolsListChanged: true } }, { token, signal: streams.signal });
+    expect(listening.status).toBe(200);
+    await listening.body?.cancel();
   });
 });

@@ -80,7 +80,7 @@ export class SessionLessRequests {
     res.once('close', left);
     session.inFlight.set(key, controller);
     try {
-      const answer = modernAnswer(method, await session.methods.answer(method, isRecord(params) ? params : undefined, { auth: ctx.auth, span: ctx.span, signal: controller.signal }));
+      const answer = modernAnswer(method, await session.methods.answer(method, isRecord(params) ? params : undefined, { auth: ctx.auth, span: ctx.span, signal: controller.signal, servedBy: ctx.servedBy }));
       if (res.destroyed) return;
       const payload = { jsonrpc: '2.0', id, ...answer };
       this.deps.reply(res, ctx, payload, modernErrorStatus(payload) ?? 200);
@@ -98,7 +98,7 @@ export class SessionLessRequests {
     });
     listen.begin();
     try {
-      await fanOutListen(listen, session, { auth: ctx.auth, span: ctx.span });
+      await fanOutListen(listen, session, { auth: ctx.auth, span: ctx.span, servedBy: ctx.servedBy });
     } catch {
       // An upstream that cannot be listened to ends this listen, nothing else; the client listens again.
       listen.end();
