@@ -30,6 +30,7 @@ import { ConsentMemory } from './interactions/consent-memory.js';
 import type { AsContext } from './context.js';
 import { Grants, REFRESH_RETRY_GRACE_MS } from './tokens/grants.js';
 import { Interactions } from './interactions/interactions.js';
+import { PendingAuthorizationBudget } from './interactions/pending-authorization-budget.js';
 import { jwksRoutes } from './endpoints/jwks.js';
 import { loadSigningKeys } from './keys/signing-keys.js';
 import { devLogin } from './login/dev-login.js';
@@ -248,6 +249,7 @@ interface EndpointParts {
 /** Every endpoint at the host root, behind the flood limits, with one error handler. */
 function mountEndpoints(ctx: AsContext, parts: EndpointParts, options: AuthorizationServerOptions): Hono {
   const { clients, codes, grants, interactions, browser, consents, login, services } = parts;
+  const pendingBudget = new PendingAuthorizationBudget(ctx, ctx.store, ctx.config.rateLimits.pendingAuthorizations);
   const routes = new Hono();
   routes.onError((err) => {
     const error = toGatewayError(err, { storeUnavailable: 'The authorization server is temporarily unavailable' });
@@ -264,7 +266,7 @@ function mountEndpoints(ctx: AsContext, parts: EndpointParts, options: Authoriza
     const rateLimiter = new RateLimiter(ctx.store, 'register', options.registrationRateLimit ?? ctx.config.rateLimits.registrations);
     routes.route('/', registerRoutes(ctx, { clients, rateLimiter }));
   }
-  routes.route('/', authorizeRoutes(ctx, { clients, interactions, browser, consents, login }));
+  routes.route('/', authorizeRoutes(ctx, { clients, interactions, pendingBudget, browser, consents, login }));
   routes.route('/', consentRoutes(ctx, { clients, interactions, browser, consents, login, services, selfOrigin: services.selfOrigin }));
   routes.route('/', login.routes());
   routes.route('/', tokenRoutes(ctx, { clients, codes, grants, enterpriseIdps: parts.idps, signInShare: parts.signInShare }, tokenRequestProof(ctx, dpopProofClaimer(ctx.store, parts.dpopShare))));
@@ -273,9 +275,9 @@ function mountEndpoints(ctx: AsContext, parts: EndpointParts, options: Authoriza
     const { apps, sessions } = parts.account;
     const userConsents = new UserConsents(ctx.store, ctx.issuer);
     const { upstreamAccounts } = parts;
-    routes.route('/', accountRoutes(ctx, { apps, sessions, browser, interactions, userConsents, grants, login, selfOrigin: services.selfOrigin, upstreamAccounts }));
+    routes.route('/', accountRoutes(ctx, { apps, sessions, browser, interactions, pendingBudget, userConsents, grants, login, selfOrigin: services.selfOrigin, upstreamAccounts }));
     if (upstreamAccounts) {
-      routes.route('/', upstreamConnectRoutes(ctx, { sessions, browser, interactions, login, selfOrigin: services.selfOrigin, accounts: upstreamAccounts }));
+      routes.route('/', upstreamConnectRoutes(ctx, { sessions, browser, interactions, pendingBudget, login, selfOrigin: services.selfOrigin, accounts: upstreamAccounts }));
       const resume = resumeAfterConnect({ interactions, browser }, services.complete);
       routes.get(CONNECTED_RESUME_PATH, (c) => guarded(c, () => resume(c)));
     }

@@ -21,6 +21,7 @@ import { readPageForm } from '../helpers/request-body.js';
 import type { AccountSession, AccountSessions } from '../interactions/account-sessions.js';
 import { accountSignInRequest } from '../interactions/account-sign-in.js';
 import { belongsTo, type Interaction, type Interactions } from '../interactions/interactions.js';
+import type { PendingAuthorizationBudget } from '../interactions/pending-authorization-budget.js';
 import { isCrossSitePost, type BrowserBinding } from '../interactions/browser-binding.js';
 import type { UserConsents } from '../interactions/user-consents.js';
 import type { AuthenticatedUser, LoginMethod } from '../login/login-method.js';
@@ -35,6 +36,8 @@ export interface AccountDeps {
   sessions: AccountSessions;
   browser: BrowserBinding;
   interactions: Interactions;
+  /** Spent only by a signed-out visit, which starts a sign-in (issue 26). */
+  pendingBudget: PendingAuthorizationBudget;
   userConsents: UserConsents;
   grants: Grants;
   login: LoginMethod;
@@ -51,6 +54,7 @@ export function accountRoutes(ctx: AsContext, deps: AccountDeps): Hono {
       const browserId = await deps.browser.ensureBrowserId(c);
       const session = await deps.sessions.current(c, browserId);
       if (!session) {
+        await deps.pendingBudget.admit(c);
         const interaction = await deps.interactions.create('login', accountSignInRequest(endpointUrl(ctx.issuer, ACCOUNT_PATHS.apps)), browserId);
         return deps.login.start(c, interaction, browserId);
       }

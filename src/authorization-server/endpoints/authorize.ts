@@ -16,6 +16,7 @@ import type { ConsentMemory } from '../interactions/consent-memory.js';
 import { withConsent } from '../interactions/consent-state.js';
 import { renderConsent } from '../pages/consent-page.js';
 import type { Interactions } from '../interactions/interactions.js';
+import type { PendingAuthorizationBudget } from '../interactions/pending-authorization-budget.js';
 import type { LoginMethod } from '../login/login-method.js';
 import { errorPage, guarded } from '../pages/respond-page.js';
 import { readPageForm } from '../helpers/request-body.js';
@@ -23,6 +24,8 @@ import { readPageForm } from '../helpers/request-body.js';
 export interface AuthorizeDeps {
   clients: ClientRegistry;
   interactions: Interactions;
+  /** Spent only here, once the request is validated: garbage spends nothing (issue 26). */
+  pendingBudget: PendingAuthorizationBudget;
   browser: BrowserBinding;
   consents: ConsentMemory;
   login: LoginMethod;
@@ -39,6 +42,7 @@ export function authorizeRoutes(ctx: AsContext, deps: AuthorizeDeps): Hono {
       return redirect(c, authorizationRedirectUrl(redirectUri, { error, description }, state, ctx.issuer));
     }
     const { client, request, forceConsent } = validated;
+    await deps.pendingBudget.admit(c);
     const browserId = await deps.browser.ensureBrowserId(c);
     if (!forceConsent && (await deps.consents.covers(c, browserId, request))) {
       // Counted as remembered once the signed-in user is known to have approved it.

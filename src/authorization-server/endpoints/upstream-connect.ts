@@ -22,7 +22,7 @@ import type { RouteAccount, UpstreamAccounts } from '../upstream-accounts/upstre
 import { DiscoveredUrlRefused } from '../upstream-accounts/discovery-guard.js';
 import { UpstreamAsError } from '../upstream-accounts/upstream-server.js';
 
-export type UpstreamConnectDeps = Pick<AccountDeps, 'sessions' | 'browser' | 'interactions' | 'login' | 'selfOrigin'> & { accounts: UpstreamAccounts };
+export type UpstreamConnectDeps = Pick<AccountDeps, 'sessions' | 'browser' | 'interactions' | 'pendingBudget' | 'login' | 'selfOrigin'> & { accounts: UpstreamAccounts };
 
 export function upstreamConnectRoutes(ctx: AsContext, deps: UpstreamConnectDeps): Hono {
   const app = new Hono();
@@ -54,6 +54,7 @@ async function connectPage(c: Context, ctx: AsContext, deps: UpstreamConnectDeps
   if (!session) {
     const pageUrl = new URL(endpointUrl(ctx.issuer, ACCOUNT_PATHS.connect));
     pageUrl.searchParams.set('link', linkId);
+    await deps.pendingBudget.admit(c);
     const interaction = await deps.interactions.create('login', accountSignInRequest(pageUrl.href), browserId);
     return deps.login.start(c, interaction, browserId);
   }
