@@ -410,9 +410,10 @@ const DEFAULT_REGISTRATIONS_LIMIT = { requests: 60, window: '10m' };
 /** Consent and login posts and the IdP callback: one or two per sign-in. */
 const DEFAULT_INTERACTION_LIMIT = { requests: 300, window: '1m' };
 /**
- * /authorize requests across all addresses: each may leave a pending
- * authorization (about 1 KiB, ten minutes), so this bounds them near twice
- * this number in Redis however many addresses a flood comes from.
+ * Pending authorizations written across all addresses (about 1 KiB, ten
+ * minutes each), so this bounds them near twice this number in Redis however
+ * many addresses a flood comes from. Counted only for valid requests, each
+ * address first against a fiftieth of it (pending-authorization-budget.ts).
  */
 const DEFAULT_PENDING_AUTHORIZATIONS_LIMIT = { requests: 20_000, window: '10m' };
 
@@ -423,7 +424,7 @@ const AuthorizationServerRateLimitsSchema = z
     register: RateLimitSchema.default(DEFAULT_REGISTER_LIMIT).describe('/register attempts, per client address'),
     registrations: RateLimitSchema.default(DEFAULT_REGISTRATIONS_LIMIT).describe('successful registrations, per client address'),
     interaction: RateLimitSchema.default(DEFAULT_INTERACTION_LIMIT).describe('consent and login posts, the IdP callback, per client address'),
-    pending_authorizations: RateLimitSchema.default(DEFAULT_PENDING_AUTHORIZATIONS_LIMIT).describe('/authorize requests from all addresses together'),
+    pending_authorizations: RateLimitSchema.default(DEFAULT_PENDING_AUTHORIZATIONS_LIMIT).describe('sign-ins started (pending authorizations written) by valid requests from all addresses together; each address may use a fiftieth'),
   })
   .meta({ id: 'AuthorizationServerRateLimits', description: 'Flood limits of the built-in AS; the store being down lets requests through (counted in mag_rate_limit_fail_open_total)' });
 
