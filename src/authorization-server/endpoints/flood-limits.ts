@@ -48,7 +48,7 @@ export function floodLimits(ctx: AsContext, store: Store, limits: AuthorizationS
   return async (c, next) => {
     const limit = c.req.method === 'OPTIONS' ? undefined : floodLimitOf(c.req.path);
     if (limit) {
-      await countFailingOpen(ctx, limit, () => perAddress[limit].record(clientIp(c, ctx.trustProxy)));
+      await countFailingOpen(ctx.metrics, limit, () => perAddress[limit].record(clientIp(c, ctx.trustProxy)));
     }
     await next();
   };

@@ -3,7 +3,10 @@
 // in mag_rate_limit_fail_open_total; over the limit, the 429 is counted too.
 import { GatewayError } from '../../errors/gateway-error.js';
 import { StoreUnavailableError } from '../../store/store.js';
-import type { AsContext } from '../context.js';
+import type { AuthorizationServerMetrics } from '../../observability/metrics.js';
+
+/** What a count reports to. */
+export type FloodMetrics = Pick<AuthorizationServerMetrics, 'rateLimited' | 'rateLimitFailOpen'>;
 
 /**
  * How long a request waits for its count. A healthy store answers within a
@@ -13,7 +16,7 @@ import type { AsContext } from '../context.js';
 const COUNT_WAIT_MS = 200;
 
 /** Counts one use; false when the store failed or was late, and the request goes on unlimited. */
-export async function countFailingOpen(ctx: AsContext, limit: string, use: () => Promise<void>): Promise<boolean> {
+export async function countFailingOpen(metrics: FloodMetrics, limit: string, use: () => Promise<void>): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<'late'>((resolve) => {
     timer = setTimeout(() => resolve('late'), COUNT_WAIT_MS);
@@ -24,12 +27,12 @@ export async function countFailingOpen(ctx: AsContext, limit: string, use: () =>
     if ((await Promise.race([counted, late])) === 'counted') return true;
   } catch (err) {
     if (!(err instanceof StoreUnavailableError)) {
-      if (err instanceof GatewayError && err.status === 429) ctx.metrics.rateLimited.labels(limit).inc();
+      if (err instanceof GatewayError && err.status === 429) metrics.rateLimited.labels(limit).inc();
       throw err;
     }
   } finally {
     clearTimeout(timer);
   }
-  ctx.metrics.rateLimitFailOpen.labels(limit).inc();
+  metrics.rateLimitFailOpen.labels(limit).inc();
   return false;
 }

@@ -38,8 +38,8 @@ export class PendingAuthorizationBudget {
   async admit(c: Context): Promise<void> {
     const address = clientIp(c, this.ctx.trustProxy);
     // A store that did not answer the first count would not answer the second in time either (one fail-open counted).
-    if (await countFailingOpen(this.ctx, 'pending_authorizations', () => this.perAddress.record(address))) {
-      await countFailingOpen(this.ctx, 'pending_authorizations', () => this.all.record('all'));
+    if (await countFailingOpen(this.ctx.metrics, 'pending_authorizations', () => this.perAddress.record(address))) {
+      await countFailingOpen(this.ctx.metrics, 'pending_authorizations', () => this.all.record('all'));
     }
   }
 }
