@@ -155,3 +155,31 @@ describe('[J54] pending authorizations: the budget of all addresses still bounds
     expect((await send(`${gateway.issuer}/authorize?x=1`, {}, newAddress())).status).toBe(400);
   });
 });
+
+describe('[J54] pending authorizations: the connected-apps page spends the budget only when it starts a sign-in', () => {
+  let gateway: AsGateway;
+  beforeAll(async () => {
+    gateway = await startAsGateway({
+      upstream: 'http://127.0.0.1:9/mcp',
+      gateway: { trust_proxy: true, account: { enabled: true } },
+      // Its share per address: 1.
+      authorizationServer: { rate_limits: { pending_authorizations: { requests: 50, window: '1h' } } },
+    });
+  });
+  afterAll(async () => {
+    await gateway?.stop();
+  });
+
+  it('[J54] forged account posts spend nothing; a signed-out visit starts a sign-in against the address\'s share, the next one is 429 for that address alone', async () => {
+    const address = newAddress();
+    for (let i = 0; i < 10; i++) {
+      const forged = await send(`${gateway.issuer}/account/apps/revoke`, { method: 'POST', headers: FORM, body: 'client_id=x&csrf=y' }, address);
+      expect(forged.status).toBeGreaterThanOrEqual(400);
+      expect(forged.status).not.toBe(429);
+    }
+    const visit = await send(`${gateway.issuer}/account/apps`, {}, address);
+    expect(visit.status).toBe(200); // the dev login's form
+    expect((await send(`${gateway.issuer}/account/apps`, {}, address)).status).toBe(429);
+    expect((await send(`${gateway.issuer}/account/apps`, {}, newAddress())).status).toBe(200);
+  });
+});
