@@ -12,6 +12,7 @@ import { authenticate } from '../src/auth/authenticate.js';
 import { spendDpopProof } from '../src/auth/dpop-binding.js';
 import { createTokenVerifier } from '../src/auth/create-token-verifier.js';
 import { dpopProofClaimer } from '../src/auth/dpop-replay.js';
+import { proofJtiTtlMs } from '../src/auth/dpop-proof.js';
 import { sha256Base64Url } from '../src/auth/hash.js';
 import { JwksRegistry } from '../src/auth/jwks.js';
 import { createLocalJwtVerifier } from '../src/auth/jwt-verifier.js';
@@ -53,7 +54,8 @@ const verifier = createTokenVerifier(route, {
   builtin: () => createLocalJwtVerifier({ issuer: ISSUER, audience: HTU, getKeySet: () => issuerKeys.publicKey, algorithms: ['ES256'] }),
 });
 const store = new MemoryStore({ maxEntries: 1_000_000 });
-const claim = dpopProofClaimer(store, Number.MAX_SAFE_INTEGER);
+const claim = dpopProofClaimer(store, Number.MAX_SAFE_INTEGER, proofJtiTtlMs(30_000));
+const checks = { nowSeconds: () => Math.floor(Date.now() / 1000), claim };
 
 async function proofs(n: number): Promise<string[]> {
   const ath = sha256Base64Url(boundToken);
@@ -74,10 +76,10 @@ async function measure(kind: 'bearer' | 'dpop', n: number): Promise<number> {
   const start = process.cpuUsage();
   for (let i = 0; i < n; i++) {
     const rawHeaders = kind === 'dpop' ? ['Authorization', header, 'DPoP', signed[i]!] : ['Authorization', header];
-    const authenticated = authenticate(route, verifier, { rawHeaders, socket, method: 'POST' }, '', { claim });
+    const authenticated = authenticate(route, verifier, { rawHeaders, socket, method: 'POST' }, '', checks);
     const auth = authenticated instanceof Promise ? await authenticated : authenticated;
     // As the route does once the request is admitted.
-    await spendDpopProof({ claim }, auth);
+    await spendDpopProof(checks, auth);
   }
   const used = process.cpuUsage(start);
   return (used.user + used.system) / n;

@@ -7,6 +7,7 @@ import type { Logger } from './observability/logger.js';
 import type { Metrics } from './observability/metrics.js';
 import { createHttpServer } from './server.js';
 import type { Store } from './store/store.js';
+import { maxClockSkewMs } from './config/replica-clocks.js';
 import { drain, listen, stop, type ShutdownParts } from './gateway/lifecycle.js';
 import { LiveRoutes, logWarnings } from './gateway/reload.js';
 import { buildRouteTable, closeForwarders, closeRouteTable } from './gateway/route-table.js';
@@ -64,6 +65,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     async closeAll() {
       if (closed) return;
       closed = true;
+      services.clock.stop();
       await closeRouteTable(live.table);
       // After the routes: their last spans have ended. Bounded, whether the collector answers or not.
       await services.tracing?.shutdown();
@@ -82,6 +84,7 @@ export async function startGateway(config: GatewayConfig, options: StartOptions 
     store,
     reload: async (next) => {
       await live.reload(next);
+      services.clock.setAllowedSkew(maxClockSkewMs(next.store));
       recordLoaded(next, services);
     },
     drain: ({ delayMs = live.config.drainDelayMs, graceMs = live.config.shutdownGraceMs }: DrainOptions = {}) => drain(shutdown, delayMs, graceMs),

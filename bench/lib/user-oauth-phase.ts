@@ -133,7 +133,7 @@ async function builtinToken(origin: string, routePath: string): Promise<string> 
 async function seedGrant(principalToken: string, redisUrl: string, keyPrefix: string, tokensKey: string, resource: string): Promise<void> {
   const { iss, sub } = decodeJwt(principalToken);
   if (!iss || !sub) throw new Error('user_oauth phase: the built-in AS token names no issuer or subject');
-  const store = createStore({ kind: 'redis', url: redisUrl, keyPrefix, commandTimeoutMs: 2000, requireNoeviction: false });
+  const store = createStore({ kind: 'redis', url: redisUrl, keyPrefix, commandTimeoutMs: 2000, requireNoeviction: false, maxClockSkewMs: 30_000 });
   try {
     const now = Date.now();
     const grants = new UpstreamGrants(store, new AccountTokenCipher([deriveKey(tokensKey)]), 3_600_000);

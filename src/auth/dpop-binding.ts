@@ -10,8 +10,10 @@ import { InvalidDpopProof, verifyDpopProof } from './dpop-proof.js';
 import { principalShareOwner, type ClaimDpopProof } from './dpop-replay.js';
 import type { AuthContext } from './principal.js';
 
-/** What checking a proof needs beyond the request: the store's one-use claim, and the gateway's nonces. */
+/** What checking a proof needs beyond the request: the clock, the store's one-use claim, and the gateway's nonces. */
 export interface DpopChecks {
+  /** Seconds since the epoch by the store's clock where one is shared (store/store-clock.ts): every replica judges `iat` alike. */
+  nowSeconds: () => number;
   claim: ClaimDpopProof;
   /** Set when the gateway hands out nonces (RFC 9449 §8); a route with `dpop_nonce` then requires one. */
   nonces?: DpopNonces;
@@ -69,7 +71,7 @@ export async function checkDpopUse(dpop: DpopRouteConfig, checks: DpopChecks, re
   if (proof === undefined) throw invalidDpopProof('A DPoP proof is required with the DPoP scheme');
   let verified;
   try {
-    verified = await verifyDpopProof(proof, { method: req.method ?? '', htu: dpop.htu, accessTokenHash: auth.tokenHash });
+    verified = await verifyDpopProof(proof, { method: req.method ?? '', htu: dpop.htu, accessTokenHash: auth.tokenHash, nowSeconds: checks.nowSeconds() });
   } catch (err) {
     if (err instanceof InvalidDpopProof) throw invalidDpopProof(err.message, err.cause);
     throw err;

@@ -18,20 +18,15 @@ export const MAX_PROOF_LENGTH = 8 * 1024;
 export const PROOF_WINDOW_SECONDS = 60;
 
 /**
- * How far apart the clocks of two replicas may be (docs/storage.md: keep them
- * NTP-synchronised well within it). One replica accepts an `iat` up to the
- * window either side of its own clock, so another replica, ahead or behind
- * by this much, may still accept the same proof this much later.
+ * How long a `jti` is remembered: as long as any replica could still accept a
+ * proof carrying it. Accepted first at the far end of the window (an `iat` a
+ * window ahead), it is still acceptable a whole window later, plus the skew
+ * replicas allow (`store.max_clock_skew`: each judges `iat` by the store's
+ * clock, which also expires the marker, so this covers what a reading of it
+ * may miss, a replica that cannot read it, and store nodes whose clocks
+ * differ), plus a second (the window is closed, clocks read in whole seconds).
  */
-export const REPLICA_CLOCK_SKEW_SECONDS = 30;
-
-/**
- * A `jti` is remembered as long as any replica could still accept a proof
- * carrying it: accepted first at the far end of the window (an `iat` a window
- * ahead), it is still acceptable a whole window later, plus the replicas' skew,
- * plus a second (the window is closed, and clocks are read in whole seconds).
- */
-export const PROOF_JTI_TTL_MS = (2 * PROOF_WINDOW_SECONDS + REPLICA_CLOCK_SKEW_SECONDS + 1) * 1000;
+export const proofJtiTtlMs = (maxClockSkewMs: number): number => 2 * PROOF_WINDOW_SECONDS * 1000 + maxClockSkewMs + 1000;
 
 const MAX_JTI_LENGTH = 256;
 
@@ -53,7 +48,7 @@ export interface ProofExpectations {
   htu: string;
   /** base64url(SHA-256(access token)) when the proof accompanies one (`ath`, §4.3 check 12). */
   accessTokenHash?: string;
-  /** Seconds since the epoch; default: now. */
+  /** Seconds since the epoch, by the store's clock where one is shared (store/store-clock.ts); default: this process's clock. */
   nowSeconds?: number;
 }
 
@@ -69,14 +64,15 @@ export interface VerifiedProof {
 
 export async function verifyDpopProof(proof: string, expected: ProofExpectations): Promise<VerifiedProof> {
   const { jwk, header } = checkHeader(proof);
+  const now = expected.nowSeconds ?? Math.floor(Date.now() / 1000);
   let payload: Record<string, unknown>;
   let jkt: string;
   try {
-    ({ payload, jkt } = await signedPayload(proof, header));
+    ({ payload, jkt } = await signedPayload(proof, header, now));
   } catch (err) {
     throw new InvalidDpopProof('DPoP proof signature or claims invalid', { cause: err });
   }
-  const jti = checkClaims(payload, expected);
+  const jti = checkClaims(payload, expected, now);
   return { jkt, jti, jwk, nonce: payload.nonce };
 }
 
@@ -86,7 +82,7 @@ export async function verifyDpopProof(proof: string, expected: ProofExpectations
  * claims, a JSON object read strictly, whose `iat`, `nbf` and `exp` are numbers
  * and whose `nbf` and `exp`, when present, hold now.
  */
-async function signedPayload(proof: string, header: ProofHeader): Promise<{ payload: Record<string, unknown>; jkt: string }> {
+async function signedPayload(proof: string, header: ProofHeader, now: number): Promise<{ payload: Record<string, unknown>; jkt: string }> {
   const segments = splitCompactJws(proof)!;
   const signature = decodeBase64UrlStrict(segments.signature);
   const key = await proofKey(header, header.alg);
@@ -97,7 +93,6 @@ async function signedPayload(proof: string, header: ProofHeader): Promise<{ payl
   if (payload === undefined) throw new Error('claims are not a JSON object');
   const { iat, nbf, exp } = payload;
   if ([iat, nbf, exp].some((time) => time !== undefined && typeof time !== 'number')) throw new Error('a time claim is not a number');
-  const now = Math.floor(Date.now() / 1000);
   if (typeof nbf === 'number' && nbf > now) throw new Error('nbf is in the future');
   if (typeof exp === 'number' && exp <= now) throw new Error('exp has passed');
   return { payload, jkt: key.jkt };
@@ -130,12 +125,11 @@ function checkHeader(proof: string): { jwk: JWK; header: ProofHeader } {
 }
 
 /** §4.3 checks 8–12: `htm`, `htu`, `iat`, `jti`, `ath`. Returns the `jti`. */
-function checkClaims(payload: Record<string, unknown>, expected: ProofExpectations): string {
+function checkClaims(payload: Record<string, unknown>, expected: ProofExpectations, now: number): string {
   const { htm, htu, iat, jti, ath } = payload;
   if (typeof jti !== 'string' || jti === '' || jti.length > MAX_JTI_LENGTH) throw new InvalidDpopProof('DPoP proof jti missing or malformed');
   if (htm !== expected.method) throw new InvalidDpopProof('DPoP proof htm does not match the request method');
   if (typeof htu !== 'string' || normalizedHttpUri(htu) !== expected.htu) throw new InvalidDpopProof('DPoP proof htu does not match the request URI');
-  const now = expected.nowSeconds ?? Math.floor(Date.now() / 1000);
   if (typeof iat !== 'number' || !Number.isFinite(iat) || Math.abs(now - iat) > PROOF_WINDOW_SECONDS) {
     throw new InvalidDpopProof('DPoP proof iat is outside the accepted window');
   }

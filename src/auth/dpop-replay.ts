@@ -13,7 +13,6 @@ import type { StoreConfig } from '../config/types.js';
 import { tooManyRequests } from '../errors/gateway-error.js';
 import { dpopProofKey, dpopShareKey } from '../store/key-names.js';
 import type { Store } from '../store/store.js';
-import { PROOF_JTI_TTL_MS } from './dpop-proof.js';
 
 /** One accepted proof, to be spent by the principal it counts against. */
 export interface DpopProofUse {
@@ -43,11 +42,12 @@ export function dpopMarkerShare(store: StoreConfig): number {
   return store.kind === 'memory' ? Math.max(MIN_SHARE, Math.floor(store.maxEntries / MEMORY_SHARE_DIVISOR)) : REDIS_SHARE;
 }
 
-export function dpopProofClaimer(store: Store, share: number): ClaimDpopProof {
+/** `markerTtlMs`: `proofJtiTtlMs` of the allowed clock skew (dpop-proof.ts), the same at routes and /token. */
+export function dpopProofClaimer(store: Store, share: number, markerTtlMs: number): ClaimDpopProof {
   return async ({ jkt, jti, owner }) => {
     // Counted over a marker's whole life: the owner never holds more than `share` live markers.
-    const admission = await store.admit(dpopShareKey(owner), { cost: 1, limit: share, windowMs: PROOF_JTI_TTL_MS });
+    const admission = await store.admit(dpopShareKey(owner), { cost: 1, limit: share, windowMs: markerTtlMs });
     if (!admission.admitted) throw tooManyRequests('Too many DPoP proofs from this user; try again later', admission.retryAfterMs);
-    return store.setIfAbsent(dpopProofKey(jkt, jti), '1', PROOF_JTI_TTL_MS);
+    return store.setIfAbsent(dpopProofKey(jkt, jti), '1', markerTtlMs);
   };
 }

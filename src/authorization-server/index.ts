@@ -10,6 +10,7 @@ import type { TokenVerifier } from '../auth/verifier.js';
 import { createAudit, type Audit } from '../observability/audit.js';
 import type { Logger } from '../observability/logger.js';
 import { Metrics, type AuthorizationServerMetrics } from '../observability/metrics.js';
+import type { StoreClock } from '../store/store-clock.js';
 import type { Store } from '../store/store.js';
 import type { IdpTokenSource, JwtSigner } from '../upstream-auth/upstream-credential.js';
 import { accountRoutes, accountSignIn } from './endpoints/account-apps.js';
@@ -48,6 +49,8 @@ import { createSafeFetcher, type SafeFetchOptions } from './helpers/safe-fetch.j
 import { tokenRoutes } from './endpoints/token.js';
 import { tokenRequestProof } from './tokens/token-dpop.js';
 import { dpopMarkerShare, dpopProofClaimer } from '../auth/dpop-replay.js';
+import { proofJtiTtlMs } from '../auth/dpop-proof.js';
+import { maxClockSkewMs } from '../config/replica-clocks.js';
 import { JwksRegistry } from '../auth/jwks.js';
 import { enterpriseIdps, type EnterpriseIdps } from './idp/enterprise-idps.js';
 import { createDpopNonces, type DpopNonces } from '../auth/dpop-nonce.js';
@@ -82,6 +85,8 @@ export interface AuthorizationServerDeps {
   metrics?: AuthorizationServerMetrics;
   /** The gateway's key sets of external issuers, kept across reloads (default: one of its own): the enterprise IdPs' keys. */
   jwks?: JwksRegistry;
+  /** The clock DPoP proofs at /token are judged by: the store's, as at the routes (default: this process's). */
+  clock?: Pick<StoreClock, 'nowSeconds'>;
   options?: AuthorizationServerOptions;
 }
 
@@ -132,7 +137,7 @@ export async function createAuthorizationServer(config: GatewayConfig, deps: Aut
   const services = loginServices(ctx, { codes, clients, grants, interactions, browser, signInShare }, account, upstreamAccounts);
   const login = loginFactory(ctx, services);
   const idps = enterpriseIdps(asConfig.enterpriseIdps, deps.jwks ?? new JwksRegistry());
-  const parts: EndpointParts = { clients, codes, grants, interactions, browser, consents: new ConsentMemory(ctx.keys.cookieSecret), login, services, account, idps, dpopShare: dpopMarkerShare(config.store), signInShare, upstreamAccounts };
+  const parts: EndpointParts = { clients, codes, grants, interactions, browser, consents: new ConsentMemory(ctx.keys.cookieSecret), login, services, account, idps, dpopProofs: tokenProofRules(config, deps), signInShare, upstreamAccounts };
 
   return {
     routes: mountEndpoints(ctx, parts, options),
@@ -148,6 +153,12 @@ export async function createAuthorizationServer(config: GatewayConfig, deps: Aut
       await fetcher?.close();
     },
   };
+}
+
+/** DPoP at /token as at the routes: the same share, marker life and clock. */
+function tokenProofRules(config: GatewayConfig, { clock }: AuthorizationServerDeps): EndpointParts['dpopProofs'] {
+  const nowSeconds = clock ? () => clock.nowSeconds() : () => Math.floor(Date.now() / 1000);
+  return { share: dpopMarkerShare(config.store), markerTtlMs: proofJtiTtlMs(maxClockSkewMs(config.store)), nowSeconds };
 }
 
 /** The factory of the configured `login.kind`; a dev login is refused on a gateway reachable from elsewhere. */
@@ -239,8 +250,8 @@ interface EndpointParts {
   services: LoginServices;
   account?: AccountParts;
   idps: EnterpriseIdps;
-  /** Each user's share of DPoP replay markers (auth/dpop-replay.ts). */
-  dpopShare: number;
+  /** How /token checks and spends DPoP proofs: each user's share of replay markers, their life, the clock (auth/dpop-replay.ts). */
+  dpopProofs: { share: number; markerTtlMs: number; nowSeconds: () => number };
   /** Each user's share of sign-ins (tokens/sign-in-share.ts). */
   signInShare: SignInShare;
   upstreamAccounts?: UpstreamAccounts;
@@ -269,7 +280,7 @@ function mountEndpoints(ctx: AsContext, parts: EndpointParts, options: Authoriza
   routes.route('/', authorizeRoutes(ctx, { clients, interactions, pendingBudget, browser, consents, login }));
   routes.route('/', consentRoutes(ctx, { clients, interactions, browser, consents, login, services, selfOrigin: services.selfOrigin }));
   routes.route('/', login.routes());
-  routes.route('/', tokenRoutes(ctx, { clients, codes, grants, enterpriseIdps: parts.idps, signInShare: parts.signInShare }, tokenRequestProof(ctx, dpopProofClaimer(ctx.store, parts.dpopShare))));
+  routes.route('/', tokenRoutes(ctx, { clients, codes, grants, enterpriseIdps: parts.idps, signInShare: parts.signInShare }, tokenRequestProof(ctx, dpopProofClaimer(ctx.store, parts.dpopProofs.share, parts.dpopProofs.markerTtlMs), parts.dpopProofs.nowSeconds)));
   routes.route('/', revokeRoutes(ctx, { clients, grants }));
   if (parts.account) {
     const { apps, sessions } = parts.account;

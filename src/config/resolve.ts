@@ -489,7 +489,7 @@ const ruleSource = ({ file, line }: ConfigIssue) => `${file}:${line}`;
 function storeConfig(s: GatewayFile['store']): StoreConfig {
   return s.kind === 'memory'
     ? { kind: 'memory', maxEntries: s.max_entries }
-    : { kind: 'redis', url: s.url, keyPrefix: s.key_prefix, commandTimeoutMs: parseDuration(s.command_timeout), requireNoeviction: s.require_noeviction };
+    : { kind: 'redis', url: s.url, keyPrefix: s.key_prefix, commandTimeoutMs: parseDuration(s.command_timeout), requireNoeviction: s.require_noeviction, maxClockSkewMs: parseDuration(s.max_clock_skew) };
 }
 
 function isJsonObject(text: string): boolean {

@@ -9,6 +9,7 @@ import { GATEWAY_AUTHORIZE_PARAMS, isGatewayAuthorizeParam } from './idp-authori
 import { userOAuthSchema } from './user-oauth.js';
 import { accountTokensSchema } from './account-tokens.js';
 import { aggregateRouteFields } from './upstreams-schema.js';
+import { MaxClockSkew } from './replica-clocks.js';
 
 /** A duration such as `500ms`, `60s`, `10m`, `12h`, `30d`. */
 export const Duration = z
@@ -315,6 +316,7 @@ export const StoreSchema = z.discriminatedUnion('kind', [
       .boolean()
       .default(false)
       .describe('refuse to start unless Redis maxmemory-policy is verified to be noeviction (default: log an error and start)'),
+    max_clock_skew: MaxClockSkew,
   }),
 ]).meta({ id: 'Store' });
 

@@ -167,7 +167,15 @@ export type AggregateUpstreamConfig = Pick<RouteConfig, 'upstream' | 'stdio' | '
 
 export type StoreConfig =
   | { kind: 'memory'; maxEntries: number }
-  | { kind: 'redis'; url: string; keyPrefix: string; commandTimeoutMs: number; requireNoeviction: boolean };
+  | {
+      kind: 'redis';
+      url: string;
+      keyPrefix: string;
+      commandTimeoutMs: number;
+      requireNoeviction: boolean;
+      /** `max_clock_skew`: how far apart replicas' clocks (and each from Redis's) may be (config/replica-clocks.ts). */
+      maxClockSkewMs: number;
+    };
 
 export interface OidcLoginConfig {
   kind: 'oidc';

@@ -7,7 +7,9 @@ import { createApp, type NodeListener } from '../app.js';
 import { createTokenVerifier } from '../auth/create-token-verifier.js';
 import type { DpopChecks } from '../auth/dpop-binding.js';
 import { createDpopNonces } from '../auth/dpop-nonce.js';
+import { proofJtiTtlMs } from '../auth/dpop-proof.js';
 import { dpopMarkerShare, dpopProofClaimer } from '../auth/dpop-replay.js';
+import { maxClockSkewMs } from '../config/replica-clocks.js';
 import { createAuthorizationServer, type AuthorizationServer } from '../authorization-server/index.js';
 import { ConfigError } from '../config/config-error.js';
 import type { GatewayConfig, RouteConfig } from '../config/types.js';
@@ -42,7 +44,7 @@ export async function buildRouteTable(config: GatewayConfig, services: Services,
   if (sandboxes.length > 0) throw new ConfigError(sandboxes);
   for (const warning of uncontainedRoutes(config.routes)) logger.warn({}, warning);
   const as = config.authorizationServer
-    ? await createAuthorizationServer(config, { store, logger, audit, metrics, jwks: services.jwks, options: options.authorizationServer })
+    ? await createAuthorizationServer(config, { store, logger, audit, metrics, jwks: services.jwks, clock: services.clock, options: options.authorizationServer })
     : undefined;
   const sessions = createSessionBinding(store);
   const selfOrigin = new URL(config.publicUrl).origin;
@@ -128,9 +130,10 @@ function createRouteForwarder(route: RouteConfig, sessions: SessionBinding, { lo
 const bindsTasks = (route: RouteConfig): boolean => !route.stdio && !route.sse;
 
 /** One-use proofs through the store; nonces from `dpop_nonce_key`, else the same ones the built-in AS hands out. */
-function dpopChecks(config: GatewayConfig, { store }: Services, as: AuthorizationServer | undefined): DpopChecks {
+function dpopChecks(config: GatewayConfig, { store, clock }: Services, as: AuthorizationServer | undefined): DpopChecks {
   const nonces = config.dpopNonceKey !== undefined ? createDpopNonces(config.dpopNonceKey) : as?.dpopNonces;
-  return { claim: dpopProofClaimer(store, dpopMarkerShare(config.store)), ...(nonces && { nonces }) };
+  const claim = dpopProofClaimer(store, dpopMarkerShare(config.store), proofJtiTtlMs(maxClockSkewMs(config.store)));
+  return { nowSeconds: () => clock.nowSeconds(), claim, ...(nonces && { nonces }) };
 }
 
 /** What a route's rate limits count with: the shared store, bounded by its command timeout, and the route's counters. */

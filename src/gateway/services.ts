@@ -15,7 +15,9 @@ import { createStore } from '../store/create-store.js';
 import { enforceEvictionPolicy } from '../store/eviction-policy.js';
 import { InstrumentedStore } from '../store/instrumented-store.js';
 import { RedisStore } from '../store/redis-store.js';
+import { StoreClock } from '../store/store-clock.js';
 import type { Store } from '../store/store.js';
+import { maxClockSkewMs } from '../config/replica-clocks.js';
 import { SharedForwarders } from './shared-forwarders.js';
 import type { StartOptions } from './start-options.js';
 
@@ -23,6 +25,8 @@ export interface Services {
   logger: Logger;
   metrics: Metrics;
   store: Store;
+  /** The store's clock (Redis TIME) as this replica reads it: DPoP proofs are judged by it. */
+  clock: StoreClock;
   /** Whether the gateway opened the store itself, and so closes it. */
   ownsStore: boolean;
   audit: Audit;
@@ -46,11 +50,20 @@ export async function openServices(config: GatewayConfig, options: StartOptions)
   // Built from the first configuration and kept: a reload does not change where spans go (a restart does).
   const tracing = config.traces && createSdkTracing(config.traces, metrics);
   const store = new InstrumentedStore(await openStore(config, options, logger), metrics, tracing);
+  const clock = new StoreClock({
+    readStoreTime: store.time,
+    allowedSkewMs: maxClockSkewMs(config.store),
+    logger,
+    metrics,
+    wallNow: options.wallClock,
+  });
+  await clock.start();
   const readiness: Lifecycle = { ready: false };
   return {
     logger,
     metrics,
     store,
+    clock,
     ownsStore: !options.store,
     audit: options.audit ?? createAudit(config.auditSink),
     jwks: new JwksRegistry(),

@@ -16,6 +16,12 @@ export interface StartOptions {
   audit?: Audit;
   /** Built-in authorization server knobs that are not configuration (test hooks, login methods). */
   authorizationServer?: AuthorizationServerOptions;
+  /**
+   * Test only, never from configuration: this replica's wall clock in ms (default Date.now), as
+   * the store's clock (store/store-clock.ts) reads it, so replicas with clocks apart can be run in
+   * one process. Only DPoP timing goes through it.
+   */
+  wallClock?: () => number;
   /** Benchmark only, never from configuration: see ProtectedRouteDeps.benchmarkPrincipal. */
   benchmarkPrincipal?: AuthContext;
   /** Tests only, never from configuration: shorter waits of aggregated routes' GET stream reopening and slow probing (upstream-listener.ts, upstream-prober.ts). */

@@ -128,6 +128,18 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly storeClockOffset = new Gauge({
+    name: 'mag_store_clock_offset_seconds',
+    help: "The shared store's clock (Redis TIME) minus this replica's, at the last reading (every 30 s); DPoP iat is judged by the store's clock",
+    registers: [this.registry],
+  });
+
+  readonly storeClockSkewExceeded = new Gauge({
+    name: 'mag_store_clock_skew_exceeded',
+    help: "1 while this replica's clock is further from the store's than store.max_clock_skew (logged once when it happens), else 0",
+    registers: [this.registry],
+  });
+
   readonly traceSpans = new Counter({
     name: 'mag_trace_spans_total',
     help: 'Finished sampled spans by result: exported, failed (the collector refused or did not answer) or dropped (the export queue was full)',

@@ -8,11 +8,12 @@ import type { Tracing } from '../observability/tracing.js';
 import { StoreUnavailableError, type Admission, type AdmitRequest, type LogEntry, type Store } from './store.js';
 
 type StoreMetrics = Pick<Metrics, 'storeDuration' | 'storeErrors'>;
-type Operation = 'get' | 'set' | 'setIfAbsent' | 'compareAndSet' | 'take' | 'increment' | 'delete' | 'ping' | 'appendToLog' | 'readLog' | 'admit';
+type Operation = 'get' | 'set' | 'setIfAbsent' | 'compareAndSet' | 'take' | 'increment' | 'delete' | 'ping' | 'appendToLog' | 'readLog' | 'admit' | 'time';
 
 export class InstrumentedStore implements Store {
   readonly kind: Store['kind'];
   readonly notices: Store['notices'];
+  readonly time?: () => Promise<number>;
 
   constructor(
     /** The backend itself (e.g. for backend-specific checks). */
@@ -22,6 +23,8 @@ export class InstrumentedStore implements Store {
   ) {
     this.kind = backend.kind;
     this.notices = backend.notices;
+    // Only a backend with a clock of its own has one to pass through.
+    if (backend.time) this.time = () => this.#observe('time', () => backend.time!());
   }
 
   get(key: string): Promise<string | undefined> {

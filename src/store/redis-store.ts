@@ -219,6 +219,13 @@ export class RedisStore implements Store {
     });
   }
 
+  async time(): Promise<number> {
+    return this.#run('TIME', async (c) => {
+      const [seconds, micros] = await c.time();
+      return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    });
+  }
+
   /**
    * The server's `maxmemory-policy`, for the start-up check (an evicted code
    * or binding would silently vanish): on a Cluster, the first primary's that

@@ -46,6 +46,11 @@ export interface Store {
   delete(key: string): Promise<void>;
   /** Resolves when the backend answers; rejects (StoreUnavailableError) otherwise. */
   ping(): Promise<void>;
+  /**
+   * The backend's own clock, ms since the epoch (Redis `TIME`): the one clock
+   * every replica can read. Only a shared backend has it (store-clock.ts).
+   */
+  time?(): Promise<number>;
   close(): Promise<void>;
   /** Change notices between replicas (a shared backend only; the memory store has one replica). */
   readonly notices?: StoreNotices;

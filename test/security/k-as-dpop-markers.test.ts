@@ -14,7 +14,8 @@
 import { Redis } from 'ioredis';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PROOF_JTI_TTL_MS, PROOF_WINDOW_SECONDS, REPLICA_CLOCK_SKEW_SECONDS, verifyDpopProof } from '../../src/auth/dpop-proof.js';
+import { PROOF_WINDOW_SECONDS, proofJtiTtlMs, verifyDpopProof } from '../../src/auth/dpop-proof.js';
+import { DEFAULT_MAX_CLOCK_SKEW_MS } from '../../src/config/replica-clocks.js';
 import { dpopMarkerShare, dpopProofClaimer, principalShareOwner } from '../../src/auth/dpop-replay.js';
 import { hashKeyPart } from '../../src/store/key-names.js';
 import { dpopKey, proof, type DpopKey } from '../helpers/dpop.js';
@@ -30,6 +31,9 @@ const TOOLS_LIST = '{"jsonrpc":"2.0","id":1,"method":"tools/list"}';
 const GET_ENV = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get-env","arguments":{}}}';
 const LIMIT = 3;
 const KEY_PREFIX = 'k79:';
+/** The default `store.max_clock_skew`, and so the markers' life. */
+const REPLICA_CLOCK_SKEW_SECONDS = DEFAULT_MAX_CLOCK_SKEW_MS / 1000;
+const PROOF_JTI_TTL_MS = proofJtiTtlMs(DEFAULT_MAX_CLOCK_SKEW_MS);
 
 let issuer: TestIssuer;
 let up: RecordingUpstream;
@@ -152,13 +156,13 @@ describe('[K79] each user has a share of the replay-marker class (memory store o
 describeOnEachStore('[K79] the marker share', (store) => {
   it('[K79] counts the user whatever the key or client: past it 429 with Retry-After for that user alone; a replay is still refused', async () => {
     const share = 5;
-    const claim = dpopProofClaimer(store(), share);
+    const claim = dpopProofClaimer(store(), share, PROOF_JTI_TTL_MS);
     const user = principalShareOwner(issuer.issuer, `sam-${Math.random()}`);
     for (let i = 0; i < share; i++) expect(await claim({ jkt: `key-${i % 2}`, jti: `jti-${i}`, owner: user })).toBe(true);
     const refused = await claim({ jkt: 'key-2', jti: 'jti-new', owner: user }).then(() => undefined, (err: unknown) => err as { status?: number; headers?: Record<string, string> });
     expect(refused?.status).toBe(429);
     expect(Number(refused?.headers?.['retry-after'])).toBeGreaterThan(0);
-    for (let i = 0; i < share; i++) expect(await dpopProofClaimer(store(), share)({ jkt: 'key-0', jti: `other-${i}`, owner: principalShareOwner(issuer.issuer, `tim-${Math.random()}`) })).toBe(true);
+    for (let i = 0; i < share; i++) expect(await dpopProofClaimer(store(), share, PROOF_JTI_TTL_MS)({ jkt: 'key-0', jti: `other-${i}`, owner: principalShareOwner(issuer.issuer, `tim-${Math.random()}`) })).toBe(true);
     // The same subject at another issuer is another user.
     expect(await claim({ jkt: 'key-0', jti: 'elsewhere', owner: principalShareOwner('https://other.example', 'sam') })).toBe(true);
     const replayer = principalShareOwner(issuer.issuer, `rae-${Math.random()}`);

@@ -102,7 +102,7 @@ describe('Redis URLs', () => {
 
   // Sentinel and Cluster URL parsing: test/unit/store-redis-url.test.ts.
   it.each(['redis+sentinel://h:26379', 'redis+cluster://h:6379/1'])('refuses a malformed %s at construction with a clear error', (url) => {
-    expect(() => createStore({ kind: 'redis', url, keyPrefix: 'x:', commandTimeoutMs: 100, requireNoeviction: false })).toThrow(/^store\.url: /);
+    expect(() => createStore({ kind: 'redis', url, keyPrefix: 'x:', commandTimeoutMs: 100, requireNoeviction: false, maxClockSkewMs: 30_000 })).toThrow(/^store\.url: /);
   });
 
   it('refuses other schemes', () => {

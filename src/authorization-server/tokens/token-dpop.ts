@@ -35,7 +35,8 @@ export type TokenRequestProof = (headers: Headers) => Promise<TokenProof>;
 
 const NO_PROOF: TokenProof = { spend: async () => undefined };
 
-export function tokenRequestProof(ctx: AsContext, claim: ClaimDpopProof): TokenRequestProof {
+/** `nowSeconds`: the store's clock where one is shared, so /token and every route judge `iat` alike. */
+export function tokenRequestProof(ctx: AsContext, claim: ClaimDpopProof, nowSeconds: () => number): TokenRequestProof {
   const htu = normalizedHttpUri(endpointUrl(ctx.issuer, AS_ENDPOINTS.token));
   if (htu === undefined) throw new Error(`the token endpoint of ${ctx.issuer} is not an http(s) URL`);
   return async (headers) => {
@@ -45,7 +46,7 @@ export function tokenRequestProof(ctx: AsContext, claim: ClaimDpopProof): TokenR
     if (proof.includes(',')) throw invalidProof('More than one DPoP header');
     let verified;
     try {
-      verified = await verifyDpopProof(proof, { method: 'POST', htu });
+      verified = await verifyDpopProof(proof, { method: 'POST', htu, nowSeconds: nowSeconds() });
     } catch (err) {
       if (err instanceof InvalidDpopProof) throw invalidProof(err.message, err.cause);
       throw err;
