@@ -54,8 +54,8 @@ const verifier = createTokenVerifier(route, {
   builtin: () => createLocalJwtVerifier({ issuer: ISSUER, audience: HTU, getKeySet: () => issuerKeys.publicKey, algorithms: ['ES256'] }),
 });
 const store = new MemoryStore({ maxEntries: 1_000_000 });
-const claim = dpopProofClaimer(store, Number.MAX_SAFE_INTEGER, proofJtiTtlMs(30_000));
-const checks = { nowSeconds: () => Math.floor(Date.now() / 1000), claim };
+const nowSeconds = () => Math.floor(Date.now() / 1000);
+const checks = { nowSeconds, claim: dpopProofClaimer(store, { share: Number.MAX_SAFE_INTEGER, markerTtlMs: proofJtiTtlMs(30_000), nowSeconds }) };
 
 async function proofs(n: number): Promise<string[]> {
   const ath = sha256Base64Url(boundToken);

@@ -80,7 +80,7 @@ export async function checkDpopUse(dpop: DpopRouteConfig, checks: DpopChecks, re
   // No nonce source (a wiring fault) fails closed, like a wrong nonce. The route answers with the current one.
   if (dpop.nonce && !checks.nonces?.accepts(verified.nonce)) throw useDpopNonce();
   // A copy: the context may be a cached one, shared by every request of this token.
-  return { ...auth, dpopProof: { jkt, jti: verified.jti } };
+  return { ...auth, dpopProof: { jkt, jti: verified.jti, iat: verified.iat } };
 }
 
 /**
@@ -92,8 +92,11 @@ export async function spendDpopProof(checks: DpopChecks, auth: AuthContext): Pro
   const proof = auth.dpopProof;
   if (proof === undefined) return;
   const owner = principalShareOwner(auth.issuer, auth.subject);
-  if (!(await checks.claim({ ...proof, owner }))) throw invalidDpopProof('DPoP proof already used');
+  if (!(await checks.claim({ ...proof, owner }))) throw invalidDpopProof(SPENT);
 }
+
+/** Refused at its spending: a replay, or a proof whose window closed while the request was judged. */
+export const SPENT = 'DPoP proof already used, or its iat left the accepted window';
 
 /** RFC 9449 §8: the proof lacks the current nonce; the `DPoP-Nonce` header of the answer carries it. */
 const useDpopNonce = () =>

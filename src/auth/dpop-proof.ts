@@ -56,6 +56,8 @@ export interface VerifiedProof {
   /** RFC 7638 SHA-256 thumbprint of the proof's key: what `cnf.jkt` names. */
   jkt: string;
   jti: string;
+  /** Seconds since the epoch: the claim, once it passed the window. */
+  iat: number;
   /** The public key, as sent. */
   jwk: JWK;
   /** The `nonce` claim as sent (RFC 9449 §8): the caller judges it when it hands out nonces. */
@@ -73,7 +75,7 @@ export async function verifyDpopProof(proof: string, expected: ProofExpectations
     throw new InvalidDpopProof('DPoP proof signature or claims invalid', { cause: err });
   }
   const jti = checkClaims(payload, expected, now);
-  return { jkt, jti, jwk, nonce: payload.nonce };
+  return { jkt, jti, iat: payload.iat as number, jwk, nonce: payload.nonce };
 }
 
 /**

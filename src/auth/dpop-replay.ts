@@ -13,18 +13,22 @@ import type { StoreConfig } from '../config/types.js';
 import { tooManyRequests } from '../errors/gateway-error.js';
 import { dpopProofKey, dpopShareKey } from '../store/key-names.js';
 import type { Store } from '../store/store.js';
+import { PROOF_WINDOW_SECONDS } from './dpop-proof.js';
 
 /** One accepted proof, to be spent by the principal it counts against. */
 export interface DpopProofUse {
   jkt: string;
   jti: string;
+  /** The proof's `iat`: judged again when it is spent, which may be seconds after it was checked. */
+  iat: number;
   /** Whose share pays for the marker: `principalShareOwner` of the request's user. */
   owner: string;
 }
 
 /**
  * Resolves true for the first use of this proof (`jkt`, `jti`), false for any
- * later one; rejects with 429 when the owner's share of markers is spent.
+ * later one and for one whose `iat` left the window since it was checked;
+ * rejects with 429 when the owner's share of markers is spent.
  */
 export type ClaimDpopProof = (use: DpopProofUse) => Promise<boolean>;
 
@@ -42,9 +46,20 @@ export function dpopMarkerShare(store: StoreConfig): number {
   return store.kind === 'memory' ? Math.max(MIN_SHARE, Math.floor(store.maxEntries / MEMORY_SHARE_DIVISOR)) : REDIS_SHARE;
 }
 
-/** `markerTtlMs`: `proofJtiTtlMs` of the allowed clock skew (dpop-proof.ts), the same at routes and /token. */
-export function dpopProofClaimer(store: Store, share: number, markerTtlMs: number): ClaimDpopProof {
-  return async ({ jkt, jti, owner }) => {
+export interface DpopClaimRules {
+  /** How many live markers one principal may hold (`dpopMarkerShare`). */
+  share: number;
+  /** `proofJtiTtlMs` of the allowed clock skew (dpop-proof.ts), the same at routes and /token. */
+  markerTtlMs: number;
+  /** The clock the proof was checked by (store/store-clock.ts), in seconds. */
+  nowSeconds: () => number;
+}
+
+export function dpopProofClaimer(store: Store, { share, markerTtlMs, nowSeconds }: DpopClaimRules): ClaimDpopProof {
+  return async ({ jkt, jti, iat, owner }) => {
+    // Policy, rate limits or a grant's checks ran since the proof was: a marker covers the window from
+    // its claim, so a proof claimed after its window closed could find an earlier marker just gone.
+    if (Math.abs(nowSeconds() - iat) > PROOF_WINDOW_SECONDS) return false;
     // Counted over a marker's whole life: the owner never holds more than `share` live markers.
     const admission = await store.admit(dpopShareKey(owner), { cost: 1, limit: share, windowMs: markerTtlMs });
     if (!admission.admitted) throw tooManyRequests('Too many DPoP proofs from this user; try again later', admission.retryAfterMs);

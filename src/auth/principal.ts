@@ -18,7 +18,7 @@ export interface AuthContext {
    * This request's DPoP proof, checked but not yet spent: the route claims its
    * `jti` (dpop-binding.ts `spendDpopProof`) only once policy and rate limits admit the request.
    */
-  dpopProof?: { jkt: string; jti: string };
+  dpopProof?: { jkt: string; jti: string; iat: number };
 }
 
 /** The principal of a request is (issuer, sub, client_id): a stable string for binding sessions. */

@@ -48,7 +48,7 @@ import { RevokedGrants } from './tokens/revoked-grants.js';
 import { createSafeFetcher, type SafeFetchOptions } from './helpers/safe-fetch.js';
 import { tokenRoutes } from './endpoints/token.js';
 import { tokenRequestProof } from './tokens/token-dpop.js';
-import { dpopMarkerShare, dpopProofClaimer } from '../auth/dpop-replay.js';
+import { dpopMarkerShare, dpopProofClaimer, type DpopClaimRules } from '../auth/dpop-replay.js';
 import { proofJtiTtlMs } from '../auth/dpop-proof.js';
 import { maxClockSkewMs } from '../config/replica-clocks.js';
 import { JwksRegistry } from '../auth/jwks.js';
@@ -251,7 +251,7 @@ interface EndpointParts {
   account?: AccountParts;
   idps: EnterpriseIdps;
   /** How /token checks and spends DPoP proofs: each user's share of replay markers, their life, the clock (auth/dpop-replay.ts). */
-  dpopProofs: { share: number; markerTtlMs: number; nowSeconds: () => number };
+  dpopProofs: DpopClaimRules;
   /** Each user's share of sign-ins (tokens/sign-in-share.ts). */
   signInShare: SignInShare;
   upstreamAccounts?: UpstreamAccounts;
@@ -280,7 +280,7 @@ function mountEndpoints(ctx: AsContext, parts: EndpointParts, options: Authoriza
   routes.route('/', authorizeRoutes(ctx, { clients, interactions, pendingBudget, browser, consents, login }));
   routes.route('/', consentRoutes(ctx, { clients, interactions, browser, consents, login, services, selfOrigin: services.selfOrigin }));
   routes.route('/', login.routes());
-  routes.route('/', tokenRoutes(ctx, { clients, codes, grants, enterpriseIdps: parts.idps, signInShare: parts.signInShare }, tokenRequestProof(ctx, dpopProofClaimer(ctx.store, parts.dpopProofs.share, parts.dpopProofs.markerTtlMs), parts.dpopProofs.nowSeconds)));
+  routes.route('/', tokenRoutes(ctx, { clients, codes, grants, enterpriseIdps: parts.idps, signInShare: parts.signInShare }, tokenRequestProof(ctx, dpopProofClaimer(ctx.store, parts.dpopProofs), parts.dpopProofs.nowSeconds)));
   routes.route('/', revokeRoutes(ctx, { clients, grants }));
   if (parts.account) {
     const { apps, sessions } = parts.account;

@@ -132,8 +132,9 @@ const bindsTasks = (route: RouteConfig): boolean => !route.stdio && !route.sse;
 /** One-use proofs through the store; nonces from `dpop_nonce_key`, else the same ones the built-in AS hands out. */
 function dpopChecks(config: GatewayConfig, { store, clock }: Services, as: AuthorizationServer | undefined): DpopChecks {
   const nonces = config.dpopNonceKey !== undefined ? createDpopNonces(config.dpopNonceKey) : as?.dpopNonces;
-  const claim = dpopProofClaimer(store, dpopMarkerShare(config.store), proofJtiTtlMs(maxClockSkewMs(config.store)));
-  return { nowSeconds: () => clock.nowSeconds(), claim, ...(nonces && { nonces }) };
+  const nowSeconds = () => clock.nowSeconds();
+  const claim = dpopProofClaimer(store, { share: dpopMarkerShare(config.store), markerTtlMs: proofJtiTtlMs(maxClockSkewMs(config.store)), nowSeconds });
+  return { nowSeconds, claim, ...(nonces && { nonces }) };
 }
 
 /** What a route's rate limits count with: the shared store, bounded by its command timeout, and the route's counters. */

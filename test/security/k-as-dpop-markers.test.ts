@@ -156,18 +156,20 @@ describe('[K79] each user has a share of the replay-marker class (memory store o
 describeOnEachStore('[K79] the marker share', (store) => {
   it('[K79] counts the user whatever the key or client: past it 429 with Retry-After for that user alone; a replay is still refused', async () => {
     const share = 5;
-    const claim = dpopProofClaimer(store(), share, PROOF_JTI_TTL_MS);
+    const NOW = Math.floor(Date.now() / 1000);
+    const rules = { share, markerTtlMs: PROOF_JTI_TTL_MS, nowSeconds: () => NOW };
+    const claim = dpopProofClaimer(store(), rules);
     const user = principalShareOwner(issuer.issuer, `sam-${Math.random()}`);
-    for (let i = 0; i < share; i++) expect(await claim({ jkt: `key-${i % 2}`, jti: `jti-${i}`, owner: user })).toBe(true);
-    const refused = await claim({ jkt: 'key-2', jti: 'jti-new', owner: user }).then(() => undefined, (err: unknown) => err as { status?: number; headers?: Record<string, string> });
+    for (let i = 0; i < share; i++) expect(await claim({ jkt: `key-${i % 2}`, jti: `jti-${i}`, iat: NOW, owner: user })).toBe(true);
+    const refused = await claim({ jkt: 'key-2', jti: 'jti-new', iat: NOW, owner: user }).then(() => undefined, (err: unknown) => err as { status?: number; headers?: Record<string, string> });
     expect(refused?.status).toBe(429);
     expect(Number(refused?.headers?.['retry-after'])).toBeGreaterThan(0);
-    for (let i = 0; i < share; i++) expect(await dpopProofClaimer(store(), share, PROOF_JTI_TTL_MS)({ jkt: 'key-0', jti: `other-${i}`, owner: principalShareOwner(issuer.issuer, `tim-${Math.random()}`) })).toBe(true);
+    for (let i = 0; i < share; i++) expect(await dpopProofClaimer(store(), rules)({ jkt: 'key-0', jti: `other-${i}`, iat: NOW, owner: principalShareOwner(issuer.issuer, `tim-${Math.random()}`) })).toBe(true);
     // The same subject at another issuer is another user.
-    expect(await claim({ jkt: 'key-0', jti: 'elsewhere', owner: principalShareOwner('https://other.example', 'sam') })).toBe(true);
+    expect(await claim({ jkt: 'key-0', jti: 'elsewhere', iat: NOW, owner: principalShareOwner('https://other.example', 'sam') })).toBe(true);
     const replayer = principalShareOwner(issuer.issuer, `rae-${Math.random()}`);
-    expect(await claim({ jkt: 'k', jti: 'once', owner: replayer })).toBe(true);
-    expect(await claim({ jkt: 'k', jti: 'once', owner: replayer })).toBe(false);
+    expect(await claim({ jkt: 'k', jti: 'once', iat: NOW, owner: replayer })).toBe(true);
+    expect(await claim({ jkt: 'k', jti: 'once', iat: NOW, owner: replayer })).toBe(false);
     expect(dpopMarkerShare({ kind: 'redis' } as Parameters<typeof dpopMarkerShare>[0])).toBe(10_000);
     expect(dpopMarkerShare({ kind: 'memory', maxEntries: 1000 } as Parameters<typeof dpopMarkerShare>[0])).toBe(100);
   });

@@ -6,6 +6,7 @@
 // proofs writes no marker), against the user's share. Any failure is 400
 // invalid_dpop_proof. With `dpop_nonce`, a proof without the current nonce
 // is 400 use_dpop_nonce (§9).
+import { SPENT } from '../../auth/dpop-binding.js';
 import { InvalidDpopProof, verifyDpopProof } from '../../auth/dpop-proof.js';
 import { principalShareOwner, type ClaimDpopProof } from '../../auth/dpop-replay.js';
 import { AS_ENDPOINTS } from '../../config/reserved-paths.js';
@@ -54,11 +55,11 @@ export function tokenRequestProof(ctx: AsContext, claim: ClaimDpopProof, nowSeco
     if (ctx.config.dpopNonce && !ctx.dpopNonces.accepts(verified.nonce)) {
       throw new GatewayError(400, 'use_dpop_nonce', 'Resend the request with a DPoP proof carrying the nonce in the DPoP-Nonce header');
     }
-    const { jkt, jti } = verified;
+    const { jkt, jti, iat } = verified;
     return {
       jkt,
       async spend(subject) {
-        if (!(await claim({ jkt, jti, owner: principalShareOwner(ctx.issuer, subject) }))) throw invalidProof('DPoP proof already used');
+        if (!(await claim({ jkt, jti, iat, owner: principalShareOwner(ctx.issuer, subject) }))) throw invalidProof(SPENT);
       },
     };
   };
