@@ -5,7 +5,6 @@
 // module: a new concern, kept out of the crowded schema and resolver.
 import { z } from 'zod';
 import { parseDuration } from './duration.js';
-import type { StoreConfig } from './types.js';
 
 /** The default: NTP keeps clocks within milliseconds; 30 s is room for a step or a slow sync. */
 export const DEFAULT_MAX_CLOCK_SKEW = '30s';
@@ -31,7 +30,7 @@ export const MaxClockSkew = z
     "how far apart the replicas' clocks, and each one's from Redis's, may be: DPoP replay markers outlive the proof's iat window by this much; a replica further than this from Redis's clock logs it once and sets mag_store_clock_skew_exceeded (it judges iat by Redis's clock either way). From 1s to 5m",
   );
 
-/** The allowed skew in ms: configured on Redis; one replica (the memory store) keeps the default. */
-export function maxClockSkewMs(store: StoreConfig): number {
+/** The allowed skew in ms of a `StoreConfig` (not imported: types.ts reads schema.ts, which reads this): configured on Redis; one replica (the memory store) keeps the default. */
+export function maxClockSkewMs(store: { kind: 'memory' } | { kind: 'redis'; maxClockSkewMs: number }): number {
   return store.kind === 'redis' ? store.maxClockSkewMs : DEFAULT_MAX_CLOCK_SKEW_MS;
 }
