@@ -166,27 +166,27 @@ describe('[K85] a proof is never accepted twice, whatever the replicas\' clocks 
    */
   async function run(skewMs: number, replicas: Array<{ wallOffsetMs: number; reads: boolean; rttMs: number; at: number }>, iatOffset: number, arrivals: Array<{ replica: number; afterMs: number; claimDelayMs: number }>, key: DpopKey): Promise<number> {
     let t = 1_900_000_000_000;
-    const clocks = await Promise.all(
-      replicas.map(async (r) => {
-        const clock = new StoreClock({
-          allowedSkewMs: skewMs,
-          logger,
-          wallNow: () => t + r.wallOffsetMs,
-          monotonicNow: () => t,
-          readStoreTime: r.reads
-            ? async () => {
-                t += r.rttMs * r.at;
-                const storeMs = t;
-                t += r.rttMs * (1 - r.at);
-                return storeMs;
-              }
-            : undefined,
-        });
-        await clock.start();
-        clock.stop();
-        return clock;
-      }),
-    );
+    // One after another: each read's round trip is its own (read together, each would count the other's).
+    const clocks: StoreClock[] = [];
+    for (const r of replicas) {
+      const clock = new StoreClock({
+        allowedSkewMs: skewMs,
+        logger,
+        wallNow: () => t + r.wallOffsetMs,
+        monotonicNow: () => t,
+        readStoreTime: r.reads
+          ? async () => {
+              t += r.rttMs * r.at;
+              const storeMs = t;
+              t += r.rttMs * (1 - r.at);
+              return storeMs;
+            }
+          : undefined,
+      });
+      await clock.start();
+      clock.stop();
+      clocks.push(clock);
+    }
     const iat = Math.floor(t / 1000) + iatOffset;
     const dpop = await proof(key, { htm: 'POST', htu: HTU, claims: { iat } });
     // The store, by its own clock t: markers expire there (admission is not what this property is about).
