@@ -87,8 +87,8 @@ export async function startGatewayProcess(name: string, options: GatewayOptions)
         'scopes_supported: [mcp:read, mcp:write]',
         `required_scopes: [${REQUIRED_SCOPE}]`,
         'upstream_auth: { kind: static, header: Authorization, value: { env: BENCH_UPSTREAM_TOKEN } }',
-        // The idle-stream measure holds all its streams with one user's token.
-        'limits: { max_get_streams_per_user: 1000000 }',
+        // The idle-stream measure holds all its streams, and the load measures all their POSTs, with one user's token.
+        'limits: { max_get_streams_per_user: 1000000, max_requests_in_flight_per_user: 1000000 }',
         '',
       ].join('\n'),
     );

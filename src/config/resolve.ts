@@ -334,6 +334,7 @@ class Resolver {
       allowedOrigins: f.cors.allowed_origins,
       maxBodyBytes: f.limits.max_body_bytes,
       maxGetStreamsPerUser: f.limits.max_get_streams_per_user,
+      maxRequestsInFlightPerUser: f.limits.max_requests_in_flight_per_user,
     };
   }
 

@@ -284,8 +284,9 @@ export const RouteSchema = z.strictObject({
       max_body_bytes: z.number().int().positive().max(1024 * 1024 * 1024).default(4 * 1024 * 1024),
       upstream_timeout: Duration.default('60s'),
       max_get_streams_per_user: z.number().int().positive().max(1_000_000).default(16).describe('open GET and subscriptions/listen streams of one user (all its clients) on a Streamable HTTP route, per replica; beyond: 429'),
+      max_requests_in_flight_per_user: z.number().int().positive().max(1_000_000).default(64).describe('POST requests of one user (all its clients) in flight on the route, any transport, until each answer (stream included) ends, per replica; beyond: 429'),
     })
-    .default({ max_body_bytes: 4 * 1024 * 1024, upstream_timeout: '60s', max_get_streams_per_user: 16 }),
+    .default({ max_body_bytes: 4 * 1024 * 1024, upstream_timeout: '60s', max_get_streams_per_user: 16, max_requests_in_flight_per_user: 64 }),
   upstream_auth: UpstreamAuthSchema.default({ kind: 'none' }),
   identity_headers: IdentityHeadersSchema.optional(),
 })

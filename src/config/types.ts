@@ -145,6 +145,8 @@ export interface RouteConfig {
   upstreamTimeoutMs: number;
   /** Open GET streams of one user on a Streamable HTTP route (proxy/stream-quota.ts). */
   maxGetStreamsPerUser: number;
+  /** POSTs of one user in flight on the route, whatever the transport (proxy/in-flight-share.ts). */
+  maxRequestsInFlightPerUser: number;
   upstreamAuth: UpstreamAuthConfig;
   /** Set on an aggregated route (`upstreams:`, config/upstreams.ts); then `upstream` is a label. */
   aggregate?: AggregateConfig;

@@ -10,12 +10,13 @@ import { hasBodyAccessToken, isDpopScheme } from '../auth/bearer.js';
 import type { TokenVerifier } from '../auth/verifier.js';
 import { DPOP_ALGORITHMS } from '../config/jws-algorithms.js';
 import { spendDpopProof, type DpopChecks } from '../auth/dpop-binding.js';
-import type { AuthContext } from '../auth/principal.js';
+import { userKey, type AuthContext } from '../auth/principal.js';
 import { readBody } from '../proxy/read-body.js';
 import { checkOrigin, corsPreflight, corsResponseHeaders } from '../proxy/origin.js';
 import type { ForwardContext, Forwarder } from '../proxy/forwarder.js';
 import { endWithAuthorization } from '../proxy/authorization-lifetime.js';
 import { opensLongLivedStream } from '../proxy/long-lived-request.js';
+import { InFlightShare } from '../proxy/in-flight-share.js';
 import { isForwardedMethod, methodNotAllowed } from '../proxy/forwarded-methods.js';
 import type { UpstreamCredential } from '../upstream-auth/upstream-credential.js';
 import type { Metrics, RequestOutcome } from '../observability/metrics.js';
@@ -67,6 +68,8 @@ function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHan
   const routeLabel = route.path;
   const finish = routeOutcomeRecorder(deps.metrics, routeLabel);
   const nonces = route.dpop?.nonce ? deps.dpop?.nonces : undefined;
+  // Every transport's POSTs pass here, so one share bounds them all (stdio, legacy SSE, aggregated too).
+  const inFlight = new InFlightShare(route.maxRequestsInFlightPerUser);
 
   const refuse = routeRefusal(deps.logger, routeLabel, challenge, finish);
   const preflight = routePreflight(route, deps.selfOrigin, finish);
@@ -95,6 +98,11 @@ function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHan
       const auth = authenticated instanceof Promise ? await authenticated : authenticated;
       // The client, never the subject (a person) nor anything of the token.
       span?.set('mag.client_id', auth.clientId);
+      // Before the body is read: a user at its share spends nothing more of ours.
+      if (req.method === 'POST') {
+        const refused = inFlight.admit(userKey(auth), res);
+        if (refused) throw refused;
+      }
       const body = formBody ?? (req.method === 'POST' ? await readBody(req, route.maxBodyBytes) : EMPTY_BODY);
       // Synchronous unless the route has rate limits, which ask the store.
       const checked = deps.policy?.check(req, body, auth, span);

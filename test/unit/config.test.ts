@@ -69,6 +69,7 @@ describe('loadConfig', () => {
       maxBodyBytes: 4 * 1024 * 1024,
       upstreamTimeoutMs: 60_000,
       maxGetStreamsPerUser: 16,
+      maxRequestsInFlightPerUser: 64,
       upstreamAuth: { kind: 'none' },
     });
   });

@@ -48,6 +48,7 @@ function routeFor(upstream: string, overrides: Partial<RouteConfig> = {}): Route
     maxBodyBytes: 1024,
     upstreamTimeoutMs: 5_000,
     maxGetStreamsPerUser: 16,
+    maxRequestsInFlightPerUser: 64,
     upstreamAuth: { kind: 'none' },
     ...overrides,
   };
