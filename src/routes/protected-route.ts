@@ -65,13 +65,11 @@ export function createProtectedRoute(route: RouteConfig, deps: ProtectedRouteDep
 
 function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHandler {
   const challenge = challengeOf(route, deps);
-  const routeLabel = route.path;
-  const finish = routeOutcomeRecorder(deps.metrics, routeLabel);
+  const finish = routeOutcomeRecorder(deps.metrics, route.path);
   const nonces = route.dpop?.nonce ? deps.dpop?.nonces : undefined;
-  // Every transport's POSTs pass here, so one share bounds them all (stdio, legacy SSE, aggregated too).
   const inFlight = new InFlightShare(route.maxRequestsInFlightPerUser);
 
-  const refuse = routeRefusal(deps.logger, routeLabel, challenge, finish);
+  const refuse = routeRefusal(deps.logger, route.path, challenge, finish);
   const preflight = routePreflight(route, deps.selfOrigin, finish);
 
   // The rare steps are functions of their own: an async function keeps all
@@ -98,12 +96,7 @@ function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHan
       const auth = authenticated instanceof Promise ? await authenticated : authenticated;
       // The client, never the subject (a person) nor anything of the token.
       span?.set('mag.client_id', auth.clientId);
-      // Before the body is read: a user at its share spends nothing more of ours.
-      if (req.method === 'POST') {
-        const refused = inFlight.admit(userKey(auth), res);
-        if (refused) throw refused;
-      }
-      const body = formBody ?? (req.method === 'POST' ? await readBody(req, route.maxBodyBytes) : EMPTY_BODY);
+      const body = req.method === 'POST' ? await admittedBody(inFlight, auth, req, res, formBody, route.maxBodyBytes) : EMPTY_BODY;
       // Synchronous unless the route has rate limits, which ask the store.
       const checked = deps.policy?.check(req, body, auth, span);
       const outcome = checked instanceof Promise ? await checked : checked;
@@ -143,6 +136,18 @@ async function forwardAgain(req: IncomingMessage, res: ServerResponse, deps: Pro
   } catch (err) {
     throw asConnectElicitation(err, req, ctx.body);
   }
+}
+
+/**
+ * A POST's body, once the POST counts in its user's share of requests in flight (until its answer
+ * ends; the 429 thrown when the share is full). Every transport's POSTs pass here, so one share
+ * bounds them all (stdio, legacy SSE, aggregated too); admitted before the body is read, so a user
+ * at its share spends nothing more of ours.
+ */
+function admittedBody(inFlight: InFlightShare, auth: AuthContext, req: IncomingMessage, res: ServerResponse, formBody: Buffer | undefined, maxBytes: number): Buffer | Promise<Buffer> {
+  const refused = inFlight.admit(userKey(auth), res);
+  if (refused) throw refused;
+  return formBody ?? readBody(req, maxBytes);
 }
 
 /** What the route's `WWW-Authenticate` challenges name: its metadata, and DPoP's algorithms where it takes DPoP. */
