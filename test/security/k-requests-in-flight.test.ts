@@ -4,7 +4,7 @@
  * 400; bob and `/healthz` got ECONNRESET. [K80]: every POST of a user (issuer + subject, whatever
  * its client) counts in a per-route share of requests in flight (`limits.max_requests_in_flight_per_user`)
  * until its answer ends or the client leaves; beyond it, 429 with Retry-After and a JSON body,
- * nothing forwarded. End to end against server-everything over Streamable HTTP (its
+ * nothing forwarded. End to end against server-everything over Streamable HTTP and legacy HTTP+SSE (its
  * `trigger-long-running-operation`) and the stdio fixture (`sleep`), plus a fast-check property of
  * the counting. Fails without the share: alice's extra requests are forwarded (200).
  */
@@ -19,24 +19,29 @@ import { waitFor } from '../helpers/wait.js';
 
 const HTTP = '/everything/mcp';
 const STDIO = '/fixture/mcp';
+const LEGACY = '/legacy/mcp';
 const SHARE = 3;
 const INITIALIZE = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'k80', version: '1' } } };
 const LONG_CALL: Record<string, unknown> = {
   [HTTP]: { name: 'trigger-long-running-operation', arguments: { duration: 300, steps: 300 } },
   [STDIO]: { name: 'sleep', arguments: { ms: 300_000 } },
+  [LEGACY]: { name: 'trigger-long-running-operation', arguments: { duration: 300, steps: 300 } },
 };
 
 let issuer: TestIssuer;
 let everything: UpstreamHandle;
+/** server-everything over the legacy HTTP+SSE transport: the gateway's POST waits for the answers from its GET stream. */
+let everythingSse: UpstreamHandle;
 let gw: TestGateway;
 const leaving = new AbortController();
 
 beforeAll(async () => {
-  [issuer, everything] = await Promise.all([startTestIssuer('ES256'), startEverythingServer('streamableHttp')]);
+  [issuer, everything, everythingSse] = await Promise.all([startTestIssuer('ES256'), startEverythingServer('streamableHttp'), startEverythingServer('sse')]);
   const limits = { max_requests_in_flight_per_user: SHARE };
   gw = await startTestGateway({
     'gateway.yaml': gatewayYaml({ log_level: 'warn' }),
     'http.yaml': jwtRoute(HTTP, everything.url, issuer, { limits }),
+    'legacy.yaml': jwtRoute(LEGACY, '', issuer, { upstream: { sse: { url: everythingSse.url } }, limits }),
     'stdio.yaml': jwtRoute(STDIO, '', issuer, { upstream: { stdio: { command: process.execPath, args: [FIXTURE_SERVER, 'probe'] } }, limits }),
   });
 }, 60_000);
@@ -44,7 +49,7 @@ beforeAll(async () => {
 afterAll(async () => {
   leaving.abort();
   await gw?.stop();
-  await Promise.allSettled([issuer?.close(), everything?.close()]);
+  await Promise.allSettled([issuer?.close(), everything?.close(), everythingSse?.close()]);
 });
 
 const token = (path: string, sub: string, client: string) =>
@@ -74,14 +79,16 @@ async function openSession(path: string, bearer: string): Promise<string> {
   return session;
 }
 
+let pings = 0;
 /** Status of a quick `ping` on the session; the body read, so it holds nothing after. */
 async function ping(path: string, bearer: string, session: string): Promise<number> {
-  const res = await post(path, bearer, { jsonrpc: '2.0', id: 9, method: 'ping' }, session);
+  // Ids distinct: a session refuses a second request in flight under the same id (400).
+  const res = await post(path, bearer, { jsonrpc: '2.0', id: `ping-${++pings}`, method: 'ping' }, session);
   await res.text();
   return res.status;
 }
 
-describe.each([HTTP, STDIO])('[K80] requests in flight are bounded per user on %s', (path) => {
+describe.each([HTTP, LEGACY, STDIO])('[K80] requests in flight are bounded per user on %s', (path) => {
   it(`[K80] alice at her share (${SHARE}) gets 429 through any of her clients; bob and /healthz are served; room comes back when one ends`, async () => {
     const [aliceA, aliceB, bob] = await Promise.all([token(path, 'alice', 'app-a'), token(path, 'alice', 'app-b'), token(path, 'bob', 'app-a')]);
     const session = await openSession(path, aliceA);
