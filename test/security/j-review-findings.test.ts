@@ -513,6 +513,7 @@ describe('[J54] memory store: every key class has a budget of its own (second re
     'connect-link': (i) => keyNames.connectLinkKey(`link-${i}`),
     'connect-link-of': (i) => keyNames.connectLinkOfKey('https://as.example', `user-${i}`, '/r/mcp'),
     'upstream-used': (i) => keyNames.upstreamUsedKey(`grant-${i}`),
+    'owner-share': (i) => keyNames.ownerShareKey(`owner-${i}`),
   };
   const CLASS_NAMES = Object.keys(CLASSES);
 
