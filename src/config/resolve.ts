@@ -436,6 +436,7 @@ class Resolver {
       idleTimeoutMs: parseDuration(u.idle_timeout),
       ...(sandbox && { sandbox }),
       ...(user && { user }),
+      resources: { processes: u.resources.processes, memoryBytes: u.resources.memory_mib * 1024 * 1024, cpus: u.resources.cpus },
     };
   }
 

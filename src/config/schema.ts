@@ -191,6 +191,18 @@ export const StdioUserSchema = z
   })
   .meta({ id: 'StdioUser', description: 'The OS user each process runs as; its ${PROCESS_DIR} is given to that user' });
 
+/** `upstream.stdio.resources` when none is given: far above what an ordinary MCP server (npx included) needs. */
+export const DEFAULT_STDIO_RESOURCES = { processes: 256, memoryBytes: 1024 * 1024 * 1024, cpus: 1 } as const;
+
+/** What one process's cell may use, all its descendants together (src/proxy/stdio/resource-limits.ts): far above what an ordinary MCP server (npx included) needs. */
+export const StdioResourcesSchema = z
+  .strictObject({
+    processes: z.number().int().min(8).max(32_768).default(DEFAULT_STDIO_RESOURCES.processes).describe('processes and threads at once (cgroup pids.max; else RLIMIT_NPROC, per uid)'),
+    memory_mib: z.number().int().min(64).max(1_048_576).default(DEFAULT_STDIO_RESOURCES.memoryBytes / 1048576).describe('MiB of memory, no swap (cgroup memory.max; else RLIMIT_DATA, per process); past it the kernel kills the process and its session ends'),
+    cpus: z.number().min(0.01).max(1024).default(DEFAULT_STDIO_RESOURCES.cpus).describe('CPUs worth of time (cgroup cpu.max); no fallback without a cgroup'),
+  })
+  .meta({ id: 'StdioResources', description: "Per-process bounds on processes, memory and CPU, so one user's server cannot take the machine's" });
+
 export const StdioUpstreamSchema = z
   .strictObject({
     command: z.string().min(1).describe('the program to start: a name looked up in the inherited PATH, or a path (relative to the config directory)'),
@@ -212,6 +224,7 @@ export const StdioUpstreamSchema = z
     idle_timeout: Duration.default('10m').describe('a process idle this long is stopped (SIGTERM, then SIGKILL)'),
     sandbox: StdioSandboxSchema.optional().describe('default: none, the process sees what the gateway\'s user sees'),
     user: StdioUserSchema.optional().describe("default: the gateway's own user"),
+    resources: StdioResourcesSchema.default({ processes: DEFAULT_STDIO_RESOURCES.processes, memory_mib: DEFAULT_STDIO_RESOURCES.memoryBytes / 1048576, cpus: DEFAULT_STDIO_RESOURCES.cpus }).describe('default: 256 processes, 1 GiB, 1 CPU'),
   })
   .meta({ id: 'StdioUpstream', description: 'An MCP server the gateway starts itself, one process per MCP session' });
 
@@ -224,7 +237,7 @@ function stdioIssue(issue: { errors?: unknown }): string {
   const options = (issue.errors ?? []) as { path: PropertyKey[]; message: string }[][];
   const first = options.find((errs) => errs[0]?.path[0] === 'stdio')?.[0];
   const key = first?.path.slice(1).join('.');
-  if (first === undefined || key === 'command' || key === '') return 'stdio needs at least command (then args, env, inherit_env, cwd, max_processes, idle_timeout, sandbox, user)';
+  if (first === undefined || key === 'command' || key === '') return 'stdio needs at least command (then args, env, inherit_env, cwd, max_processes, idle_timeout, sandbox, user, resources)';
   return `stdio.${key}: ${first.message}`;
 }
 

@@ -92,6 +92,14 @@ export interface StdioUpstreamConfig {
   sandbox?: StdioSandboxConfig;
   /** Undefined: the gateway's own user. */
   user?: StdioUserConfig;
+  resources: StdioResources;
+}
+
+/** `upstream.stdio.resources`: what one process and all it starts may use at once. */
+export interface StdioResources {
+  processes: number;
+  memoryBytes: number;
+  cpus: number;
 }
 
 /** `upstream.stdio.sandbox`: paths absolute, checked to exist at load. */

@@ -18,6 +18,7 @@ import { MCP_HEADERS } from './policy-harness.js';
 import { resolveCommand } from '../../src/proxy/stdio/command-path.js';
 import { probeStdio } from '../../src/check/probe-stdio.js';
 import type { RouteConfig, StdioUpstreamConfig } from '../../src/config/types.js';
+import { DEFAULT_STDIO_RESOURCES } from '../../src/config/schema.js';
 
 const FIXTURE_SERVER = new URL('../helpers/stdio-fixture-server.mjs', import.meta.url).pathname;
 const MISSING = 'mag-no-such-command-7f3a';
@@ -121,6 +122,7 @@ const stdioConfig = (command: string, more: Partial<StdioUpstreamConfig> = {}): 
   maxProcesses: 1,
   maxProcessesPerPrincipal: 1,
   idleTimeoutMs: 60_000,
+  resources: DEFAULT_STDIO_RESOURCES,
   ...more,
 });
 

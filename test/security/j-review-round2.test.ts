@@ -9,6 +9,7 @@ import { request, type IncomingMessage } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { StdioChild } from '../../src/proxy/stdio/stdio-child.js';
 import type { StdioUpstreamConfig } from '../../src/config/types.js';
+import { DEFAULT_STDIO_RESOURCES } from '../../src/config/schema.js';
 import { startStdioStage, waitFor, type StdioStage } from '../helpers/stdio-stage.js';
 
 interface Logged {
@@ -26,7 +27,7 @@ function startChild(script: string): { child: StdioChild; logged: Logged[]; mess
   const logged: Logged[] = [];
   const messages: unknown[] = [];
   const log = (obj: object, msg: string) => logged.push({ obj: obj as Record<string, unknown>, msg });
-  const config: StdioUpstreamConfig = { command: process.execPath, args: ['-e', script], env: {}, inheritEnv: ['PATH'], maxProcesses: 1, maxProcessesPerPrincipal: 1, idleTimeoutMs: 60_000 };
+  const config: StdioUpstreamConfig = { command: process.execPath, args: ['-e', script], env: {}, inheritEnv: ['PATH'], maxProcesses: 1, maxProcessesPerPrincipal: 1, idleTimeoutMs: 60_000, resources: DEFAULT_STDIO_RESOURCES };
   const child = new StdioChild(
     config,
     { route: '/flood/mcp', session: 's1', maxLineBytes: 65_536, logger: { info: log, warn: log, error: log }, parentEnv: process.env },

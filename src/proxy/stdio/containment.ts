@@ -21,7 +21,8 @@
 import { existsSync, mkdtempSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { RouteConfig, StdioUpstreamConfig } from '../../config/types.js';
+import type { RouteConfig, StdioResources, StdioUpstreamConfig } from '../../config/types.js';
+import { applyCellLimits, enableControllers, unboundedRoutes, type Resource } from './resource-limits.js';
 
 export type Containment = 'sandbox' | 'cgroup' | 'none';
 
@@ -31,7 +32,10 @@ export type Containment = 'sandbox' | 'cgroup' | 'none';
  * fd 3 and becomes the configured command. Nothing runs before the move.
  */
 // `unset PWD`: the shell exports one, the command's environment is exactly process-env.ts's.
-export const GATE_SCRIPT = 'read -r _ <&3 || exit 125; exec 3<&-; unset PWD; exec "$@"';
+// `rlimits`: resource-limits.ts's ulimit commands for what the cell does not bound.
+export const gateScript = (rlimits = '') => `read -r _ <&3 || exit 125; exec 3<&-; ${rlimits}unset PWD; exec "$@"`;
+/** No gate, only the rlimits (resource-limits.ts), then the command. */
+export const rlimitScript = (rlimits: string) => `${rlimits}unset PWD; exec "$@"`;
 export const GATE_SHELL = '/bin/sh';
 
 /** How long an emptied cgroup is waited for before it is left in place (logged). */
@@ -39,6 +43,8 @@ const REMOVE_WAIT_MS = 10_000;
 
 /** Whether this host lets the gateway make cgroups (probed once). */
 let usable: boolean | undefined;
+/** The resources a cell bounds here (its controllers delegated), probed with usable. */
+let controllers = new Set<Resource>();
 /** The gateway's cgroup of cells, there while any cell is (so a gateway that ends without its exit hook leaves none behind). */
 let base: string | undefined;
 let cells = 0;
@@ -71,7 +77,11 @@ export function cgroupsUsable(): boolean {
     if (own === undefined) return false;
     const probe = mkdtempSync(join(own, `mag-${process.pid}-probe-`));
     readFileSync(join(probe, 'cgroup.procs'), 'utf8');
-    rmdirSync(probe);
+    try {
+      controllers = enableControllers(own, probe);
+    } finally {
+      rmdirSync(probe);
+    }
     usable = true;
   } catch {
     usable = false;
@@ -82,7 +92,9 @@ export function cgroupsUsable(): boolean {
 /** The gateway's cgroup of cells, made when the first cell is. */
 function baseDir(): string {
   if (base !== undefined) return base;
-  base = mkdtempSync(join(ownCgroupDir()!, `mag-${process.pid}-`));
+  const own = ownCgroupDir()!;
+  base = mkdtempSync(join(own, `mag-${process.pid}-`));
+  controllers = enableControllers(own, base);
   if (!exitHookInstalled) {
     exitHookInstalled = true;
     process.once('exit', removeBase);
@@ -111,6 +123,11 @@ export function containmentOf(config: StdioUpstreamConfig): Containment {
   return cgroupsUsable() ? 'cgroup' : 'none';
 }
 
+/** The resources a cell bounds for this route's processes here (none when they get no cell). */
+export function cellResources(config: StdioUpstreamConfig): Set<Resource> {
+  return containmentOf(config) === 'cgroup' ? new Set(controllers) : new Set();
+}
+
 /** Whether a process of this route runs as the gateway's own user, who may move it out of any cgroup cell. */
 function runsAsGatewayUser(config: StdioUpstreamConfig): boolean {
   return config.user === undefined || config.user.uid === process.getuid?.();
@@ -126,22 +143,30 @@ function uncontained(config: StdioUpstreamConfig): string | undefined {
   return undefined;
 }
 
-/** The routes whose processes nothing contains here: one warning each, for `check` and the start's log. */
+/** The routes whose processes nothing contains, or whose resources no cgroup bounds, here: one warning each, for `check` and the start's log. */
 export function uncontainedRoutes(routes: RouteConfig[]): string[] {
-  return routes.flatMap((route) => {
+  const escapes = routes.flatMap((route) => {
     const why = route.stdio && uncontained(route.stdio);
     return why ? [`${route.path}: upstream.stdio: processes a server starts that leave its process group (double fork and setsid) can outlive their session and the gateway: ${why}`] : [];
   });
+  return [...escapes, ...unboundedRoutes(routes, cellResources)];
 }
 
 /** One process's cgroup: made before it starts, every process in it killed when its session ends, removed once empty. */
 export class CgroupCell {
   private constructor(readonly dir: string) {}
 
-  static create(): CgroupCell {
-    const cell = new CgroupCell(mkdtempSync(join(baseDir(), 's-')));
+  /** Made with its bounds written (resource-limits.ts), before any process is in it. */
+  static create(resources: StdioResources): CgroupCell {
+    const dir = mkdtempSync(join(baseDir(), 's-'));
+    try {
+      applyCellLimits(dir, resources, controllers);
+    } catch (err) {
+      rmdirSync(dir);
+      throw err;
+    }
     cells++;
-    return cell;
+    return new CgroupCell(dir);
   }
 
   /** Moves the (gated, not yet running) process in: all it starts from now on is in the cell. */

@@ -81,7 +81,7 @@ export class StdioChild {
     // 0700, under the gateway's root of process directories; another user's process gets it as its own.
     this.processDir = createProcessDir(config.user);
     try {
-      this.cell = containmentOf(config) === 'cgroup' ? CgroupCell.create() : undefined;
+      this.cell = containmentOf(config) === 'cgroup' ? CgroupCell.create(config.resources) : undefined;
     } catch (err) {
       void removeProcessDir(this.processDir, () => undefined);
       throw err;
