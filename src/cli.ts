@@ -8,7 +8,7 @@ import type { GatewayConfig } from './config/types.js';
 import { describeRoutes } from './config/describe.js';
 import { checkOnline } from './check/online-check.js';
 import { sandboxIssues } from './proxy/stdio/bubblewrap-check.js';
-import { uncontainedRoutes } from './proxy/stdio/containment.js';
+import { unboundedResourceRoutes, uncontainedRoutes } from './proxy/stdio/containment.js';
 import { commandIssues } from './proxy/stdio/command-path.js';
 import { startGateway, type RunningGateway } from './gateway.js';
 import { reloadOnChange } from './gateway/config-reloader.js';
@@ -83,7 +83,8 @@ async function check(source: string, online: boolean): Promise<number> {
   if (!config) return 1;
   console.log(describeRoutes(config));
   // Where nothing here ends what a server leaves behind (DESIGN.md §8.3): said, not refused.
-  for (const warning of uncontainedRoutes(config.routes.flatMap(upstreamRoutes))) console.log(`warning: ${warning}`);
+  const stdioRoutes = config.routes.flatMap(upstreamRoutes);
+  for (const warning of [...uncontainedRoutes(stdioRoutes), ...unboundedResourceRoutes(stdioRoutes)]) console.log(`warning: ${warning}`);
   // The same check a start makes: a stdio sandbox that cannot start on this host; and a stdio command that would not be found.
   const problems = [...(await sandboxIssues(config.routes.flatMap(upstreamRoutes))), ...commandIssues(config.routes.flatMap(upstreamRoutes))];
   if (problems.length > 0) {

@@ -22,7 +22,7 @@ import { createSessionBinding, type SessionBinding } from '../proxy/session-bind
 import { sessionHook } from '../proxy/session-hook.js';
 import { createSseForwarder } from '../proxy/sse/sse-forwarder.js';
 import { sandboxIssues } from '../proxy/stdio/bubblewrap-check.js';
-import { uncontainedRoutes } from '../proxy/stdio/containment.js';
+import { unboundedResourceRoutes, uncontainedRoutes } from '../proxy/stdio/containment.js';
 import { createStdioForwarder } from '../proxy/stdio/stdio-forwarder.js';
 import { createAggregateRoute } from './aggregate-route.js';
 import { tracedRoutes } from '../routes/traced-routes.js';
@@ -42,7 +42,7 @@ export async function buildRouteTable(config: GatewayConfig, services: Services,
   // A sandbox that cannot start here is refused now (start: exit 1; reload: the last good table stays), not per client.
   const sandboxes = await sandboxIssues(config.routes.flatMap(upstreamRoutes));
   if (sandboxes.length > 0) throw new ConfigError(sandboxes);
-  for (const warning of uncontainedRoutes(config.routes)) logger.warn({}, warning);
+  for (const warning of [...uncontainedRoutes(config.routes), ...unboundedResourceRoutes(config.routes)]) logger.warn({}, warning);
   const as = config.authorizationServer
     ? await createAuthorizationServer(config, { store, logger, audit, metrics, jwks: services.jwks, clock: services.clock, options: options.authorizationServer })
     : undefined;

@@ -111,10 +111,12 @@ describe('[K64] the gateway process: SIGTERM, and what check says', () => {
   it("check names an unsandboxed route where no cgroup can be made (exit 0: a warning), never a sandboxed one; where a cgroup works, only a route whose processes run as the gateway's own user (they can leave their cgroup)", async () => {
     const uncontained = await check(false);
     expect(uncontained).toMatch(/^warning: \/mcp: upstream\.stdio: processes a server starts that leave its process group .* can outlive their session/m);
-    expect(uncontained).not.toMatch(/warning: \/boxed\/mcp/);
+    expect(uncontained).not.toMatch(/warning: \/boxed\/mcp: upstream\.stdio: processes/);
+    // A sandboxed process has no cell: its resources are bounded by rlimits at most, said once (resource-limits.ts).
+    expect(uncontained.match(/^warning: \/boxed\/mcp: upstream\.stdio\.resources: .*CPU not at all/gm)).toHaveLength(1);
     const withCgroups = await check(true);
     if (cgroupsUsable()) expect(withCgroups).toMatch(/^warning: \/mcp: upstream\.stdio: .*gateway's own user, who may move a process out of its cgroup/m);
-    expect(withCgroups).not.toMatch(/warning: \/(boxed|other)\/mcp/);
+    expect(withCgroups).not.toMatch(/warning: \/(boxed|other)\/mcp: upstream\.stdio: processes/);
   }, 120_000);
 });
 

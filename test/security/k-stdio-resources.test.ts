@@ -8,7 +8,7 @@
  */
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cellResources, cgroupsUsable, uncontainedRoutes } from '../../src/proxy/stdio/containment.js';
+import { cellResources, cgroupsUsable, unboundedResourceRoutes } from '../../src/proxy/stdio/containment.js';
 import { DEFAULT_STDIO_RESOURCES } from '../../src/config/schema.js';
 import type { StdioUpstreamConfig } from '../../src/config/types.js';
 import { startStdioStage, type StdioStage } from '../helpers/stdio-stage.js';
@@ -144,7 +144,7 @@ describe('[K63] a stdio child is bounded in processes and memory; past a bound o
 describe('[K63] what no cgroup bounds here is said once, in check and the log', () => {
   it('a route whose bounds no cell holds is named with what stands in; one warning per route', () => {
     const routes = stage.gw.config.routes;
-    const warnings = uncontainedRoutes(routes).filter((w) => w.includes('upstream.stdio.resources'));
+    const warnings = unboundedResourceRoutes(routes);
     const all = new Set(['processes', 'memory', 'cpu']);
     const bounded = routes.every((r) => [...all].every((x) => cellResources(r.stdio!).has(x as 'processes')));
     expect(warnings).toHaveLength(bounded ? 0 : routes.length);

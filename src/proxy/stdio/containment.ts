@@ -143,13 +143,17 @@ function uncontained(config: StdioUpstreamConfig): string | undefined {
   return undefined;
 }
 
-/** The routes whose processes nothing contains, or whose resources no cgroup bounds, here: one warning each, for `check` and the start's log. */
+/** The routes whose processes nothing contains here: one warning each, for `check` and the start's log. */
 export function uncontainedRoutes(routes: RouteConfig[]): string[] {
-  const escapes = routes.flatMap((route) => {
+  return routes.flatMap((route) => {
     const why = route.stdio && uncontained(route.stdio);
     return why ? [`${route.path}: upstream.stdio: processes a server starts that leave its process group (double fork and setsid) can outlive their session and the gateway: ${why}`] : [];
   });
-  return [...escapes, ...unboundedRoutes(routes, cellResources)];
+}
+
+/** The routes whose processes' resources no cell bounds (all of them) here: one warning each, for `check` and the start's log. */
+export function unboundedResourceRoutes(routes: RouteConfig[]): string[] {
+  return unboundedRoutes(routes, cellResources);
 }
 
 /** One process's cgroup: made before it starts, every process in it killed when its session ends, removed once empty. */
