@@ -104,6 +104,7 @@ describe('policy step: bounded audit', () => {
     file: 'r.yaml',
     requiredScopes: [],
     rules: [{ match: { method: 'tools/call', tool: 'shell' }, deny: true, source: 'r.yaml:3' }],
+    rateLimits: [],
     filterToolsList: false,
   } as unknown as RouteConfig;
   const auth = { issuer: 'i', subject: 'alice', clientId: 'c', scopes: [], expiresAt: 0, claims: {}, token: 't', tokenHash: 'h' } as AuthContext;
