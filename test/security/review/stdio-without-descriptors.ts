@@ -12,7 +12,7 @@ import { StdioSession, type Answer } from '../../../src/proxy/stdio/stdio-sessio
 const frees = process.argv.slice(2).map(Number);
 const quiet = () => undefined;
 const logger = { debug: quiet, info: quiet, warn: quiet, error: quiet };
-const config = { command: process.execPath, args: ['-e', ''], env: {}, inheritEnv: ['PATH'] } as unknown as StdioUpstreamConfig;
+const config = { command: process.execPath, args: ['-e', ''], env: {}, inheritEnv: ['PATH'], resources: { processes: 256, memoryBytes: 1 << 30, cpus: 1 } } as unknown as StdioUpstreamConfig;
 
 /** Takes every descriptor left, then gives back `free` of them; returns the rest, to close later. */
 function exhaust(free: number): number[] {
