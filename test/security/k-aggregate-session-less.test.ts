@@ -6,11 +6,19 @@
  * that opened it expires, and its upstream listen with it. [K81] Session-less sessions are one
  * per principal, taken from the user's session slots: one user's many clients make room only from
  * that user's own idle ones, never another user's (bob's stdio process keeps what he wrote).
- * Fails when a listen is outside the share or outlives its token, or when the slots are shared.
+ * [K80] Calls that asked their client something (an InputRequiredResult awaiting its retry, made of
+ * server-everything's elicitation) are bounded per session-less session: beyond, an upstream's
+ * question during another call is refused to it and the call completes as refused; another
+ * user's calls still ask; a retry gives the room back. Nothing of a round reaches another
+ * principal: its state names nothing in another principal's session.
+ * Fails when a listen is outside the share or outlives its token, or when the slots are shared,
+ * or when rounds are unbounded or shared.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MAX_ASKING_CALLS } from '../../src/proxy/aggregate/input-rounds.js';
 import { startStatelessServer, type StatelessServer } from '../helpers/stateless-mcp-server.js';
 import { resultText, serverBin, startStdioStage, waitFor, type StdioStage } from '../helpers/stdio-stage.js';
+import { startEverythingServer, type UpstreamHandle } from '../helpers/upstream.js';
 import { post2026 } from '../helpers/wire-2026.js';
 
 const ROUTE = '/all/mcp';
@@ -18,18 +26,19 @@ const SHARE = 4;
 /** The route's sessions per user (aggregate-forwarder.ts). */
 const SESSIONS_PER_USER = 16;
 let modern: StatelessServer;
+let everything: UpstreamHandle;
 let stage: StdioStage;
 const streams = new AbortController();
 
 beforeAll(async () => {
-  modern = await startStatelessServer({ keepAliveMs: 0 });
+  [modern, everything] = await Promise.all([startStatelessServer({ keepAliveMs: 0 }), startEverythingServer()]);
   const memory = { upstream: { stdio: { command: process.execPath, args: [serverBin('@modelcontextprotocol/server-memory')], env: { MEMORY_FILE_PATH: '${PROCESS_DIR}/memory.jsonl' } } } };
-  stage = await startStdioStage({ [ROUTE]: { upstreams: { modern: { upstream: modern.url }, memory }, limits: { max_get_streams_per_user: SHARE } } });
+  stage = await startStdioStage({ [ROUTE]: { upstreams: { modern: { upstream: modern.url }, memory, everything: { upstream: everything.url } }, limits: { max_get_streams_per_user: SHARE } } });
 }, 60_000);
 afterAll(async () => {
   streams.abort();
   await stage?.close();
-  await modern?.close();
+  await Promise.allSettled([modern?.close(), everything?.close()]);
 });
 
 const audience = () => stage.gw.config.routes.find((r) => r.path === ROUTE)!.resource;
@@ -90,4 +99,50 @@ describe('[K81] session-less sessions: one per principal, from the user’s own 
     const body = (await read.json()) as { result: unknown };
     expect(resultText(body.result)).toContain('bob-note');
   }, 120_000);
+});
+
+interface RoundAnswer {
+  result?: { resultType?: string; isError?: boolean; requestState?: string; inputRequests?: Record<string, unknown>; content?: unknown };
+  error?: { code: number };
+}
+
+/** server-everything's elicitation tool, without a session: its first round, or a retry with `more`. */
+async function elicit(token: string, more: Record<string, unknown> = {}): Promise<{ status: number; body: RoundAnswer }> {
+  const res = await post2026(stage.url(ROUTE), 'tools/call', { name: 'everything__trigger-elicitation-request', arguments: {}, ...more }, { token, headers: { accept: 'application/json' } });
+  return { status: res.status, body: (await res.json()) as RoundAnswer };
+}
+
+const acceptAll = (asked: RoundAnswer['result']) => ({ inputResponses: Object.fromEntries(Object.keys(asked!.inputRequests!).map((k) => [k, { action: 'accept', content: { name: 'Ada', check: true } }])), requestState: asked!.requestState });
+
+describe('[K80] calls awaiting their client’s input are bounded per session-less session', () => {
+  it(`[K80] ${MAX_ASKING_CALLS} of one principal's calls hold questions; the next is refused its question (not held), bob's still asks, and a retry gives the room back`, async () => {
+    const oscar = await tokenOf('oscar');
+    const held: NonNullable<RoundAnswer['result']>[] = [];
+    for (let i = 0; i < MAX_ASKING_CALLS; i++) {
+      const { body } = await elicit(oscar);
+      expect(body.result?.resultType, `call ${i}`).toBe('input_required');
+      held.push(body.result!);
+    }
+    const beyond = await elicit(oscar);
+    expect(beyond.body.result).toMatchObject({ resultType: 'complete', isError: true });
+    const bobs = await elicit(await tokenOf('bob'));
+    expect(bobs.body.result?.resultType).toBe('input_required');
+    const done = await elicit(oscar, acceptAll(held.pop()));
+    expect(done.body.result?.resultType).toBe('complete');
+    expect(JSON.stringify(done.body.result)).toContain('Ada');
+    expect((await elicit(oscar)).body.result?.resultType).toBe('input_required');
+  }, 60_000);
+
+  it("[K80] a round's state is its principal's alone: another principal's retry with it is -32602, and the owner's retry then completes", async () => {
+    const peggy = await tokenOf('peggy');
+    const asked = (await elicit(peggy)).body.result!;
+    const stolen = await elicit(await tokenOf('mallory', 'other'), acceptAll(asked));
+    expect(stolen.status).toBe(400);
+    expect(stolen.body.error?.code).toBe(-32602);
+    // Even the same user through another client is another principal.
+    const otherClient = await elicit(await tokenOf('peggy', 'other-app'), acceptAll(asked));
+    expect(otherClient.status).toBe(400);
+    const own = await elicit(peggy, acceptAll(asked));
+    expect(JSON.stringify(own.body.result)).toContain('Ada');
+  }, 30_000);
 });

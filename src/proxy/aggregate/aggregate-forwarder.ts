@@ -19,6 +19,7 @@ import { isModernRequest } from '../modern-error-status.js';
 import { GET_STREAMS_PER_USER, StreamQuota } from '../stream-quota.js';
 import { AggregateMethods, rpcError, type SessionUpstream } from './aggregate-methods.js';
 import { discoverFault } from './discover-request.js';
+import { InputRounds } from './input-rounds.js';
 import type { ListenStream } from './listen-stream.js';
 import { MODERN_REVISION } from './modern-wire.js';
 import { acceptsEventStream, PostStream, writeJson } from './post-stream.js';
@@ -39,6 +40,12 @@ const SUPPORTED_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-0
 const SERVED_VERSIONS = [MODERN_REVISION, ...SUPPORTED_VERSIONS];
 /** What a session-less session's upstream sessions are opened with (a 2026-07-28 upstream is spoken to in its own revision). */
 const HANDSHAKE_REVISION = '2025-11-25';
+/**
+ * The client capabilities a session-less session's upstream sessions are told: every request an
+ * upstream can send with a call that 2026-07-28 carries as an input request (session-less-call.ts).
+ * Each call's own client is asked only what its request declared; the rest is refused -32601.
+ */
+const SESSION_LESS_CAPABILITIES = { elicitation: {}, sampling: {}, roots: {} };
 const GATEWAY_INFO = { name: 'mcp-auth-gateway', version: '0.1.0' };
 /** What an upstream of 2026-07-28 is asked for while a client session's GET stream is open: every list change. */
 const ALL_LIST_CHANGES = Object.fromEntries(Object.keys(LIST_CHANGES).map((k) => [k, true]));
@@ -71,6 +78,8 @@ interface ClientSession {
   sessionLess: boolean;
   /** Its clients' open `subscriptions/listen` streams (session-less sessions only). */
   listens: Set<ListenStream>;
+  /** Its calls that asked the client something and await its retry (session-less sessions only). */
+  rounds: InputRounds;
 }
 
 /** The client capabilities passed on to the upstreams, and the requests each lets an upstream send the client. */
@@ -140,7 +149,7 @@ class AggregateForwarder implements AggregateRouteForwarder {
       const first = messages[0];
       if (sessionId === undefined && messages.length === 1 && first?.method === 'initialize') return await this.initialize(first, res, ctx);
       if (sessionId === undefined && messages.length === 1 && first?.method === 'server/discover') return await this.discover(first, res, ctx);
-      if (sessionId === undefined && isRecord(parsed) && isModernRequest(req.headers)) return await this.sessionLess.serve(parsed, res, ctx);
+      if (sessionId === undefined && isRecord(parsed) && isModernRequest(req.headers)) return await this.sessionLess.serve(parsed, res, ctx, acceptsEventStream(req.headers.accept));
       if (sessionId === undefined) throw new GatewayError(400, 'invalid_request', 'Mcp-Session-Id header is required (a session starts with initialize)');
       const session = await this.sessionOf(sessionId, ctx.auth);
       session.lastUsed = Date.now();
@@ -204,7 +213,7 @@ class AggregateForwarder implements AggregateRouteForwarder {
     const upstreams = this.deps.upstreams.map((u, i) => ({ link: new UpstreamLink(u, auth, hello), health: u.perSession ? this.sessionHealth(u.name) : this.health[i]! }));
     const streams = new SessionStreams(() => session.requests.flush());
     const methods = new AggregateMethods(this.route, upstreams, this.names, this.loggedClashes, this.deps.logger);
-    const session: ClientSession = { owner: principalKey(auth), user, upstreams, methods, lastUsed: Date.now(), streams, inFlight: new Map(), progressTokens: new Map(), serves, requests: new ServerRequests(streams.listening), interests: new SessionInterests(), sessionLess, listens: new Set() };
+    const session: ClientSession = { owner: principalKey(auth), user, upstreams, methods, lastUsed: Date.now(), streams, inFlight: new Map(), progressTokens: new Map(), serves, requests: new ServerRequests(streams.listening), interests: new SessionInterests(), sessionLess, listens: new Set(), rounds: new InputRounds() };
     methods.onSubscription = (method, uri, upstream) => session.interests.accepted(method, uri, upstream);
     for (const u of upstreams) this.wire(session, u);
     return session;
@@ -213,14 +222,15 @@ class AggregateForwarder implements AggregateRouteForwarder {
   /**
    * A 2026-07-28 principal's session-less session, made at its first request (the user's slot taken
    * before anything else, as for initialize): its upstream sessions open as its requests need them,
-   * without the client's capabilities (it has no stream an upstream's request could reach).
+   * told the capabilities whose requests a call's rounds carry; it serves none on a stream of its
+   * own (only a call's client is asked, in an InputRequiredResult).
    */
   private sessionLessOf(auth: AuthContext, clientInfo: Record<string, unknown> | undefined): ClientSession {
     const owner = principalKey(auth);
     const known = this.sessions.get(this.sessionLessIds.get(owner) ?? '');
     if (known) return known;
     const user = this.slots.take(auth, (u) => this.endLeastRecentIdle(u));
-    const hello: ClientHello = { protocolVersion: HANDSHAKE_REVISION, capabilities: {}, clientInfo: clientInfo ?? GATEWAY_INFO, clientRevision: MODERN_REVISION };
+    const hello: ClientHello = { protocolVersion: HANDSHAKE_REVISION, capabilities: SESSION_LESS_CAPABILITIES, clientInfo: clientInfo ?? GATEWAY_INFO, clientRevision: MODERN_REVISION };
     const id = randomBytes(24).toString('base64url');
     const session = this.newSession(auth, user, hello, new Set(), true);
     this.sessions.set(id, session);
@@ -288,7 +298,9 @@ class AggregateForwarder implements AggregateRouteForwarder {
     link.onRequest = (id, method, params, related) => {
       const asked = link.session;
       const sink = (upstreamId: string | number, answer: object) => link.respond(asked, { jsonrpc: '2.0', id: upstreamId, ...answer });
-      if (!session.serves.has(method)) link.refuse(asked, id, { code: -32601, message: `Method not found: ${method}` });
+      // A session-less call takes what its own client declared; a session's clients what their initialize announced.
+      const served = related?.takes ? related.takes(method) : session.serves.has(method);
+      if (!served) link.refuse(asked, id, { code: -32601, message: `Method not found: ${method}` });
       else if (!session.requests.asked(link, id, method, params, sink, related)) link.refuse(asked, id, { code: -32603, message: 'Too many requests to the client are pending' });
     };
     link.onRejoined = (result) => this.rejoined(session, u, result);
@@ -399,6 +411,7 @@ class AggregateForwarder implements AggregateRouteForwarder {
     this.sessions.delete(id);
     session?.streams.end();
     for (const listen of session?.listens ?? []) listen.end();
+    session?.rounds.endAll();
     if (session?.sessionLess && this.sessionLessIds.get(session.owner) === id) this.sessionLessIds.delete(session.owner);
     for (const u of session?.upstreams ?? []) u.link.close();
   }

@@ -37,10 +37,15 @@ export class PostStream implements MessageChannel {
     return this.emit(messageEvent(JSON.stringify(message)));
   }
 
-  /** The POST's answers (an array for a batch): as JSON when nothing went before them, else as the stream's last events. */
-  answer(payload: unknown): void {
+  /** Whether the answer became an event stream (its head is written: its status can no longer change). */
+  get started(): boolean {
+    return this.streaming;
+  }
+
+  /** The POST's answers (an array for a batch): as JSON (with `status`) when nothing went before them, else as the stream's last events. */
+  answer(payload: unknown, status = 200): void {
     this.answered = true;
-    if (!this.streaming) return writeJson(this.res, this.transform, payload);
+    if (!this.streaming) return writeJson(this.res, this.transform, payload, status);
     for (const message of Array.isArray(payload) ? payload : [payload]) if (!this.emit(messageEvent(JSON.stringify(message)))) return;
     let tail: Buffer | undefined;
     try {

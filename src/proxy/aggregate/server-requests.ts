@@ -92,6 +92,11 @@ export class ServerRequests {
     return bytes;
   }
 
+  /** The requests that came with `related`, forgotten: its client's request ended (a session-less call), so none is awaited any more. */
+  forget(related: MessageChannel): void {
+    for (const [id, entry] of this.pending) if (entry.related === related) this.pending.delete(id);
+  }
+
   /** A client stream opened, drained or closed: what was held is written now. */
   flush(): void {
     for (const entry of this.pending.values()) this.send(entry);

@@ -19,6 +19,12 @@ export interface MessageChannel {
   send(message: object): boolean;
   /** Whether it still takes messages (a POST's stream: until its answers are written or the client leaves). */
   readonly open: boolean;
+  /**
+   * Whether an upstream's request of `method` that came with this channel's request may reach the
+   * client; absent: the session's clients serve what their initialize announced (a session-less
+   * call answers for its own client's capabilities, session-less-call.ts).
+   */
+  takes?(method: string): boolean;
 }
 
 export class SessionStreams {
