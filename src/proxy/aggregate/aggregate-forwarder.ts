@@ -21,6 +21,7 @@ import { AggregateMethods, rpcError, type SessionUpstream } from './aggregate-me
 import { discoverFault } from './discover-request.js';
 import { InputRounds } from './input-rounds.js';
 import type { ListenStream } from './listen-stream.js';
+import { ListenWatches } from './listen-watches.js';
 import { MODERN_REVISION } from './modern-wire.js';
 import { acceptsEventStream, PostStream, writeJson } from './post-stream.js';
 import { UpstreamCapabilities } from './upstream-capabilities.js';
@@ -80,6 +81,8 @@ interface ClientSession {
   listens: Set<ListenStream>;
   /** Its calls that asked the client something and await its retry (session-less sessions only). */
   rounds: InputRounds;
+  /** The subscriptions its listens hold at upstreams of session-based revisions (session-less sessions only). */
+  watches: ListenWatches;
 }
 
 /** The client capabilities passed on to the upstreams, and the requests each lets an upstream send the client. */
@@ -213,7 +216,8 @@ class AggregateForwarder implements AggregateRouteForwarder {
     const upstreams = this.deps.upstreams.map((u, i) => ({ link: new UpstreamLink(u, auth, hello), health: u.perSession ? this.sessionHealth(u.name) : this.health[i]! }));
     const streams = new SessionStreams(() => session.requests.flush());
     const methods = new AggregateMethods(this.route, upstreams, this.names, this.loggedClashes, this.deps.logger);
-    const session: ClientSession = { owner: principalKey(auth), user, upstreams, methods, lastUsed: Date.now(), streams, inFlight: new Map(), progressTokens: new Map(), serves, requests: new ServerRequests(streams.listening), interests: new SessionInterests(), sessionLess, listens: new Set(), rounds: new InputRounds() };
+    const interests = new SessionInterests();
+    const session: ClientSession = { owner: principalKey(auth), user, upstreams, methods, lastUsed: Date.now(), streams, inFlight: new Map(), progressTokens: new Map(), serves, requests: new ServerRequests(streams.listening), interests, sessionLess, listens: new Set(), rounds: new InputRounds(), watches: new ListenWatches(methods, interests) };
     methods.onSubscription = (method, uri, upstream) => session.interests.accepted(method, uri, upstream);
     for (const u of upstreams) this.wire(session, u);
     return session;
@@ -288,7 +292,12 @@ class AggregateForwarder implements AggregateRouteForwarder {
       const request = session.progressTokens.get(JSON.stringify(params?.progressToken));
       if (request) (request.open ? request : session.streams.listening).send({ jsonrpc: '2.0', method, params });
     } else if (method === 'notifications/cancelled') session.requests.cancelled(link, params?.requestId, params?.reason);
-    else if (method === 'notifications/message' || (method === 'notifications/resources/updated' && session.interests.wants(link.upstream.name, params?.uri))) to.send({ jsonrpc: '2.0', method, ...(params && { params }) });
+    else if (method === 'notifications/message') to.send({ jsonrpc: '2.0', method, ...(params && { params }) });
+    else if (method === 'notifications/resources/updated' && session.interests.wants(link.upstream.name, params?.uri)) {
+      to.send({ jsonrpc: '2.0', method, params });
+      // A session-less session subscribed for its listens (listen-watches.ts): each watching that URI there is told.
+      for (const listen of session.listens) listen.deliver(link.upstream.name, method, params);
+    }
   }
 
   /** An upstream link's messages to the client, wired to this session: notifications, requests the client serves, and a rejoin. */
@@ -318,7 +327,8 @@ class AggregateForwarder implements AggregateRouteForwarder {
     u.link.retell(session.interests.replay(u.health.name));
     session.methods.forgetResources();
     const offered = isRecord(result.capabilities) ? result.capabilities : {};
-    for (const kind of LISTS) if (isRecord(offered[kind])) session.streams.listening.send({ jsonrpc: '2.0', method: `notifications/${kind}/list_changed` });
+    // On the GET stream, and to a session-less session's listens.
+    for (const kind of LISTS) if (isRecord(offered[kind])) this.notified(session, u.link, `notifications/${kind}/list_changed`, undefined);
   }
 
   /** Logged once per upstream of the route: its GET stream ends too often to be reopened. */

@@ -65,8 +65,10 @@ export class ListenStream {
     this.held.push(listen);
   }
 
+  /** Runs `ending` when the stream ends (at once, if it has). */
   onEnd(ending: () => void): void {
-    this.endings.push(ending);
+    if (this.over) ending();
+    else this.endings.push(ending);
   }
 
   /** An upstream's notification: written when the filter asked for it; false when not (or the client reads too slowly). */

@@ -24,6 +24,7 @@ import { INVALID_PARAMS } from './discover-request.js';
 import { isGatewayState, type InputRounds } from './input-rounds.js';
 import { fanOutListen } from './listen-fanout.js';
 import { ListenStream } from './listen-stream.js';
+import type { ListenWatches } from './listen-watches.js';
 import { PostStream } from './post-stream.js';
 import type { ServerRequests } from './server-requests.js';
 import { SessionLessCall, type RoundEnd } from './session-less-call.js';
@@ -50,6 +51,8 @@ export interface SessionLessSession {
   requests: ServerRequests;
   /** Its calls that asked the client something, and those awaiting its retry. */
   rounds: InputRounds;
+  /** The subscriptions its listens hold at upstreams of session-based revisions. */
+  watches: ListenWatches;
 }
 
 export interface SessionLessDeps {
