@@ -46,6 +46,8 @@ export interface StatelessServerOptions {
   keepAliveMs?: number;
   /** List the fixture's own x-mcp-header tool, whose headers it validates (default true; false: an upstream that checks none). */
   customHeaderTool?: boolean;
+  /** End every `subscriptions/listen` right after acknowledging it (a server, or a proxy in front of it, that recycles long-lived streams at once). */
+  listenHangUp?: boolean;
 }
 
 export interface StatelessServer {
@@ -55,6 +57,8 @@ export interface StatelessServer {
   methods: string[];
   /** Every `subscriptions/listen` stream, with when it opened and closed. */
   listens: ListenRecord[];
+  /** Ends every open `subscriptions/listen` stream, the server staying up (its clients may listen again). */
+  endListens(): void;
   close(): Promise<void>;
 }
 
@@ -62,7 +66,7 @@ export async function startStatelessServer(options: StatelessServerOptions = {})
   const methods: string[] = [];
   const extraTools = options.tools ?? [];
   const extraNames = new Set(extraTools.map((tool) => tool.name));
-  const listens = subscriptions(options.keepAliveMs ?? 15_000);
+  const listens = subscriptions(options.keepAliveMs ?? 15_000, options.listenHangUp);
   const rounds = inputRequired();
   const ownHeaderTool = options.customHeaderTool === false ? [] : [CUSTOM_HEADER_TOOL];
 
@@ -163,6 +167,7 @@ export async function startStatelessServer(options: StatelessServerOptions = {})
     url: `http://127.0.0.1:${port}/mcp`,
     methods,
     listens: listens.records,
+    endListens: () => listens.endAll(),
     close: async () => {
       listens.endAll();
       await closeServer(server);

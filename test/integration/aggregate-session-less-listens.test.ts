@@ -7,6 +7,10 @@
  *   `notifications/resources/updated` passed into those listens (stamped with each one's id), and
  *   `resources/unsubscribe` when the last of them ends. Another principal's listen hears nothing
  *   of it.
+ * - An upstream listen (the stateless 2026-07-28 fixture's) that ends while the client's listen
+ *   lasts is opened again: the client is told its lists may have changed, and later changes reach
+ *   it; an upstream that ends every listen at once is asked a bounded number of times (shortened
+ *   waits: StartOptions.aggregateRecovery), then left, the client's listen still open.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStatelessServer, type StatelessServer } from '../helpers/stateless-mcp-server.js';
@@ -15,22 +19,27 @@ import { startEverythingServer, startRecordingHop, type RecordingHop, type Upstr
 import { post2026 } from '../helpers/wire-2026.js';
 
 const ROUTE = '/all/mcp';
+const HANGING = '/hanging/mcp';
 const DOC = 'demo://resource/static/document/architecture.md';
+/** Reopenings in a row before an upstream listen is given up (shortened with the waits). */
+const MAX_REOPENS = 3;
 let everything: UpstreamHandle;
 let hop: RecordingHop;
 let modern: StatelessServer;
+let hanging: StatelessServer;
 let stage: StdioStage;
 const streams = new AbortController();
 
 beforeAll(async () => {
-  [everything, modern] = await Promise.all([startEverythingServer(), startStatelessServer({ keepAliveMs: 0 })]);
+  [everything, modern, hanging] = await Promise.all([startEverythingServer(), startStatelessServer({ keepAliveMs: 0 }), startStatelessServer({ keepAliveMs: 0, listenHangUp: true })]);
   hop = await startRecordingHop(everything.url);
-  stage = await startStdioStage({ [ROUTE]: { upstreams: { everything: { upstream: hop.url }, modern: { upstream: modern.url } } } });
+  const recovery = { reopenFirstMs: 50, reopenMaxMs: 200, maxReopens: MAX_REOPENS, stableMs: 60_000 };
+  stage = await startStdioStage({ [ROUTE]: { upstreams: { everything: { upstream: hop.url }, modern: { upstream: modern.url } } }, [HANGING]: { upstreams: { hanging: { upstream: hanging.url } } } }, {}, { aggregateRecovery: recovery });
 }, 60_000);
 afterAll(async () => {
   streams.abort();
   await stage?.close();
-  await Promise.allSettled([hop?.close(), everything?.close(), modern?.close()]);
+  await Promise.allSettled([hop?.close(), everything?.close(), modern?.close(), hanging?.close()]);
 });
 
 const tokenOf = (path: string, sub: string) => stage.issuer.token({ audience: stage.gw.config.routes.find((r) => r.path === path)!.resource, sub });
@@ -107,4 +116,31 @@ describe('a watched URI served by an upstream of a session-based revision', () =
     expect(bobs.frames().map((f) => f.method)).toEqual(['notifications/subscriptions/acknowledged']);
     bobs.close();
   }, 30_000);
+});
+
+describe('an upstream listen that ends while the client listens', () => {
+  it('is opened again: the client is told its lists may have changed, and later changes reach it', async () => {
+    const token = await tokenOf(ROUTE, 'carol');
+    const listen = await openListen(ROUTE, token, 'C-1', { toolsListChanged: true });
+    const opened = modern.listens.length;
+    const changed = (f: Frame[]) => f.filter((x) => x.method === 'notifications/tools/list_changed').length;
+    modern.endListens();
+    await waitFor(() => modern.listens.length > opened, 10_000, 'the upstream listen opened again');
+    await listen.until((f) => changed(f) === 1);
+    await callTool(token, 'modern__test_trigger_tool_change');
+    await listen.until((f) => changed(f) === 2);
+    for (const frame of listen.frames()) expect(frame.params._meta).toEqual({ 'io.modelcontextprotocol/subscriptionId': 'C-1' });
+    listen.close();
+  });
+
+  it(`an upstream that ends every listen at once is asked ${MAX_REOPENS} times more, then left; the client's listen lasts`, async () => {
+    const listen = await openListen(HANGING, await tokenOf(HANGING, 'dave'), 'D-1', { toolsListChanged: true });
+    listen.drain();
+    await waitFor(() => hanging.listens.length >= 1 + MAX_REOPENS, 10_000, 'the listen reopened');
+    // Well past the longest wait (200 ms): no more.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    expect(hanging.listens.length).toBe(1 + MAX_REOPENS);
+    expect(listen.ended()).toBe(false);
+    listen.close();
+  });
 });

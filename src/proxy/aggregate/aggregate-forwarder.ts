@@ -267,7 +267,11 @@ class AggregateForwarder implements AggregateRouteForwarder {
     const session = await this.sessionOf(id, auth);
     if (!session.streams.listen(res)) throw new GatewayError(409, 'invalid_request', 'This session already has a GET stream');
     // Upstreams of 2026-07-28 have no GET stream: each listens for list changes while this one is open.
-    const held = session.upstreams.filter((u) => u.link.speaksModern && !u.health.down).map((u) => u.link.subscribe(ALL_LIST_CHANGES, (method, params) => this.notified(session, u.link, method, params)).catch(() => undefined));
+    // A listen reopened after it ended: what the upstream announced meanwhile is lost, so every list may have changed.
+    const missed = (link: UpstreamLink) => () => LISTS.forEach((kind) => this.notified(session, link, `notifications/${kind}/list_changed`, undefined));
+    const held = session.upstreams
+      .filter((u) => u.link.speaksModern && !u.health.down)
+      .map((u) => u.link.subscribe(ALL_LIST_CHANGES, (method, params) => this.notified(session, u.link, method, params), missed(u.link)).catch(() => undefined));
     res.once('close', () => void Promise.all(held).then((listens) => listens.forEach((l) => l?.stop())));
   }
 

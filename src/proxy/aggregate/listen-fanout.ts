@@ -3,7 +3,8 @@
 // opened (an upstream of a session-based revision sends its list changes on its
 // session's GET stream, which the session passes to its listens); each upstream
 // of 2026-07-28 gets a listen of its own for this client listen, asking for the
-// same list changes and the watched URIs it serves; a watched URI served by an upstream of a
+// same list changes and the watched URIs it serves (reopened while the client's
+// lasts, reopened-listen.ts); a watched URI served by an upstream of a
 // session-based revision is subscribed to on the principal's session there
 // (listen-watches.ts). Once each upstream acknowledged or accepted (or its
 // timeout passed) the client's listen is acknowledged, naming the URIs honoured.
@@ -45,7 +46,12 @@ async function listenedAt(u: SessionUpstream, uris: readonly string[], listen: L
     if (method === RESOURCES_CHANGED) session.methods.forgetResources();
     listen.deliver(name, method, params);
   };
-  const own = await u.link.subscribe(upstreamFilter(listen.filter, uris), deliver).catch(() => undefined);
+  // Reopened after it ended: what the upstream said meanwhile is lost, so the client is told to look again.
+  const reopened = () => {
+    session.methods.forgetResources();
+    listen.missed(name);
+  };
+  const own = await u.link.subscribe(upstreamFilter(listen.filter, uris), deliver, reopened).catch(() => undefined);
   if (own === undefined) return [];
   listen.hold(own);
   await own.ready;

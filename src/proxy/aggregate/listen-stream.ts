@@ -9,7 +9,7 @@
 // when the client leaves, when its token expires (protected-route.ts), or with
 // its session.
 import type { ServerResponse } from 'node:http';
-import { acknowledged, notificationFor, type ListenFilter } from './subscription-filter.js';
+import { acknowledged, LIST_CHANGES, notificationFor, RESOURCE_UPDATED, type ListenFilter } from './subscription-filter.js';
 
 const SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId';
 /** What the client may leave unread before notifications to it are dropped (as on its GET stream). */
@@ -69,6 +69,15 @@ export class ListenStream {
   onEnd(ending: () => void): void {
     if (this.over) ending();
     else this.endings.push(ending);
+  }
+
+  /**
+   * `upstream`'s listen was opened again after it ended: what it announced meanwhile is lost, so
+   * the client is told that each list it asked for, and each URI it watches there, may have changed.
+   */
+  missed(upstream: string): void {
+    for (const kind of this.filter.changes) this.deliver(upstream, LIST_CHANGES[kind], undefined);
+    for (const uri of this.watchedAt.get(upstream) ?? NONE) this.deliver(upstream, RESOURCE_UPDATED, { uri });
   }
 
   /** An upstream's notification: written when the filter asked for it; false when not (or the client reads too slowly). */

@@ -11,6 +11,7 @@ import { AggregateUpstreamError, captureExchange, openStream, type CapturedAnswe
 import { EventStreamReader } from './event-stream-reader.js';
 import { discoveredAsInitialize, initializeRemoved, MODERN_REVISION, withModernMeta, withoutModernMeta } from './modern-wire.js';
 import type { MessageChannel } from './session-streams.js';
+import { reopenedListen } from './reopened-listen.js';
 import { openUpstreamListen, type UpstreamListen } from './upstream-listen.js';
 import { LISTENER_TIMINGS, UpstreamListener, type ListenerStream, type ListenerTimings, type ProbeOutcome } from './upstream-listener.js';
 import type { Probeable, ProberTimings } from './upstream-prober.js';
@@ -307,12 +308,19 @@ export class UpstreamLink implements Probeable {
 
   /**
    * A `subscriptions/listen` of this link's own at an upstream of 2026-07-28 alone, asking for
-   * `notifications`; its notifications go to `onNotification`. Undefined for any other upstream (its
-   * session's GET stream carries them) or one that cannot be opened.
+   * `notifications`; its notifications go to `onNotification`. Held until stopped: reopened when it
+   * ends (reopened-listen.ts), `reopened` called once a reopened one is acknowledged. Undefined for
+   * any other upstream (its session's GET stream carries them); rejects when it cannot be opened.
    */
-  async subscribe(notifications: Record<string, unknown>, onNotification: NotificationSink): Promise<UpstreamListen | undefined> {
+  async subscribe(notifications: Record<string, unknown>, onNotification: NotificationSink, reopened: () => void = () => undefined): Promise<UpstreamListen | undefined> {
     await this.open();
     if (!this.modern) return undefined;
+    return reopenedListen(() => this.listenOnce(notifications, onNotification), { ...LISTENER_TIMINGS, ...this.upstream.recovery }, reopened);
+  }
+
+  /** One `subscriptions/listen` at the upstream, with this caller's credential as it is now. */
+  private async listenOnce(notifications: Record<string, unknown>, onNotification: NotificationSink): Promise<UpstreamListen> {
+    if (this.ended) throw new AggregateUpstreamError('down');
     const injected = await this.upstream.headersFor(this.auth);
     const message = { jsonrpc: '2.0', id: this.nextId++, method: 'subscriptions/listen', params: withModernMeta({ notifications }, this.hello) };
     const request = { method: 'POST' as const, headers: this.headers('subscriptions/listen', undefined, undefined), body: Buffer.from(JSON.stringify(message)) };

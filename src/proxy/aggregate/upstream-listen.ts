@@ -12,8 +12,10 @@ import { openStream, type CapturedRequest } from './captured-exchange.js';
 import { EventStreamReader } from './event-stream-reader.js';
 
 export interface UpstreamListen {
-  /** Resolves once the upstream acknowledged the subscription, its stream ended, or its timeout passed. */
-  ready: Promise<void>;
+  /** Resolves once the upstream acknowledged the subscription (true), its stream ended or its timeout passed (false). */
+  ready: Promise<boolean>;
+  /** The status the upstream answered the listen with (undefined: it ended without a head). */
+  status: Promise<number | undefined>;
   /** Resolves when the upstream's stream ends, whatever the reason. */
   ended: Promise<void>;
   stop(): void;
@@ -31,7 +33,7 @@ const SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId';
 
 export function openUpstreamListen(upstream: ListenedUpstream, request: CapturedRequest, ctx: Omit<ForwardContext, 'body'>, onNotification: (method: string, params: Record<string, unknown> | undefined) => void): UpstreamListen {
   let acknowledged!: () => void;
-  const ack = new Promise<void>((resolve) => (acknowledged = resolve));
+  const ack = new Promise<boolean>((resolve) => (acknowledged = () => resolve(true)));
   const reader = new EventStreamReader(upstream.maxBytes, (m) => {
     // The listen's own result (the upstream ended it) or a request: not a notification for the client.
     if (!isRecord(m) || typeof m.method !== 'string' || m.id !== undefined) return;
@@ -44,9 +46,9 @@ export function openUpstreamListen(upstream: ListenedUpstream, request: Captured
   });
   const stream = openStream(upstream.forwarder, request, ctx, (chunk) => reader.push(chunk));
   let timer: NodeJS.Timeout | undefined;
-  const waited = new Promise<void>((resolve) => (timer = setTimeout(resolve, upstream.timeoutMs)));
-  const ready = Promise.race([ack, stream.ended, waited]).finally(() => clearTimeout(timer));
-  return { ready, ended: stream.ended, stop: stream.stop };
+  const waited = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), upstream.timeoutMs)));
+  const ready = Promise.race([ack, stream.ended.then(() => false), waited]).finally(() => clearTimeout(timer));
+  return { ready, status: stream.started, ended: stream.ended, stop: stream.stop };
 }
 
 /** The notification's params without the upstream's subscription id (the client's listen has its own). */

@@ -65,8 +65,8 @@ function acknowledged(filter: Filter): Json {
   return out;
 }
 
-/** `keepAliveMs`: how often an idle stream gets a `:` comment line (0: never). */
-export function subscriptions(keepAliveMs: number): Subscriptions {
+/** `keepAliveMs`: how often an idle stream gets a `:` comment line (0: never); `hangUp`: every listen ends right after its acknowledgement. */
+export function subscriptions(keepAliveMs: number, hangUp = false): Subscriptions {
   const listeners = new Set<Listener>();
   const records: ListenRecord[] = [];
   const send = (l: Listener, method: string, params: Json = {}) => l.res.write(sse({ jsonrpc: '2.0', method, params: { ...params, _meta: { [META_SUBSCRIPTION]: l.id } } }));
@@ -78,6 +78,10 @@ export function subscriptions(keepAliveMs: number): Subscriptions {
       records.push(record);
       res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
       send(listener, 'notifications/subscriptions/acknowledged', { notifications: acknowledged(listener.filter) });
+      if (hangUp) {
+        record.closedAt = performance.now();
+        return void res.end();
+      }
       listeners.add(listener);
       const keepAlive = keepAliveMs > 0 ? setInterval(() => res.write(':\r\n'), keepAliveMs) : undefined;
       res.on('close', () => {
