@@ -56,6 +56,7 @@ export async function openServices(config: GatewayConfig, options: StartOptions)
     logger,
     metrics,
     wallNow: options.wallClock,
+    monotonicNow: options.monotonicClock,
   });
   await clock.start();
   const readiness: Lifecycle = { ready: false };

@@ -22,6 +22,12 @@ export interface StartOptions {
    * one process. Only DPoP timing goes through it.
    */
   wallClock?: () => number;
+  /**
+   * Test only, never from configuration: the monotonic clock in ms (default performance.now) by which
+   * the store's clock advances between readings, so a test that moves a store's clock forward
+   * (libfaketime) can move the replicas' reading of it the same way instead of waiting.
+   */
+  monotonicClock?: () => number;
   /** Benchmark only, never from configuration: see ProtectedRouteDeps.benchmarkPrincipal. */
   benchmarkPrincipal?: AuthContext;
   /** Tests only, never from configuration: shorter waits of aggregated routes' GET stream reopening and slow probing (upstream-listener.ts, upstream-prober.ts). */

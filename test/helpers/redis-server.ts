@@ -72,8 +72,11 @@ function majorVersion(): number {
   return Number(/v=(\d+)/.exec(out)?.[1] ?? 0);
 }
 
-/** `extraArgs` are more config directives, e.g. `['--rename-command', 'GETDEL', '']`. */
-export async function startRedisServer(extraArgs: string[] = []): Promise<RedisServer> {
+/**
+ * `extraArgs` are more config directives, e.g. `['--rename-command', 'GETDEL', '']`; `env` is added to
+ * the server's environment (redis-clock.ts preloads libfaketime through it).
+ */
+export async function startRedisServer(extraArgs: string[] = [], env: NodeJS.ProcessEnv = {}): Promise<RedisServer> {
   const port = await freePort();
   const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', tmpdir()];
   // Redis 7 refuses DEBUG unless enabled; older versions do not know the option.
@@ -89,7 +92,7 @@ export async function startRedisServer(extraArgs: string[] = []): Promise<RedisS
   };
   const start = async () => {
     resume();
-    child = spawn(BINARY, args, { stdio: 'ignore' });
+    child = spawn(BINARY, args, { stdio: 'ignore', env: { ...process.env, ...env } });
     live.add(child);
     child.once('exit', () => live.delete(child));
     await waitForPing(port, child);
