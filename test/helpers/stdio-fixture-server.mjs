@@ -1,11 +1,11 @@
 // A tiny MCP server over stdio, written without any SDK so each fault is exact.
-// Mode is argv[2]: probe (default: reports its env, argv, cwd and pid; sleeps;
+// Mode is argv[2]: probe (default: reports its env, argv, cwd and pid; sleeps; holds;
 // crashes mid-call; asks the client for sampling; pushes tool lists nobody asked
 // for (push_tools, unlisted); tries what client-chosen
 // code could do to the gateway and its neighbours), silent (never answers),
 // flood (floods stderr, then serves), exit (exits at once), huge (a tools/list
 // answer over any sane line limit).
-import { closeSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 
 const mode = process.argv[2] ?? 'probe';
@@ -18,6 +18,11 @@ let askId = 1000;
 const TOOLS = [
   { name: 'report', description: 'env, argv, cwd, pid', inputSchema: { type: 'object', properties: {} } },
   { name: 'sleep', description: 'answers after ms', inputSchema: { type: 'object', properties: { ms: { type: 'number' } } } },
+  {
+    name: 'hold',
+    description: 'says "holding <tag>" on stderr, then answers once the file `until` exists, or after ms at most',
+    inputSchema: { type: 'object', properties: { tag: { type: 'string' }, until: { type: 'string' }, ms: { type: 'number' } } },
+  },
   { name: 'crash', description: 'exits without answering', inputSchema: { type: 'object', properties: {} } },
   { name: 'ask', description: 'asks the client for a sampling', inputSchema: { type: 'object', properties: {} } },
   { name: 'delete_all', description: 'a tool policies deny', inputSchema: { type: 'object', properties: {} } },
@@ -58,6 +63,19 @@ function attack({ gatewayPid, otherDir, file, writeTo = [] }) {
   };
 }
 
+// A busy process for as long as a test needs it, not a fixed time: the test sees the call arrive (the
+// stderr line, in the gateway's log) and ends it by creating the file.
+function hold({ tag = '', until, ms = 30_000 }, reply) {
+  process.stderr.write(`holding ${tag}\n`);
+  const deadline = Date.now() + ms;
+  const timer = setInterval(() => {
+    if ((until && existsSync(until)) || Date.now() >= deadline) {
+      clearInterval(timer);
+      reply(text(`held ${tag}`));
+    }
+  }, 20);
+}
+
 const text = (value) => ({ content: [{ type: 'text', text: typeof value === 'string' ? value : JSON.stringify(value) }] });
 
 function call(message) {
@@ -68,6 +86,8 @@ function call(message) {
       return reply(text({ env: process.env, argv: process.argv.slice(2), cwd: process.cwd(), pid: process.pid }));
     case 'sleep':
       return setTimeout(() => reply(text(`slept ${args.ms}`)), args.ms ?? 0);
+    case 'hold':
+      return hold(args, reply);
     case 'meta':
       return reply(text(message.params._meta ?? null));
     case 'attack':

@@ -5,10 +5,15 @@
  * goes away mid-call. Each
  * route starts the fixture server (test/helpers/stdio-fixture-server.mjs) in one mode.
  */
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectClient, FIXTURE_SERVER, isAlive, resultText, startStdioStage, waitFor, type StdioStage } from '../helpers/stdio-stage.js';
 
 let stage: StdioStage;
+/** Where held calls' release files go (the fixture's `hold` tool). */
+let releases: string;
 
 const fixture = (mode: string, more: Record<string, unknown> = {}, limits: Record<string, unknown> = {}) => ({
   upstream: { stdio: { command: process.execPath, args: [FIXTURE_SERVER, mode], ...more } },
@@ -16,6 +21,7 @@ const fixture = (mode: string, more: Record<string, unknown> = {}, limits: Recor
 });
 
 beforeAll(async () => {
+  releases = await mkdtemp(join(tmpdir(), 'mag-stdio-holds-'));
   stage = await startStdioStage({
     '/probe/mcp': fixture('probe'),
     '/silent/mcp': fixture('silent'),
@@ -32,6 +38,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await stage?.close();
+  if (releases) await rm(releases, { recursive: true, force: true });
 });
 
 const INITIALIZE = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } };
@@ -54,13 +61,37 @@ const processes = async (path: string) => (await stage.gw.metrics.stdioProcesses
 const exits = async (path: string, reason: string) =>
   (await stage.gw.metrics.stdioExits.get()).values.find((v) => v.labels.route === path && v.labels.reason === reason)?.value ?? 0;
 
+interface Held {
+  /** The call's status once it answered. */
+  status: Promise<number>;
+  tag: string;
+  /** Lets the fixture answer. */
+  release(): Promise<void>;
+}
+
+let holds = 0;
+/**
+ * A call that keeps its session's process busy until released (30 s at most), rather than for a fixed
+ * time that must outlast the test's checks on a loaded machine.
+ */
+function hold(path: string, sessionId: string, sub = 'alice', signal?: AbortSignal): Held {
+  const tag = `h${++holds}`;
+  const until = join(releases, tag);
+  const status = post(path, { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'hold', arguments: { tag, until, ms: 30_000 } } }, { 'mcp-session-id': sessionId }, sub, signal).then((r) => r.status);
+  return { status, tag, release: () => writeFile(until, '') };
+}
+
+/** Until each held call has reached its process: the fixture says so on stderr, which the gateway logs. */
+const reached = (...calls: Held[]) =>
+  waitFor(() => calls.every(({ tag }) => stage.gw.logs.some((l) => l.includes('"stream":"stderr"') && l.includes(`"msg":"holding ${tag}"`))), 10_000, 'the held calls to reach their processes');
+
 describe('a process that ends ends its session', () => {
   it('child killed mid-call: the pending call gets an error, the session is then unknown (404), a new session works', async () => {
     const init = await post('/probe/mcp', INITIALIZE);
     const sessionId = init.headers.get('mcp-session-id')!;
     const pid = await pidOf('/probe/mcp', sessionId);
-    const pending = post('/probe/mcp', { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'sleep', arguments: { ms: 30_000 } } }, { 'mcp-session-id': sessionId });
-    await new Promise((r) => setTimeout(r, 200));
+    const pending = post('/probe/mcp', { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'hold', arguments: { tag: 'killed' } } }, { 'mcp-session-id': sessionId });
+    await waitFor(() => stage.gw.logs.some((l) => l.includes('"msg":"holding killed"')), 10_000, 'the call to reach the process');
     process.kill(pid, 'SIGKILL');
     const res = await pending;
     expect(res.status).toBe(502);
@@ -163,18 +194,13 @@ describe('bounded', () => {
     await waitFor(async () => (await processes('/huge/mcp')) === 0, 5_000, 'the process to stop');
   });
 
-  /** A call in flight for `ms` on a session (the session is busy meanwhile); resolves with its status. */
-  const busyFor = (path: string, sessionId: string, ms: number, sub = 'alice') =>
-    post(path, { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'sleep', arguments: { ms } } }, { 'mcp-session-id': sessionId }, sub).then((r) => r.status);
   const initialize = async (path: string, sub: string) => (await post(path, INITIALIZE, {}, sub)).headers.get('mcp-session-id')!;
-  /** Time for calls just sent to reach their processes (a loaded machine is slow). */
-  const reached = () => new Promise((r) => setTimeout(r, 1_000));
 
   it('max_processes with every process busy: the next session is refused with 503, Retry-After and a JSON body; once one ends, a new one starts', async () => {
     const a = await initialize('/two/mcp', 'alice');
     const b = await initialize('/two/mcp', 'bob');
-    const calls = [busyFor('/two/mcp', a, 5_000), busyFor('/two/mcp', b, 5_000, 'bob')];
-    await reached();
+    const calls = [hold('/two/mcp', a), hold('/two/mcp', b, 'bob')];
+    await reached(...calls);
     const third = await post('/two/mcp', INITIALIZE, {}, 'carol');
     expect(third.status).toBe(503);
     expect(Number(third.headers.get('retry-after'))).toBeGreaterThan(0);
@@ -185,7 +211,8 @@ describe('bounded', () => {
     await waitFor(async () => (await processes('/two/mcp')) === 1, 5_000, 'one process to remain');
     const carol = await initialize('/two/mcp', 'carol');
     expect(carol).toBeTruthy();
-    expect(await Promise.all(calls)).toEqual([502, 200]);
+    await calls[1]!.release();
+    expect(await Promise.all(calls.map((c) => c.status))).toEqual([502, 200]);
     await fetch(stage.url('/two/mcp'), { method: 'DELETE', headers: { authorization: `Bearer ${await stage.token('/two/mcp', 'carol')}`, 'mcp-session-id': carol } });
     await fetch(stage.url('/two/mcp'), { method: 'DELETE', headers: { authorization: `Bearer ${await stage.token('/two/mcp', 'bob')}`, 'mcp-session-id': b } });
   });
@@ -194,15 +221,16 @@ describe('bounded', () => {
     await waitFor(async () => (await processes('/two/mcp')) === 0, 5_000, 'the route to be empty');
     const idle = await initialize('/two/mcp', 'alice');
     const busy = await initialize('/two/mcp', 'bob');
-    const call = busyFor('/two/mcp', busy, 4_000, 'bob');
-    await reached();
+    const call = hold('/two/mcp', busy, 'bob');
+    await reached(call);
     const pid = await pidOf('/two/mcp', idle).catch(() => 0);
     expect(pid).toBeGreaterThan(0);
     const again = await post('/two/mcp', INITIALIZE, {}, 'alice');
     expect(again.status).toBe(200);
     await waitFor(() => !isAlive(pid), 5_000, "alice's idle process to stop");
     expect((await post('/two/mcp', { jsonrpc: '2.0', id: 3, method: 'tools/list' }, { 'mcp-session-id': idle })).status).toBe(404);
-    expect(await call).toBe(200);
+    await call.release();
+    expect(await call.status).toBe(200);
     expect(await exits('/two/mcp', 'evicted')).toBeGreaterThanOrEqual(1);
     await fetch(stage.url('/two/mcp'), { method: 'DELETE', headers: { authorization: `Bearer ${await stage.token('/two/mcp')}`, 'mcp-session-id': again.headers.get('mcp-session-id')! } });
   });
@@ -227,15 +255,16 @@ describe('bounded', () => {
 
   it('max_processes_per_principal with all her sessions busy: alice gets 503 with Retry-After; bob still gets a process', async () => {
     const sessions = [await initialize('/busy/mcp', 'alice'), await initialize('/busy/mcp', 'alice')];
-    const calls = sessions.map((id) => busyFor('/busy/mcp', id, 4_000));
-    await reached();
+    const calls = sessions.map((id) => hold('/busy/mcp', id));
+    await reached(...calls);
     const refused = await post('/busy/mcp', INITIALIZE, {}, 'alice');
     expect(refused.status).toBe(503);
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
     expect(await refused.json()).toMatchObject({ error: 'temporarily_unavailable' });
     expect(stage.gw.logs.some((l) => l.includes('max_processes_per_principal reached and every session busy'))).toBe(true);
     expect((await post('/busy/mcp', INITIALIZE, {}, 'bob')).status).toBe(200);
-    expect(await Promise.all(calls)).toEqual([200, 200]);
+    await Promise.all(calls.map((c) => c.release()));
+    expect(await Promise.all(calls.map((c) => c.status))).toEqual([200, 200]);
     expect(await exits('/busy/mcp', 'evicted')).toBe(0);
   });
 
@@ -250,10 +279,11 @@ describe('bounded', () => {
   it('a client that goes away mid-call: the server is told (notifications/cancelled) and the session goes on', async () => {
     const sessionId = (await post('/probe/mcp', INITIALIZE)).headers.get('mcp-session-id')!;
     const abort = new AbortController();
-    const call = post('/probe/mcp', { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'sleep', arguments: { ms: 5_000 } } }, { 'mcp-session-id': sessionId }, 'alice', abort.signal);
-    await new Promise((r) => setTimeout(r, 200));
+    const call = hold('/probe/mcp', sessionId, 'alice', abort.signal);
+    await reached(call);
     abort.abort();
-    await expect(call).rejects.toThrow();
+    await expect(call.status).rejects.toThrow();
+    await call.release();
     await waitFor(() => stage.gw.logs.some((l) => l.includes(sessionId) && l.includes('cancelled request')), 5_000, 'the cancellation at the server');
     expect(await pidOf('/probe/mcp', sessionId)).toBeGreaterThan(0);
   });
