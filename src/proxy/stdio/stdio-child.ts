@@ -9,7 +9,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Writable } from 'node:stream';
 import type { StdioUpstreamConfig } from '../../config/types.js';
-import { CgroupCell, containmentOf } from './containment.js';
+import { containmentOf, createCell, type CgroupCell } from './containment.js';
 import { LineSplitter } from './line-splitter.js';
 import { createProcessDir, removeProcessDir } from './process-dir.js';
 import { childEnvironment } from './process-env.js';
@@ -81,7 +81,7 @@ export class StdioChild {
     // 0700, under the gateway's root of process directories; another user's process gets it as its own.
     this.processDir = createProcessDir(config.user);
     try {
-      this.cell = containmentOf(config) === 'cgroup' ? CgroupCell.create(config.resources) : undefined;
+      this.cell = containmentOf(config) === 'cgroup' ? createCell(config.resources) : undefined;
     } catch (err) {
       void removeProcessDir(this.processDir, () => undefined);
       throw err;
