@@ -197,9 +197,9 @@ export const DEFAULT_STDIO_RESOURCES = { processes: 256, memoryBytes: 1024 * 102
 /** What one process's cell may use, all its descendants together (src/proxy/stdio/resource-limits.ts): far above what an ordinary MCP server (npx included) needs. */
 export const StdioResourcesSchema = z
   .strictObject({
-    processes: z.number().int().min(8).max(32_768).default(DEFAULT_STDIO_RESOURCES.processes).describe('processes and threads at once (cgroup pids.max; else RLIMIT_NPROC, per uid)'),
-    memory_mib: z.number().int().min(64).max(1_048_576).default(DEFAULT_STDIO_RESOURCES.memoryBytes / 1048576).describe('MiB of memory, no swap (cgroup memory.max; else RLIMIT_DATA, per process); past it the kernel kills the process and its session ends'),
-    cpus: z.number().min(0.01).max(1024).default(DEFAULT_STDIO_RESOURCES.cpus).describe('CPUs worth of time (cgroup cpu.max); no fallback without a cgroup'),
+    processes: z.number().int().min(8).max(32_768).default(DEFAULT_STDIO_RESOURCES.processes).describe('processes and threads at once (cgroup pids.max, v2 or v1; else RLIMIT_NPROC, per uid)'),
+    memory_mib: z.number().int().min(64).max(1_048_576).default(DEFAULT_STDIO_RESOURCES.memoryBytes / 1048576).describe('MiB of memory, no swap (cgroup memory.max, or v1 memory.limit_in_bytes and memsw; else RLIMIT_DATA, per process); past it the kernel kills the process and its session ends'),
+    cpus: z.number().min(0.01).max(1024).default(DEFAULT_STDIO_RESOURCES.cpus).describe('CPUs worth of time (cgroup cpu.max, or v1 cpu.cfs_quota_us); no fallback without a cgroup'),
   })
   .meta({ id: 'StdioResources', description: "Per-process bounds on processes, memory and CPU, so one user's server cannot take the machine's" });
 

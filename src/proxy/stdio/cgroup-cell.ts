@@ -1,5 +1,5 @@
 // What a per-process cgroup cell is to the rest of the gateway, whichever
-// cgroup version makes it (cgroup-v2.ts; containment.ts picks),
+// cgroup version makes it (cgroup-v2.ts, cgroup-v1.ts; containment.ts picks),
 // and the file work both share. The process in a cell, and all it starts, may
 // be hostile: it may make sub-cgroups in its cell, move processes between
 // them, freeze them, remove them, or leave the cell (as the gateway's own
@@ -24,9 +24,9 @@ export interface CgroupCell {
 
 /** A way of making cells that this host allows (probed once). */
 export interface CellMaker {
-  readonly version: 'v2';
+  readonly version: 'v1' | 'v2';
   /** The resources a cell bounds here. */
-  readonly resources: Set<Resource>;
+  readonly resources: ReadonlySet<Resource>;
   /** A cell with its bounds written, before any process is in it. Throws if it cannot be made. */
   create(resources: StdioResources): CgroupCell;
 }

@@ -2,7 +2,7 @@
 // cgroup, per hierarchy) and /proc/self/mountinfo (where each hierarchy is
 // mounted, and from which of its cgroups): never assumed paths, so a host that
 // mounts them elsewhere, or a container that sees only a subtree, is read right.
-// Cells are made under these (cgroup-v2.ts).
+// Cells are made under these (cgroup-v2.ts, cgroup-v1.ts).
 import { readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 

@@ -6,8 +6,10 @@
 //   the sandbox with the gateway;
 // - other routes: a cgroup cell of its own per process, under the gateway's
 //   own cgroup, when this host lets the gateway make one: on cgroup v2
-//   (cgroup-v2.ts; `cgroup.kill`, or freeze, kill each, thaw before 5.14).
-//   The process is moved into it before
+//   (cgroup-v2.ts; `cgroup.kill`, or freeze, kill each, thaw before 5.14), or
+//   on the cgroup v1 hierarchies of a hybrid or legacy host (cgroup-v1.ts; a
+//   directory in each of freezer, pids, memory, cpu; freeze, kill each task,
+//   thaw), whichever bounds more (below). The process is moved into it before
 //   it runs the configured command (a gate, below), so all it ever starts is
 //   in it too; all in it is killed when the session ends, and the cell is
 //   removed once empty (cgroup-cell.ts);
@@ -21,6 +23,7 @@
 //   route (a daemonising server then outlives its session).
 import type { RouteConfig, StdioResources, StdioUpstreamConfig } from '../../config/types.js';
 import type { CellMaker, CgroupCell } from './cgroup-cell.js';
+import { probeV1 } from './cgroup-v1.js';
 import { probeV2 } from './cgroup-v2.js';
 import { unboundedRoutes, type Resource } from './resource-limits.js';
 
@@ -42,9 +45,17 @@ export const GATE_SHELL = '/bin/sh';
 /** How cells are made here (probed once): undefined where none can be. */
 let maker: CellMaker | undefined | null = null;
 
-/** The cells this host allows (cgroup v2's), probed once. */
+/**
+ * The cells this host allows, probed once: cgroup v2's, unless cgroup v1
+ * hierarchies bound a resource v2 does not (a hybrid host, whose controllers
+ * are on v1 while the unified hierarchy offers none): then v1's.
+ */
 function cellMaker(): CellMaker | undefined {
-  if (maker === null) maker = probeV2();
+  if (maker !== null) return maker;
+  const v2 = probeV2();
+  const v1 = probeV1();
+  const v1BoundsMore = v1 !== undefined && [...v1.resources].some((r) => !v2?.resources.has(r));
+  maker = v1BoundsMore || v2 === undefined ? v1 : v2;
   return maker;
 }
 
@@ -54,7 +65,7 @@ export function cgroupsUsable(): boolean {
 }
 
 /** Which cgroup version cells are made on here, or undefined where none can be. */
-export function cgroupVersion(): 'v2' | undefined {
+export function cgroupVersion(): 'v1' | 'v2' | undefined {
   return cellMaker()?.version;
 }
 
@@ -84,7 +95,7 @@ function runsAsGatewayUser(config: StdioUpstreamConfig): boolean {
 /** Why this route's processes are not contained here, or undefined when they are. */
 function uncontained(config: StdioUpstreamConfig): string | undefined {
   const containment = containmentOf(config);
-  if (containment === 'none') return 'no sandbox, and no cgroup the gateway can make a cell in here (no writable cgroup v2); add sandbox (bubblewrap), or run the gateway where it can make a cgroup';
+  if (containment === 'none') return 'no sandbox, and no cgroup the gateway can make a cell in here (a writable cgroup v2, or cgroup v1 with a writable freezer hierarchy); add sandbox (bubblewrap), or run the gateway where it can make a cgroup';
   if (containment === 'cgroup' && runsAsGatewayUser(config)) {
     return "they run as the gateway's own user, who may move a process out of its cgroup (into the gateway's); add sandbox (bubblewrap), or set user to another user";
   }

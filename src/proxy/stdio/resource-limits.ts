@@ -1,9 +1,13 @@
 // What one stdio process (and all it starts) may use: `upstream.stdio.resources`.
 // Each bound is enforced by the first of these the host allows:
-// - its cgroup v2 cell (containment.ts), when the gateway's cgroup delegates the
-//   controller: pids.max, memory.max (+ memory.swap.max 0), cpu.max. These bound
-//   the whole tree of the process together; past memory.max the kernel's OOM
-//   killer ends it, and its session ends like any exit;
+// - its cgroup cell (containment.ts), where the controller is there for it: on
+//   cgroup v2 when the gateway's cgroup delegates it, pids.max, memory.max
+//   (+ memory.swap.max 0), cpu.max; on cgroup v1 when its hierarchy is mounted
+//   and writable, pids.max, memory.limit_in_bytes (+ memory.memsw.limit_in_bytes
+//   equal to it, where swap is accounted), cpu.cfs_quota_us per
+//   cpu.cfs_period_us. These bound the whole tree of the process together;
+//   past the memory bound the kernel's OOM killer ends it, and its session
+//   ends like any exit;
 // - else an rlimit set before exec (by /bin/sh's ulimit, inherited by all it
 //   starts, soft and hard, so it cannot raise them): RLIMIT_NPROC for processes,
 //   which counts every process of the uid, and which the kernel ignores for root,
@@ -18,8 +22,10 @@ import type { RouteConfig, StdioResources, StdioUpstreamConfig } from '../../con
 
 export type Resource = 'processes' | 'memory' | 'cpu';
 const CONTROLLER: Record<Resource, string> = { processes: 'pids', memory: 'memory', cpu: 'cpu' };
-/** cpu.max's period: 100 ms, the kernel's default. */
+/** cpu.max's (v1: cpu.cfs_period_us's) period: 100 ms, the kernel's default. */
 const CPU_PERIOD_US = 100_000;
+/** The CPU time a cell may use per period: at least 1 ms, the kernel's least. */
+const cpuQuotaUs = (resources: StdioResources) => Math.max(1_000, Math.round(resources.cpus * CPU_PERIOD_US));
 
 const words = (file: string) => (existsSync(file) ? readFileSync(file, 'utf8').trim().split(/\s+/).filter(Boolean) : []);
 
@@ -48,19 +54,41 @@ export function enableControllers(parent: string, base: string): Set<Resource> {
 }
 
 /** The files a cell's bounds are written to, and their values. */
-export function cgroupLimitWrites(resources: StdioResources, bounded: Set<Resource>): [file: string, value: string][] {
+export function cgroupLimitWrites(resources: StdioResources, bounded: ReadonlySet<Resource>): [file: string, value: string][] {
   const writes: [string, string][] = [];
   if (bounded.has('processes')) writes.push(['pids.max', String(resources.processes)]);
   if (bounded.has('memory')) writes.push(['memory.max', String(resources.memoryBytes)], ['memory.swap.max', '0']);
-  if (bounded.has('cpu')) writes.push(['cpu.max', `${Math.max(1_000, Math.round(resources.cpus * CPU_PERIOD_US))} ${CPU_PERIOD_US}`]);
+  if (bounded.has('cpu')) writes.push(['cpu.max', `${cpuQuotaUs(resources)} ${CPU_PERIOD_US}`]);
   return writes;
 }
 
 /** Writes the bounds into a fresh cell, before its process runs; memory.swap.max only where swap accounting exists. */
-export function applyCellLimits(dir: string, resources: StdioResources, bounded: Set<Resource>): void {
+export function applyCellLimits(dir: string, resources: StdioResources, bounded: ReadonlySet<Resource>): void {
   for (const [file, value] of cgroupLimitWrites(resources, bounded)) {
     if (file === 'memory.swap.max' && !existsSync(join(dir, file))) continue;
     writeFileSync(join(dir, file), value);
+  }
+}
+
+/**
+ * A cgroup v1 cell's bounds: the hierarchy (by its controller) each is written in, the file and
+ * value, in order (memory.limit_in_bytes before memory.memsw.limit_in_bytes, which may not be
+ * below it: equal, so swap cannot hold more than memory.limit_in_bytes lets through).
+ */
+export function cgroupV1LimitWrites(resources: StdioResources, bounded: ReadonlySet<Resource>): [controller: string, file: string, value: string][] {
+  const writes: [string, string, string][] = [];
+  if (bounded.has('processes')) writes.push(['pids', 'pids.max', String(resources.processes)]);
+  if (bounded.has('memory')) writes.push(['memory', 'memory.limit_in_bytes', String(resources.memoryBytes)], ['memory', 'memory.memsw.limit_in_bytes', String(resources.memoryBytes)]);
+  if (bounded.has('cpu')) writes.push(['cpu', 'cpu.cfs_period_us', String(CPU_PERIOD_US)], ['cpu', 'cpu.cfs_quota_us', String(cpuQuotaUs(resources))]);
+  return writes;
+}
+
+/** Writes the bounds into a fresh v1 cell (its directory per controller), before its process runs; memory.memsw.* only where swap is accounted. */
+export function applyV1CellLimits(dirs: ReadonlyMap<string, string>, resources: StdioResources, bounded: ReadonlySet<Resource>): void {
+  for (const [controller, file, value] of cgroupV1LimitWrites(resources, bounded)) {
+    const path = join(dirs.get(controller)!, file);
+    if (file === 'memory.memsw.limit_in_bytes' && !existsSync(path)) continue;
+    writeFileSync(path, value);
   }
 }
 
@@ -92,6 +120,6 @@ export function resourceGaps(config: StdioUpstreamConfig, inCell: Set<Resource>)
 export function unboundedRoutes(routes: RouteConfig[], inCell: (config: StdioUpstreamConfig) => Set<Resource>): string[] {
   return routes.flatMap((route) => {
     const gaps = route.stdio && resourceGaps(route.stdio, inCell(route.stdio));
-    return gaps ? [`${route.path}: upstream.stdio.resources: no cgroup v2 controller here for what is missing, so its processes are bounded in ${gaps}: run the gateway in a cgroup that delegates pids, memory and cpu`] : [];
+    return gaps ? [`${route.path}: upstream.stdio.resources: no cgroup controller here for what is missing (a cgroup v2 that delegates it, or a writable cgroup v1 hierarchy of it beside a freezer one), so its processes are bounded in ${gaps}: run the gateway in a cgroup that delegates pids, memory and cpu`] : [];
   });
 }
