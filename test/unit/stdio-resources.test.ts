@@ -9,7 +9,7 @@ import { loadConfig } from '../../src/config/load.js';
 import { ConfigError } from '../../src/config/config-error.js';
 import { DEFAULT_STDIO_RESOURCES } from '../../src/config/schema.js';
 import type { StdioResources, StdioUpstreamConfig } from '../../src/config/types.js';
-import { cgroupLimitWrites, resourceGaps, rlimitCommands, type Resource } from '../../src/proxy/stdio/resource-limits.js';
+import { cgroupLimitWrites, cgroupV1LimitWrites, resourceGaps, rlimitCommands, type Resource } from '../../src/proxy/stdio/resource-limits.js';
 
 const GATEWAY = 'listen: { host: 127.0.0.1, port: 9000 }\npublic_url: http://127.0.0.1:9000\nauthorization_server:\n  enabled: true\n';
 let dir: string;
@@ -86,6 +86,28 @@ describe('what bounds a process', () => {
         expect(period).toBe(100_000);
         // Rounded to the microsecond, and never under the kernel's 1 ms minimum.
         expect(Math.abs(quota! / period! - resources.cpus)).toBeLessThanOrEqual(0.01);
+      }),
+    );
+  });
+
+  it('a cgroup v1 cell gets, in each hierarchy, exactly the files of its controllers; memory before memsw (never below it), period before quota', () => {
+    fc.assert(
+      fc.property(arbResources, arbInCell, (resources, inCell) => {
+        const writes = cgroupV1LimitWrites(resources, inCell);
+        const at = (file: string) => writes.findIndex(([, f]) => f === file);
+        const value = (file: string) => writes.find(([, f]) => f === file)?.[2];
+        expect(new Set(writes.map(([controller]) => controller))).toEqual(new Set([...inCell].map((r) => ({ processes: 'pids', memory: 'memory', cpu: 'cpu' })[r])));
+        expect(value('pids.max')).toBe(inCell.has('processes') ? String(resources.processes) : undefined);
+        expect(value('memory.limit_in_bytes')).toBe(inCell.has('memory') ? String(resources.memoryBytes) : undefined);
+        // Equal: swap holds nothing the memory bound refuses.
+        expect(value('memory.memsw.limit_in_bytes')).toBe(value('memory.limit_in_bytes'));
+        expect(at('memory.limit_in_bytes')).toBeLessThanOrEqual(at('memory.memsw.limit_in_bytes'));
+        expect(value('cpu.cfs_quota_us') === undefined).toBe(!inCell.has('cpu'));
+        if (!inCell.has('cpu')) return;
+        expect(at('cpu.cfs_period_us')).toBeLessThan(at('cpu.cfs_quota_us'));
+        expect(value('cpu.cfs_period_us')).toBe('100000');
+        // The same quota as v2's cpu.max.
+        expect(value('cpu.cfs_quota_us')).toBe(new Map(cgroupLimitWrites(resources, inCell)).get('cpu.max')!.split(' ')[0]);
       }),
     );
   });
