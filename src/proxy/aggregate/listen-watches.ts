@@ -7,7 +7,11 @@
 // listens watch the URI, and unsubscribes when the last of them ends; the
 // upstream's `notifications/resources/updated` then reaches those listens from
 // that session's streams (aggregate-forwarder.ts). An upstream session opened
-// afresh is told its subscriptions again, as any session's are.
+// afresh is told its subscriptions again, as any session's are. A URI's
+// subscribe and unsubscribe go one after the other: a listen watching a URI
+// whose unsubscribe is under way waits for its answer before subscribing again,
+// so an unsubscribe answered late (a slow or hostile upstream) never undoes the
+// newer subscription, at the upstream or in SessionInterests.
 import type { AggregateMethods, RequestContext } from './aggregate-methods.js';
 import type { SessionInterests } from './session-interests.js';
 
@@ -17,6 +21,8 @@ const AT_ONCE = 4;
 export class ListenWatches {
   /** URI → the listens watching it through the session's subscription. */
   private readonly watching = new Map<string, number>();
+  /** URI → its subscribe or unsubscribe under way (the next waits for it). */
+  private readonly underway = new Map<string, Promise<unknown>>();
 
   constructor(
     private readonly methods: AggregateMethods,
@@ -43,17 +49,28 @@ export class ListenWatches {
         continue;
       }
       this.watching.delete(uri);
-      void this.methods.answer('resources/unsubscribe', { uri }, { auth: ctx.auth, span: ctx.span }).catch(() => undefined);
+      this.settle(uri, this.methods.answer('resources/unsubscribe', { uri }, { auth: ctx.auth, span: ctx.span }).catch(() => undefined));
     }
   }
 
   private async hold(uri: string, ctx: RequestContext): Promise<boolean> {
+    // An exchange of this URI's under way (an unsubscribe, another listen's subscribe): its answer first.
+    for (let before = this.underway.get(uri); !this.watching.has(uri) && before !== undefined; before = this.underway.get(uri)) await before;
     if (!this.watching.has(uri)) {
       if (!this.interests.admits(uri)) return false;
-      const answer = await this.methods.answer('resources/subscribe', { uri }, ctx).catch(() => undefined);
+      const answer = await this.settle(uri, this.methods.answer('resources/subscribe', { uri }, ctx).catch(() => undefined));
       if (answer?.result === undefined) return false;
     }
     this.watching.set(uri, (this.watching.get(uri) ?? 0) + 1);
     return true;
+  }
+
+  /** `exchange` is `uri`'s under way until it settles (it never rejects). */
+  private settle<T>(uri: string, exchange: Promise<T>): Promise<T> {
+    this.underway.set(uri, exchange);
+    void exchange.then(() => {
+      if (this.underway.get(uri) === exchange) this.underway.delete(uri);
+    });
+    return exchange;
   }
 }
