@@ -4,21 +4,28 @@
  * upstream session:
  * [K80] an upstream slow to answer the `resources/unsubscribe` of a listen that ended must not
  * drop the watch of the principal's next listen of the same URI (its subscribe answered first);
- * Fails when an unsubscribe answered late removes a newer listen's subscription.
+ * [K80] an upstream that refuses every `resources/unsubscribe` must not keep the principal's
+ * session's subscriptions counted after its listens ended, so its later listens are still
+ * honoured.
+ * Fails when an unsubscribe answered late removes a newer listen's subscription, or when refused
+ * unsubscribes fill the session's subscriptions for good.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MAX_SUBSCRIPTIONS } from '../../src/proxy/aggregate/session-interests.js';
 import { startStdioStage, waitFor, type StdioStage } from '../helpers/stdio-stage.js';
 import { startSubscribingUpstream, type SubscribingUpstream } from '../helpers/subscribing-upstream.js';
 import { post2026 } from '../helpers/wire-2026.js';
 
 const ROUTE = '/watched/mcp';
 const DOC = 'hostile://doc';
+/** One more than the session may hold subscribed: enough to see the bound filled by refusals. */
+const MANY = Array.from({ length: MAX_SUBSCRIPTIONS + 1 }, (_, i) => `hostile://many/${i}`);
 let upstream: SubscribingUpstream;
 let stage: StdioStage;
 const streams = new AbortController();
 
 beforeAll(async () => {
-  upstream = await startSubscribingUpstream([DOC]);
+  upstream = await startSubscribingUpstream([DOC, ...MANY]);
   stage = await startStdioStage({ [ROUTE]: { upstreams: { hostile: { upstream: upstream.url } } } });
 }, 60_000);
 afterAll(async () => {
@@ -84,4 +91,25 @@ describe('[K80] watches of session-less listens at a hostile session-based upstr
     expect(listen.frames().find((f) => f.method === 'notifications/resources/updated')!.params).toEqual({ uri: DOC, _meta: { 'io.modelcontextprotocol/subscriptionId': 'A-2' } });
     listen.close();
   }, 30_000);
+
+  it(`[K80] refused unsubscribes do not keep the ${MAX_SUBSCRIPTIONS} subscriptions of the principal's session taken after its listens ended`, async () => {
+    const token = await tokenOf('bob');
+    upstream.unsubscribe = 'refuse';
+    try {
+      // Listens of 64 URIs each, one after the other, each closed (and its URIs unsubscribed, refused) before the next.
+      for (let i = 0; i < MAX_SUBSCRIPTIONS; i += 64) {
+        const listen = await openListen(token, `B-${i}`, MANY.slice(i, i + 64));
+        expect(listen.honoured.length).toBe(64);
+        const unsubscribes = upstream.posted.filter((p) => p.startsWith('resources/unsubscribe')).length;
+        listen.close();
+        await waitFor(() => upstream.posted.filter((p) => p.startsWith('resources/unsubscribe')).length === unsubscribes + 64, 10_000, 'unsubscribed');
+      }
+      // None of bob's listens is open: his next listen's watch is honoured.
+      const last = await openListen(token, 'B-last', [MANY[MAX_SUBSCRIPTIONS]!]);
+      expect(last.honoured).toEqual([MANY[MAX_SUBSCRIPTIONS]]);
+      last.close();
+    } finally {
+      upstream.unsubscribe = 'answer';
+    }
+  }, 60_000);
 });
