@@ -11,7 +11,10 @@
 // subscribe and unsubscribe go one after the other: a listen watching a URI
 // whose unsubscribe is under way waits for its answer before subscribing again,
 // so an unsubscribe answered late (a slow or hostile upstream) never undoes the
-// newer subscription, at the upstream or in SessionInterests.
+// newer subscription, at the upstream or in SessionInterests. A URI no listen
+// watches any more is given back to SessionInterests whatever the upstream
+// answers its unsubscribe, so a refusing upstream cannot fill the session's
+// subscriptions.
 import type { AggregateMethods, RequestContext } from './aggregate-methods.js';
 import type { SessionInterests } from './session-interests.js';
 
@@ -49,7 +52,9 @@ export class ListenWatches {
         continue;
       }
       this.watching.delete(uri);
-      this.settle(uri, this.methods.answer('resources/unsubscribe', { uri }, { auth: ctx.auth, span: ctx.span }).catch(() => undefined));
+      // Whatever the upstream answers, the session no longer wants the URI (a refusal must not keep it counted).
+      const unsubscribed = this.methods.answer('resources/unsubscribe', { uri }, { auth: ctx.auth, span: ctx.span }).catch(() => undefined);
+      this.settle(uri, unsubscribed.then(() => this.interests.released(uri)));
     }
   }
 

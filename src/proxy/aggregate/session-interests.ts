@@ -27,6 +27,15 @@ export class SessionInterests {
     else if (method === 'resources/unsubscribe' && this.subscribed.get(uri) === upstream) this.subscribed.delete(uri);
   }
 
+  /**
+   * The client no longer wants `uri`'s updates and asked its upstream to stop (a session-less
+   * session's last listen watching it ended): forgotten whatever the upstream answered, so one
+   * that refuses to unsubscribe cannot keep the session's subscriptions taken.
+   */
+  released(uri: string): void {
+    this.subscribed.delete(uri);
+  }
+
   /** The client's logging/setLevel (each upstream was sent it). */
   setLevel(params: Params | undefined): void {
     if (typeof params?.level === 'string') this.level = params.level;
