@@ -162,6 +162,8 @@ export class SessionLessRequests {
     const post = new PostStream(res, session.streams, ctx.transform, request.acceptsEvents);
     const left = () => call.abort('the client closed its request');
     res.once('close', left);
+    // Its close may have come already (during a retry's answers to the upstream): the client left.
+    if (res.destroyed) left();
     let end: RoundEnd;
     try {
       end = await call.attend({ post, progressToken: progressTokenOf(request.params), capabilities: capabilitiesOf(request.params) });
