@@ -20,6 +20,8 @@ import { post2026 } from '../helpers/wire-2026.js';
 
 const ROUTE = '/all/mcp';
 const HANGING = '/hanging/mcp';
+/** The 2026-07-28 fixture alone: server-everything's own list changes (sent as its tools are enabled) cannot reach the listen. */
+const MODERN = '/modern/mcp';
 const DOC = 'demo://resource/static/document/architecture.md';
 /** Reopenings in a row before an upstream listen is given up (shortened with the waits). */
 const MAX_REOPENS = 3;
@@ -34,7 +36,7 @@ beforeAll(async () => {
   [everything, modern, hanging] = await Promise.all([startEverythingServer(), startStatelessServer({ keepAliveMs: 0 }), startStatelessServer({ keepAliveMs: 0, listenHangUp: true })]);
   hop = await startRecordingHop(everything.url);
   const recovery = { reopenFirstMs: 50, reopenMaxMs: 200, maxReopens: MAX_REOPENS, stableMs: 60_000 };
-  stage = await startStdioStage({ [ROUTE]: { upstreams: { everything: { upstream: hop.url }, modern: { upstream: modern.url } } }, [HANGING]: { upstreams: { hanging: { upstream: hanging.url } } } }, {}, { aggregateRecovery: recovery });
+  stage = await startStdioStage({ [ROUTE]: { upstreams: { everything: { upstream: hop.url }, modern: { upstream: modern.url } } }, [HANGING]: { upstreams: { hanging: { upstream: hanging.url } } }, [MODERN]: { upstreams: { modern: { upstream: modern.url } } } }, {}, { aggregateRecovery: recovery });
 }, 60_000);
 afterAll(async () => {
   streams.abort();
@@ -84,8 +86,8 @@ const postedOf = (method: string) =>
     .map((r) => JSON.parse(r.body.toString('utf8')) as { method?: string; params?: { uri?: string } })
     .filter((m) => m.method === method);
 
-const callTool = async (token: string, name: string, args: Record<string, unknown> = {}) => {
-  const res = await post2026(`${stage.gw.url}${ROUTE}`, 'tools/call', { name, arguments: args }, { token });
+const callTool = async (token: string, name: string, args: Record<string, unknown> = {}, path = ROUTE) => {
+  const res = await post2026(`${stage.gw.url}${path}`, 'tools/call', { name, arguments: args }, { token });
   expect(res.status).toBe(200);
   await res.arrayBuffer();
 };
@@ -120,14 +122,14 @@ describe('a watched URI served by an upstream of a session-based revision', () =
 
 describe('an upstream listen that ends while the client listens', () => {
   it('is opened again: the client is told its lists may have changed, and later changes reach it', async () => {
-    const token = await tokenOf(ROUTE, 'carol');
-    const listen = await openListen(ROUTE, token, 'C-1', { toolsListChanged: true });
+    const token = await tokenOf(MODERN, 'carol');
+    const listen = await openListen(MODERN, token, 'C-1', { toolsListChanged: true });
     const opened = modern.listens.length;
     const changed = (f: Frame[]) => f.filter((x) => x.method === 'notifications/tools/list_changed').length;
     modern.endListens();
     await waitFor(() => modern.listens.length > opened, 10_000, 'the upstream listen opened again');
     await listen.until((f) => changed(f) === 1);
-    await callTool(token, 'modern__test_trigger_tool_change');
+    await callTool(token, 'modern__test_trigger_tool_change', {}, MODERN);
     await listen.until((f) => changed(f) === 2);
     for (const frame of listen.frames()) expect(frame.params._meta).toEqual({ 'io.modelcontextprotocol/subscriptionId': 'C-1' });
     listen.close();
