@@ -6,7 +6,7 @@
  * kind some upstream has, listChanged where some upstream sends it; and the
  * revisions the route serves: 2026-07-28 (without a session,
  * aggregate-session-less.test.ts) and the session-based ones, whose
- * initialize then works. The gateway probes an upstream it does
+ * initialize then works (announcing tasks too, as those revisions name them). The gateway probes an upstream it does
  * not know yet once, then answers from what it learnt.
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -75,7 +75,8 @@ const discover = async (token: string) => {
 describe('server/discover on an aggregated route', () => {
   it('answers without a session with what the upstreams announce directly, and the revisions it serves', async () => {
     const token = await stage.token(ALL);
-    const expected = merged(await directCapabilities());
+    const direct = await directCapabilities();
+    const expected = merged(direct);
     expect(expected.tools).toEqual({ listChanged: true });
     const before = growing.sessions();
     for (const round of [1, 2]) {
@@ -87,9 +88,11 @@ describe('server/discover on an aggregated route', () => {
       // Probed once (one upstream session, ended), then answered from what was learnt.
       expect(growing.sessions() - before, `round ${round}`).toBe(1);
     }
-    // The fallback the answer leads a client to: initialize, with the same capabilities.
+    // The fallback the answer leads a client to: initialize, with the same capabilities, and the tasks of
+    // server-everything as its revision names them (2026-07-28 names them an extension, which no upstream here has).
     const { client } = await connectClient(stage.url(ALL), token);
-    expect(client.getServerCapabilities()).toEqual(expected);
+    expect(direct[0]!.tasks).toMatchObject({ list: {}, cancel: {}, requests: { tools: { call: {} } } });
+    expect(client.getServerCapabilities()).toEqual({ ...expected, tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } } });
     await client.close();
   });
 

@@ -14,12 +14,9 @@
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { InMemoryTaskStore } from '@modelcontextprotocol/sdk/experimental/tasks';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { closeServer, listen } from '../helpers/net.js';
+import { startSharedTaskServer } from '../helpers/shared-task-server.js';
 import { gatewayYaml, jwtRoute, resourceOf, startTestIssuer, type TestIssuer } from '../helpers/security-fixtures.js';
 import { startStatelessTaskServer, type StatelessTaskServer } from '../helpers/stateless-task-server.js';
 
@@ -32,42 +29,8 @@ let v2: StatelessTaskServer;
 let upstreamUrl: string;
 let gw: TestGateway;
 
-/** A stateless SDK server: a new McpServer per request, one task store for all (the SDK's stateless pattern). `?sse`: answers as event streams. */
-async function startTaskServer(): Promise<Server> {
-  const taskStore = new InMemoryTaskStore();
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      void (async () => {
-        const mcp = new McpServer({ name: 'tasks', version: '1' }, { capabilities: { tools: {}, tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } } }, taskStore });
-        mcp.experimental.tasks.registerToolTask(
-          'research',
-          { inputSchema: { topic: z.string(), finish: z.boolean().optional() }, execution: { taskSupport: 'optional' } },
-          {
-            createTask: async ({ topic, finish }, extra) => {
-              const task = await extra.taskStore.createTask({ ttl: 60_000 });
-              // `finish: false` leaves the task working (so a cancel would take effect).
-              if (finish !== false) await extra.taskStore.storeTaskResult(task.taskId, 'completed', { content: [{ type: 'text', text: `findings on ${topic}` }] });
-              return { task };
-            },
-            getTask: async (_args, extra) => (await extra.taskStore.getTask(extra.taskId))!,
-            getTaskResult: async (_args, extra) => (await extra.taskStore.getTaskResult(extra.taskId)) as never,
-          },
-        );
-        const sse = (req.url ?? '').includes('sse');
-        const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !sse });
-        await mcp.connect(transport);
-        await transport.handleRequest(req, res, chunks.length ? JSON.parse(Buffer.concat(chunks).toString('utf8')) : undefined);
-      })().catch(() => res.writeHead(500).end());
-    });
-  });
-  await listen(server);
-  return server;
-}
-
 beforeAll(async () => {
-  [issuer, upstream, v2] = await Promise.all([startTestIssuer('ES256'), startTaskServer(), startStatelessTaskServer()]);
+  [issuer, upstream, v2] = await Promise.all([startTestIssuer('ES256'), startSharedTaskServer(), startStatelessTaskServer()]);
   upstreamUrl = `http://127.0.0.1:${(upstream.address() as { port: number }).port}/mcp`;
   gw = await startTestGateway({
     'gateway.yaml': gatewayYaml({ log_level: 'warn' }),
@@ -160,7 +123,7 @@ describe('[K67] a task belongs to the principal whose request created it', () =>
     for (const method of ['tasks/get', 'tasks/result', 'tasks/cancel']) {
       const throughGateway = await rpc('bob', method, { taskId: aliceTaskId });
       // The same id sent straight to an upstream with no such task (a fresh server) is what "unknown" looks like.
-      const unknownUpstream = await startTaskServer();
+      const unknownUpstream = await startSharedTaskServer();
       try {
         const port = (unknownUpstream.address() as { port: number }).port;
         const res = await fetch(`http://127.0.0.1:${port}/mcp`, { method: 'POST', headers: HEADERS, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: { taskId: aliceTaskId } }) });

@@ -20,6 +20,7 @@ import { GET_STREAMS_PER_USER, StreamQuota } from '../stream-quota.js';
 import { AggregateMethods, rpcError, type SessionUpstream } from './aggregate-methods.js';
 import { discoverFault } from './discover-request.js';
 import { InputRounds } from './input-rounds.js';
+import { capabilitiesOf } from './merged-capabilities.js';
 import type { ListenStream } from './listen-stream.js';
 import { ListenWatches } from './listen-watches.js';
 import { MODERN_REVISION } from './modern-wire.js';
@@ -28,6 +29,7 @@ import { UpstreamCapabilities } from './upstream-capabilities.js';
 import { ServerRequests, type AnswerMessage } from './server-requests.js';
 import { MAX_SUBSCRIPTIONS, SessionInterests } from './session-interests.js';
 import { SessionLessRequests } from './session-less.js';
+import { HIDDEN, shownParams, TASK_NOTIFICATION } from './shown-task-ids.js';
 import { SessionSlots } from './session-slots.js';
 import { SessionStreams, type MessageChannel } from './session-streams.js';
 import { LIST_CHANGES } from './subscription-filter.js';
@@ -215,7 +217,7 @@ class AggregateForwarder implements AggregateRouteForwarder {
   private newSession(auth: AuthContext, user: string, hello: ClientHello, serves: ReadonlySet<string>, sessionLess: boolean): ClientSession {
     const upstreams = this.deps.upstreams.map((u, i) => ({ link: new UpstreamLink(u, auth, hello), health: u.perSession ? this.sessionHealth(u.name) : this.health[i]! }));
     const streams = new SessionStreams(() => session.requests.flush());
-    const methods = new AggregateMethods(this.route, upstreams, this.names, this.loggedClashes, this.deps.logger);
+    const methods = new AggregateMethods(this.route, upstreams, this.names, this.loggedClashes, this.deps.logger, Date.now, sessionLess);
     const interests = new SessionInterests();
     const session: ClientSession = { owner: principalKey(auth), user, upstreams, methods, lastUsed: Date.now(), streams, inFlight: new Map(), progressTokens: new Map(), serves, requests: new ServerRequests(streams.listening), interests, sessionLess, listens: new Set(), rounds: new InputRounds(), watches: new ListenWatches(methods, interests) };
     methods.onSubscription = (method, uri, upstream) => session.interests.accepted(method, uri, upstream);
@@ -253,7 +255,7 @@ class AggregateForwarder implements AggregateRouteForwarder {
     const hello: ClientHello = { protocolVersion: SUPPORTED_VERSIONS[0]!, capabilities: {}, clientInfo: { name: 'mcp-auth-gateway', version: '0.1.0' } };
     const known = await this.capabilities.all(ctx.auth, hello);
     const serverInfo = this.serverInfo();
-    const result = { resultType: 'complete', supportedVersions: SERVED_VERSIONS, capabilities: capabilitiesOf(known), serverInfo, ttlMs: 0, cacheScope: 'private', _meta: { 'io.modelcontextprotocol/serverInfo': serverInfo } };
+    const result = { resultType: 'complete', supportedVersions: SERVED_VERSIONS, capabilities: capabilitiesOf(known, 'modern'), serverInfo, ttlMs: 0, cacheScope: 'private', _meta: { 'io.modelcontextprotocol/serverInfo': serverInfo } };
     this.reply(res, ctx, { jsonrpc: '2.0', id: message.id ?? null, result });
   }
 
@@ -285,7 +287,10 @@ class AggregateForwarder implements AggregateRouteForwarder {
    * they are; a resource's update only when the client subscribed to it
    * through that upstream.
    */
-  private notified(session: ClientSession, link: UpstreamLink, method: string, params: Record<string, unknown> | undefined, related?: MessageChannel): void {
+  private notified(session: ClientSession, link: UpstreamLink, method: string, given: Record<string, unknown> | undefined, related?: MessageChannel): void {
+    // Task ids shown as the client knows them; a task notification of a task not the session's is not passed on.
+    const params = shownParams(method, given, link.upstream.name, session.methods.tasks);
+    if (params === HIDDEN) return;
     const to = related?.open ? related : session.streams.listening;
     if (LIST_CHANGED.has(method)) {
       if (method === 'notifications/resources/list_changed') session.methods.forgetResources();
@@ -296,7 +301,7 @@ class AggregateForwarder implements AggregateRouteForwarder {
       const request = session.progressTokens.get(JSON.stringify(params?.progressToken));
       if (request) (request.open ? request : session.streams.listening).send({ jsonrpc: '2.0', method, params });
     } else if (method === 'notifications/cancelled') session.requests.cancelled(link, params?.requestId, params?.reason);
-    else if (method === 'notifications/message') to.send({ jsonrpc: '2.0', method, ...(params && { params }) });
+    else if (method === 'notifications/message' || TASK_NOTIFICATION.test(method)) to.send({ jsonrpc: '2.0', method, ...(params && { params }) });
     else if (method === 'notifications/resources/updated' && session.interests.wants(link.upstream.name, params?.uri)) {
       to.send({ jsonrpc: '2.0', method, params });
       // A session-less session subscribed for its listens (listen-watches.ts): each watching that URI there is told.
@@ -308,8 +313,11 @@ class AggregateForwarder implements AggregateRouteForwarder {
   private wire(session: ClientSession, u: SessionUpstream): void {
     const link = u.link;
     link.onNotification = (method, params, related) => this.notified(session, link, method, params, related);
-    link.onRequest = (id, method, params, related) => {
+    link.onRequest = (id, method, given, related) => {
       const asked = link.session;
+      // A request made for a task (its related task) names it as the client knows it.
+      const shown = shownParams(method, given, link.upstream.name, session.methods.tasks);
+      const params = shown === HIDDEN ? given : shown;
       const sink = (upstreamId: string | number, answer: object) => link.respond(asked, { jsonrpc: '2.0', id: upstreamId, ...answer });
       // A session-less call takes what its own client declared; a session's clients what their initialize announced.
       const served = related?.takes ? related.takes(method) : session.serves.has(method);
@@ -466,25 +474,6 @@ function clientCapabilities(given: unknown): Record<string, Record<string, unkno
   for (const key of Object.keys(CLIENT_CAPABILITIES)) if (isRecord(given[key])) out[key] = given[key];
   return out;
 }
-
-/** What some upstream offers among tools, prompts, resources, completions and logging, listChanged where some upstream sends it, and resources' subscribe where some upstream takes it. */
-function capabilitiesOf(results: readonly (Record<string, unknown> | undefined)[]): Record<string, Record<string, unknown>> {
-  const capabilities: Record<string, Record<string, unknown>> = {};
-  for (const r of results) {
-    const offered = isRecord(r?.capabilities) ? r.capabilities : {};
-    for (const key of ['tools', 'prompts', 'resources', 'completions', 'logging']) {
-      const kind = offered[key];
-      if (!isRecord(kind)) continue;
-      capabilities[key] ??= {};
-      if (LISTED.has(key) && kind.listChanged === true) capabilities[key].listChanged = true;
-      if (key === 'resources' && kind.subscribe === true) capabilities[key].subscribe = true;
-    }
-  }
-  return capabilities;
-}
-
-/** The capabilities whose lists may change (`listChanged`). */
-const LISTED = new Set(['tools', 'prompts', 'resources']);
 
 function headerOf(req: IncomingMessage, name: string): string | undefined {
   const raw = req.headers[name];

@@ -14,6 +14,9 @@ import type { ProxyLogger } from '../forwarder.js';
 import { AggregateUpstreamError } from './captured-exchange.js';
 import { CallerAnswerError } from './caller-answer.js';
 import { ResourceOwners } from './resource-owners.js';
+import { SessionTasks } from './session-tasks.js';
+import { shownCreation } from './shown-task-ids.js';
+import { TaskRouting } from './task-routing.js';
 import type { MessageChannel } from './session-streams.js';
 import type { UpstreamHealth } from './upstream-health.js';
 import type { JsonRpcAnswer, MeasuredAnswer, UpstreamLink } from './upstream-link.js';
@@ -76,6 +79,9 @@ export class AggregateMethods {
   private refreshedAt = -Infinity;
   /** An upstream accepted a `resources/subscribe` or `resources/unsubscribe` of the client's (session-interests.ts). */
   onSubscription?: (method: string, uri: string, upstream: string) => void;
+  /** The MCP tasks the upstreams created for this session, by the ids the client is shown. */
+  readonly tasks = new SessionTasks();
+  private readonly taskRouting: TaskRouting<SessionUpstream, RequestContext>;
 
   constructor(
     private readonly route: string,
@@ -84,8 +90,17 @@ export class AggregateMethods {
     loggedClashes: Set<string>,
     private readonly logger?: ProxyLogger,
     private readonly now: () => number = Date.now,
+    /** The client speaks 2026-07-28 (a session-less session): its revision's tasks methods. */
+    modernClient = false,
   ) {
     this.owners = new ResourceOwners(route, upstreams.map((u) => u.health.name), loggedClashes, logger);
+    const calls = {
+      served: () => this.served(),
+      named: (upstream: string) => this.named(upstream),
+      call: (u: SessionUpstream, method: string, params: Params, name: string | undefined, ctx: RequestContext) => this.callServed(u, method, params, name, ctx),
+      pages: (u: SessionUpstream, method: string, member: string, ctx: RequestContext) => this.allPages(u, method, member, { bytes: MAX_LIST_BYTES, pages: MAX_PAGES_PER_LIST, cut: false }, ctx),
+    };
+    this.taskRouting = new TaskRouting(this.tasks, calls, modernClient);
   }
 
   /** An upstream's resources changed: who serves a URI is learnt again from the next lists (at once). */
@@ -104,6 +119,7 @@ export class AggregateMethods {
     if (method === 'tools/call' || method === 'prompts/get') return this.byName(method, params, ctx);
     if (method === 'resources/read' || method === 'resources/subscribe' || method === 'resources/unsubscribe') return this.byUri(method, params, ctx);
     if (method === 'completion/complete') return this.complete(params, ctx);
+    if (method.startsWith('tasks/')) return this.taskRouting.answer(method, params, ctx);
     if (method === 'logging/setLevel') {
       await Promise.allSettled(this.served().map((u) => this.call(u, method, params, undefined, ctx)));
       return { result: {} };
@@ -203,7 +219,9 @@ export class AggregateMethods {
     const owner = typeof shown === 'string' ? this.names.owner(shown) : undefined;
     const u = owner && this.named(owner.upstream);
     if (!owner || !u) return rpcError(-32602, `Unknown ${method === 'tools/call' ? 'tool' : 'prompt'}: ${String(shown)}`);
-    return this.callServed(u, method, { ...params, name: owner.name }, owner.name, ctx);
+    const answer = await this.callServed(u, method, { ...params, name: owner.name }, owner.name, ctx);
+    // A task the call created is this session's, shown to the client by an id of the gateway's.
+    return method === 'tools/call' ? shownCreation(answer, u.health.name, this.tasks) : answer;
   }
 
   private async byUri(method: string, params: Params, ctx: RequestContext): Promise<JsonRpcAnswer> {
