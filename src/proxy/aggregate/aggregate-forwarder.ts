@@ -85,6 +85,8 @@ interface ClientSession {
   rounds: InputRounds;
   /** The subscriptions its listens hold at upstreams of session-based revisions (session-less sessions only). */
   watches: ListenWatches;
+  /** The gateway's list changes (a rejoin) the client could not be told yet (no GET stream, or no room): told on its next GET stream or POST answered as a stream. */
+  untold: Set<string>;
 }
 
 /** The client capabilities passed on to the upstreams, and the requests each lets an upstream send the client. */
@@ -163,6 +165,8 @@ class AggregateForwarder implements AggregateRouteForwarder {
       if (replies.length > 0) await session.requests.answered(replies as AnswerMessage[]);
       // What the upstreams send with their answers goes on this POST's own stream (JSON when nothing does).
       const post = new PostStream(res, session.streams, ctx.transform, acceptsEventStream(req.headers.accept));
+      // A POST that will be answered carries first what the client was not told (a rejoin while it had no GET stream).
+      if (session.untold.size > 0 && messages.some((m) => typeof m.method === 'string' && m.id !== undefined)) this.tellUntold(session, post);
       const answers = (await Promise.all(messages.map((m) => this.answer(session, m, ctx, post, !Array.isArray(parsed))))).filter((a) => a !== undefined);
       if (answers.length === 0) return void res.writeHead(202).end();
       post.answer(Array.isArray(parsed) ? answers : answers[0]);
@@ -219,7 +223,7 @@ class AggregateForwarder implements AggregateRouteForwarder {
     const streams = new SessionStreams(() => session.requests.flush());
     const methods = new AggregateMethods(this.route, upstreams, this.names, this.loggedClashes, this.deps.logger, Date.now, sessionLess);
     const interests = new SessionInterests();
-    const session: ClientSession = { owner: principalKey(auth), user, upstreams, methods, lastUsed: Date.now(), streams, inFlight: new Map(), progressTokens: new Map(), serves, requests: new ServerRequests(streams.listening), interests, sessionLess, listens: new Set(), rounds: new InputRounds(), watches: new ListenWatches(methods, interests) };
+    const session: ClientSession = { owner: principalKey(auth), user, upstreams, methods, lastUsed: Date.now(), streams, inFlight: new Map(), progressTokens: new Map(), serves, requests: new ServerRequests(streams.listening), interests, sessionLess, listens: new Set(), rounds: new InputRounds(), watches: new ListenWatches(methods, interests), untold: new Set() };
     methods.onSubscription = (method, uri, upstream) => session.interests.accepted(method, uri, upstream);
     for (const u of upstreams) this.wire(session, u);
     return session;
@@ -268,6 +272,7 @@ class AggregateForwarder implements AggregateRouteForwarder {
     if (id === undefined) throw new GatewayError(400, 'invalid_request', 'Mcp-Session-Id is required');
     const session = await this.sessionOf(id, auth);
     if (!session.streams.listen(res)) throw new GatewayError(409, 'invalid_request', 'This session already has a GET stream');
+    this.tellUntold(session, session.streams.listening);
     // Upstreams of 2026-07-28 have no GET stream: each listens for list changes while this one is open.
     // A listen reopened after it ended: what the upstream announced meanwhile is lost, so every list may have changed.
     const missed = (link: UpstreamLink) => () => LISTS.forEach((kind) => this.notified(session, link, `notifications/${kind}/list_changed`, undefined));
@@ -287,14 +292,16 @@ class AggregateForwarder implements AggregateRouteForwarder {
    * they are; a resource's update only when the client subscribed to it
    * through that upstream.
    */
-  private notified(session: ClientSession, link: UpstreamLink, method: string, given: Record<string, unknown> | undefined, related?: MessageChannel): void {
+  private notified(session: ClientSession, link: UpstreamLink, method: string, given: Record<string, unknown> | undefined, related?: MessageChannel, gatewaysOwn = false): void {
     // Task ids shown as the client knows them; a task notification of a task not the session's is not passed on.
     const params = shownParams(method, given, link.upstream.name, session.methods.tasks);
     if (params === HIDDEN) return;
     const to = related?.open ? related : session.streams.listening;
     if (LIST_CHANGED.has(method)) {
       if (method === 'notifications/resources/list_changed') session.methods.forgetResources();
-      to.send({ jsonrpc: '2.0', method });
+      // The gateway's own (a rejoin) not written (no GET stream open, no room): told with the client's next stream, never lost.
+      // An upstream's is dropped then, as that server reached directly would drop it.
+      if (!to.send({ jsonrpc: '2.0', method }) && gatewaysOwn && !session.sessionLess) session.untold.add(method);
       // A session-less session's listens (an upstream of 2026-07-28 reaches each on a listen of its own instead).
       for (const listen of session.listens) listen.deliver(link.upstream.name, method, undefined);
     } else if (method === 'notifications/progress') {
@@ -339,8 +346,13 @@ class AggregateForwarder implements AggregateRouteForwarder {
     u.link.retell(session.interests.replay(u.health.name));
     session.methods.forgetResources();
     const offered = isRecord(result.capabilities) ? result.capabilities : {};
-    // On the GET stream, and to a session-less session's listens.
-    for (const kind of LISTS) if (isRecord(offered[kind])) this.notified(session, u.link, `notifications/${kind}/list_changed`, undefined);
+    // On the GET stream (kept for the client's next stream when it cannot be written), and to a session-less session's listens.
+    for (const kind of LISTS) if (isRecord(offered[kind])) this.notified(session, u.link, `notifications/${kind}/list_changed`, undefined, undefined, true);
+  }
+
+  /** The list changes the client was not told yet, written to `to` (its GET stream just opened, or a POST answered as a stream). */
+  private tellUntold(session: ClientSession, to: MessageChannel): void {
+    for (const method of session.untold) if (to.send({ jsonrpc: '2.0', method })) session.untold.delete(method);
   }
 
   /** Logged once per upstream of the route: its GET stream ends too often to be reopened. */
