@@ -204,6 +204,8 @@ class AggregateForwarder implements AggregateRouteForwarder {
     const session = this.newSession(ctx.auth, user, hello, new Set(['ping', ...Object.keys(capabilities).map((c) => CLIENT_CAPABILITIES[c]!)]), false);
     const upstreams = session.upstreams;
     const results = await Promise.all(upstreams.map((u) => (u.health.down ? undefined : u.link.open(ctx.span).then((r) => (u.health.served(), r), (err: unknown) => void u.health.failedWith('initialize', err)))));
+    // An upstream down now is probed with the others (upstream-prober.ts): when it answers, this session joins it and the client is told.
+    for (const [i, u] of upstreams.entries()) if (results[i] === undefined && u.health.down) u.link.leftOutAtOpening();
     try {
       await this.deps.session.bind(id, ctx.auth);
     } catch (err) {

@@ -83,8 +83,10 @@ export class UpstreamLink implements Probeable {
   prober?: ProberHandle;
   /** The upstream session the GET stream was last opened for (a 404 there means that one is forgotten). */
   private listenedSession?: string;
-  /** A session with the upstream was opened before: the next one is a rejoin. */
+  /** A session with the upstream was opened before (or the client's session opened without it): the next one is a rejoin. */
   private joined = false;
+  /** The client's session opened while the upstream was down: the route's prober opens this link when it answers again. */
+  private leftOut = false;
   /** close() was called: nothing is opened any more. */
   private ended = false;
   /** Where the upstream's notifications go (the aggregated session's); none: dropped. */
@@ -167,10 +169,35 @@ export class UpstreamLink implements Probeable {
     return ping instanceof AggregateUpstreamError && (ping.status === 400 || ping.status === 404);
   }
 
+  /**
+   * The client's session opened without this upstream (it was down): the route's prober opens the
+   * link when the upstream answers again, and its opening is told as a rejoin (the client told its
+   * lists changed), so the client learns of the upstream's tools without a request of its own.
+   * Nothing for a session's own process (stdio), which no prober serves.
+   */
+  leftOutAtOpening(): void {
+    if (this.ended || this.opened !== undefined || !this.prober) return;
+    this.leftOut = true;
+    this.joined = true;
+    this.prober.enlist(this);
+  }
+
   /** One probe of the upstream for the route's prober (upstream-prober.ts): what this link's parked GET stream would do next, once. */
   probe(): Promise<ProbeOutcome> {
     if (this.ended) return Promise.resolve('gone');
+    if (this.leftOut) return this.probeOpening();
     return this.listener.probe(this.upstream.timeoutMs);
+  }
+
+  /** A link left out at the session's opening, opened now (bounded by the upstream's timeout); a failure leaves it waiting. */
+  private async probeOpening(): Promise<ProbeOutcome> {
+    try {
+      await this.open();
+      return this.ended ? 'gone' : 'answered';
+    } catch {
+      // Opened meanwhile by a request of the client's (it listens itself), or closed: nothing waits here.
+      return this.leftOut && !this.ended ? 'silent' : 'gone';
+    }
   }
 
   /** Ends the upstream session (DELETE); never throws. */
@@ -188,14 +215,14 @@ export class UpstreamLink implements Probeable {
 
   private async handshake(span?: GatewaySpan): Promise<Record<string, unknown>> {
     this.sessionId = undefined;
-    if (this.modern) return this.discover(span);
+    if (this.modern) return this.discovered(await this.discover(span));
     const params = { protocolVersion: this.hello.protocolVersion, capabilities: this.hello.capabilities, clientInfo: this.hello.clientInfo };
     const opened = await this.exchange({ jsonrpc: '2.0', id: this.nextId++, method: 'initialize', params }, 'initialize', undefined, span).catch(async (err: unknown) => {
       if (!initializeRemoved(err)) throw err;
       // No initialize: a server of 2026-07-28 alone answers its server/discover; any other keeps the initialize's failure.
       return { discovered: await this.discover(span).catch(() => Promise.reject(err)) };
     });
-    if ('discovered' in opened) return opened.discovered;
+    if ('discovered' in opened) return this.discovered(opened.discovered);
     const { answer, sessionId } = opened;
     if (!answer.result) throw new AggregateUpstreamError('unreadable');
     this.sessionId = sessionId;
@@ -203,11 +230,24 @@ export class UpstreamLink implements Probeable {
     // The GET stream first: a server that asks the client something once initialized (roots) sends it there.
     await this.listener.listen(this.upstream.timeoutMs);
     // A session opened afresh listens itself: the prober has nothing more to do for it.
+    this.leftOut = false;
     this.prober?.withdraw(this);
     await this.exchange({ jsonrpc: '2.0', method: 'notifications/initialized' }, 'notifications/initialized', undefined, span);
     if (this.joined) this.onRejoined?.(answer.result);
     this.joined = true;
     return answer.result;
+  }
+
+  /**
+   * An upstream of 2026-07-28 alone answered: it has no session to rejoin, but one left out at the
+   * client session's opening comes in now, told as a rejoin (the client told its lists changed).
+   */
+  private discovered(result: Record<string, unknown>): Record<string, unknown> {
+    if (!this.leftOut) return result;
+    this.leftOut = false;
+    this.prober?.withdraw(this);
+    this.onRejoined?.(result);
+    return result;
   }
 
   /** 2026-07-28's server/discover, its answer read as an initialize's; from then on the link speaks that revision. */
