@@ -30,6 +30,7 @@ import { ServerRequests, type AnswerMessage } from './server-requests.js';
 import { MAX_SUBSCRIPTIONS, SessionInterests } from './session-interests.js';
 import { SessionLessRequests } from './session-less.js';
 import { HIDDEN, shownParams, TASK_NOTIFICATION } from './shown-task-ids.js';
+import { HEADER_MISMATCH, taskNameMismatch } from './task-name-header.js';
 import { SessionSlots } from './session-slots.js';
 import { SessionStreams, type MessageChannel } from './session-streams.js';
 import { LIST_CHANGES } from './subscription-filter.js';
@@ -154,6 +155,8 @@ class AggregateForwarder implements AggregateRouteForwarder {
       const parsed = JSON.parse(ctx.body.toString('utf8')) as Message | Message[];
       const messages = Array.isArray(parsed) ? parsed : [parsed];
       const first = messages[0];
+      // The task id of a tasks/* request goes upstream rewritten in body and header alike: a mismatch is refused here.
+      if (!Array.isArray(parsed) && taskNameMismatch(req.headers, ctx.injected, parsed)) return this.refuseHeader(res, parsed);
       if (sessionId === undefined && messages.length === 1 && first?.method === 'initialize') return await this.initialize(first, res, ctx);
       if (sessionId === undefined && messages.length === 1 && first?.method === 'server/discover') return await this.discover(first, res, ctx);
       if (sessionId === undefined && isRecord(parsed) && isModernRequest(req.headers)) return await this.sessionLess.serve(parsed, res, ctx, acceptsEventStream(req.headers.accept));
@@ -180,6 +183,12 @@ class AggregateForwarder implements AggregateRouteForwarder {
     for (const prober of this.probers) prober?.close();
     for (const id of [...this.sessions.keys()]) this.drop(id);
     await Promise.allSettled(this.deps.upstreams.map((u) => u.forwarder.close()));
+  }
+
+  /** 400 with -32020: the request's routing header disagrees with its body. */
+  private refuseHeader(res: ServerResponse, message: Message): void {
+    const error = { code: HEADER_MISMATCH, message: 'Mcp-Name header does not match the task id in the body' };
+    res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: message.id ?? null, error }));
   }
 
   /** The gateway's own initialize answer; the user's slot is taken before any await and given back if it fails. */
