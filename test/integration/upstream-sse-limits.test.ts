@@ -91,7 +91,21 @@ describe('2026-07-28 clients (no session, no initialize) on a legacy SSE route: 
   };
   /** The upstream session ids (server-everything's `sessionId` query) the hop saw POSTs for, in order. */
   const postedSessions = () => hop.requests.filter((r) => r.method === 'POST').map((r) => new URL(r.url, 'http://x').searchParams.get('sessionId'));
-  const bodies = () => hop.requests.filter((r) => r.method === 'POST').map((r) => JSON.parse(r.body.toString()) as { method?: string; id?: unknown });
+  const bodies = () =>
+    hop.requests.filter((r) => r.method === 'POST').map((r) => JSON.parse(r.body.toString()) as { method?: string; id?: unknown; params?: { arguments?: { message?: string } } });
+  /**
+   * The upstream session an echo went to, found by its message. Not by id: on a session-less session
+   * every request goes upstream under an id of the gateway's own (upstream-ids.ts), numbered in the
+   * order requests reach their sessions, so which principal's call is upstream id 1 depends on whose
+   * session opened first — with two opened at once, on the machine's load (the failure f0260ac
+   * reverted 5480995 for).
+   */
+  const sessionOfEcho = (message: string) => {
+    const posted = postedSessions();
+    const sent = bodies().flatMap((b, i) => (b.method === 'tools/call' && b.params?.arguments?.message === message ? [posted[i]] : []));
+    expect(sent).toHaveLength(1);
+    return sent[0];
+  };
 
   it("alice's requests share one upstream session, bob's get another; the gateway's own initialize answer never reaches them", async () => {
     const [a1, b1] = await Promise.all([statelessEcho('alice', 1, 'from alice'), statelessEcho('bob', 2, 'from bob')]);
@@ -102,10 +116,20 @@ describe('2026-07-28 clients (no session, no initialize) on a legacy SSE route: 
     expect(hop.requests.filter((r) => r.method === 'GET')).toHaveLength(2);
     expect(bodies().filter((b) => b.method === 'initialize')).toHaveLength(2);
     expect(bodies().filter((b) => b.method === 'notifications/initialized')).toHaveLength(2);
-    const calls = bodies().flatMap((b, i) => (b.method === 'tools/call' ? [{ id: b.id, session: postedSessions()[i] }] : []));
-    const sessionOf = (id: number) => calls.find((c) => c.id === id)!.session;
-    expect(sessionOf(1)).toBe(sessionOf(3));
-    expect(sessionOf(2)).not.toBe(sessionOf(1));
+    expect(sessionOfEcho('from alice')).toBe(sessionOfEcho('again'));
+    expect(sessionOfEcho('from bob')).not.toBe(sessionOfEcho('from alice'));
+  });
+
+  it("the principal whose session opened second keeps to it too: dave's opens before carol's, so the gateway's upstream ids start with his calls", async () => {
+    const streamsBefore = hop.requests.filter((r) => r.method === 'GET').length;
+    expect(await statelessEcho('dave', 1, 'from dave')).toBe('Echo: from dave');
+    const [c1, d2] = await Promise.all([statelessEcho('carol', 1, 'from carol'), statelessEcho('dave', 2, 'dave again')]);
+    expect([c1, d2]).toEqual(['Echo: from carol', 'Echo: dave again']);
+    expect(await statelessEcho('carol', 2, 'carol again')).toBe('Echo: carol again');
+    expect(hop.requests.filter((r) => r.method === 'GET').length - streamsBefore).toBe(2);
+    expect(sessionOfEcho('from carol')).toBe(sessionOfEcho('carol again'));
+    expect(sessionOfEcho('from dave')).toBe(sessionOfEcho('dave again'));
+    expect(sessionOfEcho('from carol')).not.toBe(sessionOfEcho('from dave'));
   });
 
   it('counts in the caps: with max_sessions_per_principal 1, her initialize ends her idle session-less one, and the next session-less request opens another', async () => {
