@@ -75,11 +75,11 @@ export function createTaskBinding(routePath: string, store: Store, logger?: Task
     if (!(await events.owns(lastEventId, auth))) throw unattributed();
   }
 
+  const unnamed = unnamedBindings((auth, mayCreate) => boundAnswers({ ...recorders(auth), readJson: mayCreate, maxBytes: MAX_ANSWER_BYTES }));
+
   function bindTasks(request: ParsedRequest, asks: TaskRequests | undefined, headers: IncomingHttpHeaders, auth: AuthContext): BoundRequest | Promise<BoundRequest> {
     // Most requests (a tools/call among them) need nothing of the store: no promise, no await.
-    if (asks === undefined || (asks.named.length === 0 && !asks.lists)) {
-      return { transform: boundAnswers({ ...recorders(auth), readJson: asks?.mayCreate === true, maxBytes: MAX_ANSWER_BYTES }) };
-    }
+    if (asks === undefined || (asks.named.length === 0 && !asks.lists)) return unnamed(auth, asks?.mayCreate === true);
     return bindNamedTasks(request, asks, headers, auth);
   }
 
@@ -107,6 +107,21 @@ export function createTaskBinding(routePath: string, store: Store, logger?: Task
       // A GET stream may replay an answer to a `tasks/list` (a resumed POST stream): its task lists are cut too.
       return boundAnswers({ ...recorders(auth), ownIds: await tasks.ownIds(auth), maxBytes: MAX_ANSWER_BYTES });
     },
+  };
+}
+
+/**
+ * What a request that names and lists no task gets depends only on its principal and whether its
+ * answer may create a task: made once per principal (the verified context, which the token cache
+ * hands every request of a token) instead of two closures, two objects and a reader per request.
+ * Held weakly: it goes with the context.
+ */
+function unnamedBindings(readerFor: (auth: AuthContext, mayCreate: boolean) => ResponseTransform): (auth: AuthContext, mayCreate: boolean) => BoundRequest {
+  const made = new WeakMap<AuthContext, { mayCreate?: BoundRequest; other?: BoundRequest }>();
+  return (auth, mayCreate) => {
+    let own = made.get(auth);
+    if (own === undefined) made.set(auth, (own = {}));
+    return mayCreate ? (own.mayCreate ??= Object.freeze({ transform: readerFor(auth, true) })) : (own.other ??= Object.freeze({ transform: readerFor(auth, false) }));
   };
 }
 

@@ -6,6 +6,7 @@ import { boundAnswers, eventIdOf, type BoundAnswersOptions } from '../../src/pol
 import { parseJsonRpcBody } from '../../src/policy/json-rpc.js';
 import { SseEventSplitter } from '../../src/policy/sse-events.js';
 import { taskRequestsOf } from '../../src/policy/task-requests.js';
+import { createTaskBinding, type BoundRequest } from '../../src/policy/task-binding.js';
 import { restoreTaskIds, substituteTaskId, substituteTasks } from '../../src/policy/task-substitution.js';
 import type { AuthContext } from '../../src/auth/principal.js';
 import { createOwnedIds, type OwnedIds } from '../../src/policy/owned-ids.js';
@@ -292,5 +293,42 @@ describe('the records of tasks and event ids in the memory store', () => {
     await tasks.record('later', alice, 60_000);
     expect(own.has(hashKeyPart('later'))).toBe(true);
     expect((await tasks.ownIds(mallory)).has(hashKeyPart('later'))).toBe(false);
+  });
+});
+
+describe('the answer reader of a request naming no task, made once per principal (createTaskBinding)', () => {
+  const principals = ['alice', 'bob', 'carol'].map((subject) => Object.freeze({ issuer: 'https://iss', subject, clientId: 'app', scopes: [], expiresAt: 0, claims: {}, token: '', tokenHash: '' }) as AuthContext);
+  const call = (id: number) => parseJsonRpcBody(Buffer.from(JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 't', arguments: {} } })));
+  const ping = parseJsonRpcBody(Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' })));
+
+  it('property: whichever principals interleave and however often each calls, every task an answer creates is recorded as the caller\'s of that request, and never as another\'s', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.nat({ max: principals.length - 1 }), { minLength: 1, maxLength: 30 }), async (callers) => {
+        const route = '/r/mcp';
+        const store = new MemoryStore({ maxEntries: 10_000 });
+        const binding = createTaskBinding(route, store);
+        const readers = new Map<AuthContext, unknown>();
+        for (const [i, who] of callers.entries()) {
+          const auth = principals[who]!;
+          const bound = binding.forPost(call(i), {}, auth) as BoundRequest;
+          // Synchronous, and one reader per principal however many requests it sends.
+          expect(bound).not.toBeInstanceOf(Promise);
+          if (readers.has(auth)) expect(bound.transform).toBe(readers.get(auth));
+          readers.set(auth, bound.transform);
+          const answer = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: i, result: { task: { taskId: `task-${i}` } } }));
+          const reader = bound.transform!({ 'content-type': 'application/json' }, 200)!;
+          expect(Buffer.concat([reader.push(answer), reader.end()]).equals(answer)).toBe(true);
+        }
+        // A request that cannot create a task gets no JSON reader, and another object than the one that can.
+        const plain = binding.forPost(ping, {}, principals[0]!) as BoundRequest;
+        expect(plain.transform!({ 'content-type': 'application/json' }, 200)).toBeUndefined();
+        await new Promise((resolve) => setImmediate(resolve));
+        const ownership = createTaskOwnership(store, route);
+        for (const [i, who] of callers.entries()) {
+          for (const [p, auth] of principals.entries()) expect(await ownership.owns(`task-${i}`, auth)).toBe(p === who);
+        }
+      }),
+      { numRuns: 40 },
+    );
   });
 });
