@@ -1,4 +1,4 @@
-// node --import tsx bench/instructions.ts [--targets core,auth-off,jwt,stdio] [--shapes a,b16] [--requests N]
+// node --import tsx bench/instructions.ts [--targets core,auth-off,jwt,stdio,sse] [--shapes a,b16] [--requests N]
 //   [--warmup N] [--repeat N] [--connections N] [--stdio-sessions 1,8] [--entry FILE] [--keep DIR]
 // Machine instructions per request of the proxy core and of the gateway (auth off, JWT), counted
 // by valgrind's callgrind in the target process (every thread: JavaScript, GC helpers, libuv),
@@ -9,8 +9,11 @@
 // The dumps are kept with --keep DIR for `callgrind_annotate --inclusive=yes`. Target stdio: the
 // gateway's stdio route (bench/lib/stdio-target.ts), `tools/call` by SDK clients, one session per
 // principal, as many sessions as each --stdio-sessions entry says (shapes s1, s8); the children's
-// instructions are not counted (valgrind does not follow them).
+// instructions are not counted (valgrind does not follow them). Target sse: the gateway with JWT, each
+// "request" one GET event stream of the bench's upstream on a new connection (3 events 1 ms apart,
+// read to its end), one at a time as bench/sse-first-event.ts opens them (shape e3).
 import { execFile } from 'node:child_process';
+import { request as httpRequest } from 'node:http';
 import { mkdtemp, readFile, readdir, rm, mkdir, copyFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -43,7 +46,7 @@ const REPEAT = Number(opts.repeat);
 const CONNECTIONS = Number(opts.connections);
 const USERS = 16;
 
-type TargetName = 'core' | 'auth-off' | 'jwt' | 'stdio';
+type TargetName = 'core' | 'auth-off' | 'jwt' | 'stdio' | 'sse';
 interface Target {
   handle: ChildHandle;
   url: string;
@@ -52,7 +55,8 @@ interface Target {
 
 const dir = await mkdtemp(join(tmpdir(), 'mag-instr-'));
 const upstream = await spawnReady('upstream', process.execPath, ['--import', 'tsx', 'bench/servers/upstream.ts'], {
-  env: { ...process.env, BENCH_UPSTREAM_CREDENTIAL: UPSTREAM_CREDENTIAL, BENCH_UPSTREAM_KEEP_ALIVE_MS: '3600000' },
+  // Streams of three events (target sse): what is counted is a stream's opening and its few events.
+  env: { ...process.env, BENCH_UPSTREAM_CREDENTIAL: UPSTREAM_CREDENTIAL, BENCH_UPSTREAM_KEEP_ALIVE_MS: '3600000', BENCH_SSE_EVENTS: '3', BENCH_SSE_INTERVAL_MS: '1' },
   ready: readyPort,
 });
 const issuer = await startIssuer('ES256', `${REQUIRED_SCOPE} mcp:write`);
@@ -63,14 +67,16 @@ try {
   const single = await issuer.mint(audience, 'instr');
   const users = await issuer.mintMany(audience, USERS, 'instr-b16');
   for (const name of opts.targets.split(',') as TargetName[]) {
-    const shapes = name === 'stdio' ? opts['stdio-sessions'].split(',').map((n) => `s${n}`) : opts.shapes.split(',');
+    const shapes = name === 'stdio' ? opts['stdio-sessions'].split(',').map((n) => `s${n}`) : name === 'sse' ? ['e3'] : opts.shapes.split(',');
     for (const shape of shapes) {
       const out = join(dir, `${name}-${shape}`);
       const target = await startTarget(name, upstreamOrigin, out);
       const stdio = name === 'stdio' ? await openStdioSessions(`${target.url}${STDIO_PATH}`, await issuer.mintMany(audienceOf(STDIO_PATH), Number(shape.slice(1)), 'instr-stdio')) : undefined;
       try {
         const tokenOf = shape === 'b16' ? rotation(users) : () => single;
-        const load = (count: number) => (stdio ? stdio.calls(count) : drive(`${target.url}${GATEWAY_PATHS.mcp}`, tokenOf, count));
+        const streamToken = name === 'sse' ? await issuer.mint(audienceOf(GATEWAY_PATHS.stream), 'instr-sse') : '';
+        const load = (count: number) =>
+          stdio ? stdio.calls(count) : name === 'sse' ? openStreams(`${target.url}${GATEWAY_PATHS.stream}`, streamToken, count) : drive(`${target.url}${GATEWAY_PATHS.mcp}`, tokenOf, count);
         // Warmed up uninstrumented (fast), then a little more instrumented, so the measured code is optimised.
         await load(WARMUP);
         await callgrind(target.handle.pid, '-i', 'on');
@@ -180,6 +186,20 @@ function rotation(tokens: readonly string[]) {
 /** `count` POSTs over CONNECTIONS keep-alive connections, each connection one request at a time; throws on any non-200. */
 function drive(url: string, tokenOf: (connection: number, k: number) => string, count: number): Promise<void> {
   return sendPosts(url, tokenOf, count, CONNECTIONS);
+}
+
+/** `count` event streams, one at a time, each on a new connection (as the sse phase opens them) and read to its end. */
+async function openStreams(url: string, token: string, count: number): Promise<void> {
+  for (let i = 0; i < count; i++) {
+    await new Promise<void>((done, fail) => {
+      const req = httpRequest(url, { headers: { accept: 'text/event-stream', authorization: `Bearer ${token}` }, agent: false }, (res) => {
+        res.resume();
+        res.once('end', () => (res.statusCode === 200 ? done() : fail(new Error(`stream: status ${res.statusCode}`))));
+      });
+      req.once('error', fail);
+      req.end();
+    });
+  }
 }
 
 function printTable(): void {
