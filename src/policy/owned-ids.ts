@@ -21,7 +21,16 @@ export interface OwnedIds {
 }
 
 /** The value of a record: the user and the principal, hashed (a store dump shows no subject); caps count the user. */
-export const ownerValue = (auth: AuthContext): string => ownedValue(hashKeyPart(userKey(auth)), hashKeyPart(principalKey(auth)));
+export const ownerValue = (auth: AuthContext): string => {
+  // Written per event of a stream and read per named task: kept per verified context, which the
+  // token cache hands every request of a token frozen (a context that could still change is hashed every time).
+  if (!Object.isFrozen(auth)) return hashedOwner(auth);
+  let value = owners.get(auth);
+  if (value === undefined) owners.set(auth, (value = hashedOwner(auth)));
+  return value;
+};
+const owners = new WeakMap<AuthContext, string>();
+const hashedOwner = (auth: AuthContext): string => ownedValue(hashKeyPart(userKey(auth)), hashKeyPart(principalKey(auth)));
 
 export async function storeCall<T>(call: () => Promise<T>, unavailable: string): Promise<T> {
   try {

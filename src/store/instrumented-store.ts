@@ -75,6 +75,14 @@ export class InstrumentedStore implements Store {
     return this.backend.close();
   }
 
+  /** The histogram child of an operation that succeeded, bound once: labels() hashes its labels on every call, and a stream writes per event. */
+  readonly #ok = new Map<Operation, { observe(seconds: number): void }>();
+  #succeeded(operation: Operation): { observe(seconds: number): void } {
+    let child = this.#ok.get(operation);
+    if (child === undefined) this.#ok.set(operation, (child = this.metrics.storeDuration.labels(this.kind, operation, 'ok')));
+    return child;
+  }
+
   async #observe<T>(operation: Operation, call: () => Promise<T>): Promise<T> {
     const span = this.tracing?.current()?.child(`store ${operation}`, this.kind === 'redis' ? 'client' : 'internal', {
       'db.system.name': this.kind,
@@ -84,7 +92,7 @@ export class InstrumentedStore implements Store {
     const seconds = () => Number(process.hrtime.bigint() - started) / 1e9;
     try {
       const result = await call();
-      this.metrics.storeDuration.labels(this.kind, operation, 'ok').observe(seconds());
+      this.#succeeded(operation).observe(seconds());
       span?.end();
       return result;
     } catch (err) {
