@@ -116,6 +116,8 @@ export class Exchange implements Dispatcher.DispatchHandler, IdleWatched {
   cancelled: Cancelled | undefined;
   headSent = false;
   stream = false;
+  /** An event stream's head written but not yet sent (flushHead). */
+  headPending = false;
   finished = false;
   lastActivity = 0;
   idleSlot = -1;
@@ -223,7 +225,11 @@ export class Exchange implements Dispatcher.DispatchHandler, IdleWatched {
     this.headSent = true;
     if (stream) {
       this.stream = true;
-      res.flushHeaders();
+      // The head is not held back for a stream that says nothing yet, nor sent on its own when the
+      // upstream's first event came in the same read: it goes out with that event (one write, one
+      // read for the client), else alone once this read is handled.
+      this.headPending = true;
+      queueMicrotask(() => this.flushHead());
       this.scope.openStreams.add(this);
       this.scope.metrics?.streamOpened();
     } else {
@@ -231,6 +237,13 @@ export class Exchange implements Dispatcher.DispatchHandler, IdleWatched {
       const declared = soleHeader(headers['content-length']);
       if ((!this.body || this.body.readsOnly) && declared !== undefined && DECIMAL.test(declared)) this.untilEnd = Number(declared);
     }
+  }
+
+  /** An event stream's head, unless a write carried it already. */
+  flushHead(): void {
+    if (!this.headPending) return;
+    this.headPending = false;
+    if (!this.res.writableEnded && !this.res.destroyed) this.res.flushHeaders();
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
@@ -250,6 +263,8 @@ export class Exchange implements Dispatcher.DispatchHandler, IdleWatched {
       return;
     }
     if (this.untilEnd > 0) this.untilEnd -= chunk.length;
+    // This write carries the head, if it is still pending.
+    this.headPending = false;
     // Backpressure: a slow client pauses the upstream read, not our memory.
     if (!res.write(chunk)) {
       controller.pause();
