@@ -1,4 +1,4 @@
-// node --import tsx bench/sse-first-event.ts [--streams N] [--rounds N] [--concurrent N] [--entry FILE]
+// node --import tsx bench/sse-first-event.ts [--streams N] [--rounds N] [--concurrent N] [--entry FILE[,FILE2]]
 //   [--cpu-prof DIR]   (the gateway under node --cpu-prof; its profile summarised over the measured streams)
 // Where an event stream's first event waits, step by step: the bench's upstream (GET /stream,
 // its events stamped with their send time), reached directly, through the proxy core
@@ -8,7 +8,8 @@
 // the client and the upstream. --concurrent 1 (default) opens one stream at a time, so each step
 // is that stream's own; --concurrent 5 opens them five at a time, as the sse phase does (then only
 // the first-event times are reported: steps of concurrent streams overlap). Interleaved rounds;
-// medians per step over all streams of a target.
+// medians per step over all streams of a target. A second --entry (another build) is a target of its
+// own, gateway-2, measured in the same rounds.
 import { request } from 'node:http';
 import { readFileSync } from 'node:fs';
 import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
@@ -96,26 +97,31 @@ const core = await spawnReady('proxy core', process.execPath, ['--import', PROBE
   env: { ...process.env, BENCH_TARGET: upstreamUrl, ...probeEnv('core') },
   ready: readyPort,
 });
-const gateway = await startGatewayProcess('gateway', {
-  upstreamOrigin: upstreamUrl,
-  issuer: issuer.issuer,
-  jwksUri: issuer.jwksUri,
-  alg: 'ES256',
-  runtime: 'dist',
-  entry: resolve(opts.entry),
-  nodeArgs: ['--import', PROBE],
-  env: probeEnv('gateway'),
-  ...(opts['cpu-prof'] ? { cpuProfileDir: resolve(opts['cpu-prof']) } : {}),
-});
+const entries = opts.entry.split(',');
+const gateways = await Promise.all(
+  entries.map((entry, i) =>
+    startGatewayProcess(i === 0 ? 'gateway' : `gateway-${i + 1}`, {
+      upstreamOrigin: upstreamUrl,
+      issuer: issuer.issuer,
+      jwksUri: issuer.jwksUri,
+      alg: 'ES256',
+      runtime: 'dist',
+      entry: resolve(entry),
+      nodeArgs: ['--import', PROBE],
+      env: probeEnv(i === 0 ? 'gateway' : `gateway-${i + 1}`),
+      ...(opts['cpu-prof'] && i === 0 ? { cpuProfileDir: resolve(opts['cpu-prof']) } : {}),
+    }),
+  ),
+);
 const token = await issuer.mint(audienceOf(GATEWAY_PATHS.stream), 'first-event');
 const targets: { name: string; url: string; headers: Record<string, string> }[] = [
   { name: 'direct', url: `${upstreamUrl}${GATEWAY_PATHS.stream}`, headers: {} },
   { name: 'core', url: `http://127.0.0.1:${core.readyValue as number}${GATEWAY_PATHS.stream}`, headers: { authorization: `Bearer ${token}` } },
-  { name: 'gateway', url: `${gateway.url}${GATEWAY_PATHS.stream}`, headers: { authorization: `Bearer ${token}` } },
+  ...gateways.map((g, i) => ({ name: i === 0 ? 'gateway' : `gateway-${i + 1}`, url: `${g.url}${GATEWAY_PATHS.stream}`, headers: { authorization: `Bearer ${token}` } })),
 ];
 const timings = new Map<string, ClientTiming[]>(targets.map((t) => [t.name, []]));
 /** CPU seconds of the process a target's streams went through (direct: the upstream), over the measured streams. */
-const pidOf: Record<string, number> = { direct: upstream.pid, core: core.pid, gateway: gateway.pid };
+const pidOf: Record<string, number> = { direct: upstream.pid, core: core.pid, ...Object.fromEntries(gateways.map((g, i) => [i === 0 ? 'gateway' : `gateway-${i + 1}`, g.pid])) };
 const cpu = new Map<string, number>(targets.map((t) => [t.name, 0]));
 let window: { startUs: number; endUs: number } | undefined;
 const batchMedians = new Map<string, number[]>(targets.map((t) => [t.name, []]));
@@ -136,10 +142,11 @@ try {
     }
   }
   window = { startUs, endUs: Number(process.hrtime.bigint() / 1000n) };
-  for (const proc of [core, gateway]) process.kill(proc.pid, 'SIGUSR2');
+  for (const proc of [core, ...gateways]) process.kill(proc.pid, 'SIGUSR2');
   await new Promise((r) => setTimeout(r, 500));
   const probes = async (name: string): Promise<Probe[]> => (await readFile(join(dir, `${name}.jsonl`), 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as Probe);
-  const recorded = { core: await probes('core'), gateway: await probes('gateway') };
+  const proxies = targets.filter((t) => t.name !== 'direct').map((t) => t.name);
+  const recorded = Object.fromEntries(await Promise.all(proxies.map(async (name) => [name, await probes(name)] as const)));
 
   const ms = (v: number) => v.toFixed(3).padStart(8);
   console.log(`${ROUNDS} rounds × ${STREAMS} streams per target, ${CONCURRENT} at a time, each on a new connection; medians in ms`);
@@ -152,10 +159,10 @@ try {
     console.log('\nstep by step (each stream one at a time; the proxies\' steps from their probe):');
     const direct = timings.get('direct')!;
     console.log(`  direct:  client → upstream's first write ${ms(median(direct.map((t) => t.sent - t.start)))}, → client has it ${ms(median(direct.map((t) => t.firstEvent - t.sent)))}`);
-    for (const name of ['core', 'gateway'] as const) {
+    for (const name of proxies) {
       const client = timings.get(name)!;
       // The last client timings: the probe also stamped the warm-up streams, which came first.
-      const probe = recorded[name].slice(-client.length);
+      const probe = recorded[name]!.slice(-client.length);
       const step = (f: (c: ClientTiming, p: Probe) => number | undefined) => {
         const values = client.map((c, i) => f(c, probe[i]!)).filter((v): v is number => typeof v === 'number' && !Number.isNaN(v));
         return values.length > 0 ? ms(median(values)) : '       –';
@@ -175,7 +182,7 @@ try {
     }
   }
 } finally {
-  await gateway.stop();
+  for (const g of gateways) await g.stop();
   await core.stop();
   await upstream.stop();
   await issuer.close();
