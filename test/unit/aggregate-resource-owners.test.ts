@@ -12,7 +12,7 @@
 import fc from 'fast-check';
 import uriTemplate from 'uri-templates';
 import { describe, expect, it } from 'vitest';
-import { MAX_ROUTING_TEMPLATES, MAX_TEMPLATE_EXPRESSIONS, MAX_TEMPLATE_LENGTH, ResourceOwners } from '../../src/proxy/aggregate/resource-owners.js';
+import { MAX_LISTED_URIS, MAX_ROUTING_TEMPLATES, MAX_TEMPLATE_EXPRESSIONS, MAX_TEMPLATE_LENGTH, ResourceOwners } from '../../src/proxy/aggregate/resource-owners.js';
 
 function owners(order = ['a', 'b', 'c']) {
   const warnings: { fields: Record<string, unknown>; message: string }[] = [];
@@ -23,14 +23,35 @@ function owners(order = ['a', 'b', 'c']) {
 const templates = (...uriTemplates: string[]) => uriTemplates.map((uriTemplate) => ({ uriTemplate, name: uriTemplate }));
 
 describe('ResourceOwners', () => {
-  it('a listed URI is served by the first upstream that listed it; a second listing is logged once', () => {
+  it('a listed URI is served by the first upstream, in configuration order, that lists it; a clash is logged once', () => {
     const { owners: o, warnings } = owners();
-    o.listedBy('memory://graph', 'a');
-    o.listedBy('memory://graph', 'b');
-    o.listedBy('memory://graph', 'b');
+    o.listedAt('b', ['memory://graph']);
+    o.listedAt('a', ['memory://graph']);
+    o.clash('memory://graph', 'a', 'b');
+    o.clash('memory://graph', 'a', 'b');
     expect(o.owner('memory://graph')).toBe('a');
     expect(warnings).toHaveLength(1);
     expect(warnings[0]!.fields).toMatchObject({ uri: 'memory://graph', served_by: 'a', also: 'b' });
+  });
+
+  it("an upstream's latest list replaces its previous one; the session keeps at most MAX_LISTED_URIS over all upstreams (logged once)", () => {
+    const { owners: o, warnings } = owners();
+    o.listedAt('a', ['x://1', 'x://2']);
+    o.listedAt('a', ['x://2', 'x://3']);
+    expect(o.owner('x://1')).toBeUndefined();
+    expect(o.owner('x://3')).toBe('a');
+    const many = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}${i}`);
+    o.listedAt('b', many('b://', MAX_LISTED_URIS - 2)); // a holds 2
+    o.listedAt('c', many('c://', 10));
+    expect(o.owner(`b://${MAX_LISTED_URIS - 3}`)).toBe('b');
+    expect(o.owner('x://3')).toBe('a');
+    expect(o.owner('c://0')).toBeUndefined();
+    o.listedAt('c', many('c://', 10));
+    expect(warnings.map((w) => w.message)).toEqual(["a session's upstreams list more resource URIs than route reads: the rest are shown but route nothing"]);
+    // b lists less: room for c again.
+    o.listedAt('b', []);
+    o.listedAt('c', many('c://', 10));
+    expect(o.owner('c://9')).toBe('c');
   });
 
   it('a URI no upstream listed goes to the first upstream, in configuration order, whose template matches; the clash is logged once per pair of templates', () => {
@@ -51,7 +72,7 @@ describe('ResourceOwners', () => {
   it('a listed URI wins over a template of an earlier upstream; a template as listed (a completion ref) leads to its upstream; clear() forgets both', () => {
     const { owners: o } = owners();
     o.templatesOf('a', templates('file:///{+path}'));
-    o.listedBy('file:///srv/readme', 'b');
+    o.listedAt('b', ['file:///srv/readme']);
     expect(o.owner('file:///srv/readme')).toBe('b');
     expect(o.owner('file:///srv/other')).toBe('a');
     expect(o.owner('file:///{+path}')).toBe('a');

@@ -152,6 +152,8 @@ export class AggregateMethods {
         try {
           const entries = await this.allPages(u, method, member, budget, ctx);
           if (method === 'resources/templates/list') this.owners.templatesOf(u.health.name, entries);
+          // Its latest list replaces what it listed before (an upstream left out keeps what it had).
+          if (method === 'resources/list') this.owners.listedAt(u.health.name, urisOf(entries));
           return entries;
         } catch (err) {
           u.health.leftOut();
@@ -208,9 +210,9 @@ export class AggregateMethods {
    */
   private listed(method: string, item: Record<string, unknown>, upstream: string, seen: Map<string, string>): boolean {
     if (method !== 'resources/list' || typeof item.uri !== 'string') return true;
-    this.owners.listedBy(item.uri, upstream);
     const first = seen.get(item.uri);
     if (first === undefined) seen.set(item.uri, upstream);
+    else if (first !== upstream) this.owners.clash(item.uri, first, upstream);
     return (first ?? upstream) === upstream;
   }
 
@@ -337,6 +339,13 @@ export class AggregateMethods {
 function failureOf(err: unknown): string | undefined {
   if (err instanceof AggregateUpstreamError) return err.reason === 'cancelled' ? undefined : err.reason;
   return err instanceof CallerAnswerError ? 'account' : 'error';
+}
+
+/** The URIs a resources/list's entries name. */
+function urisOf(entries: readonly unknown[]): string[] {
+  const uris: string[] = [];
+  for (const item of entries) if (isRecord(item) && typeof item.uri === 'string') uris.push(item.uri);
+  return uris;
 }
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);

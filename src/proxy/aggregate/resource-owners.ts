@@ -1,7 +1,11 @@
 // Which upstream of an aggregated session serves a resource URI (DESIGN §8.2):
-// the first in configuration order that listed it (resources/list), else the
-// first whose resource template (resources/templates/list, RFC 6570) matches
-// it. Clashes are logged once per route. Templates are matched by
+// the first in configuration order whose latest list (resources/list) holds
+// it, else the first whose resource template (resources/templates/list, RFC
+// 6570) matches it. Clashes are logged once per route. Each upstream's latest
+// list replaces its previous one, and a session keeps at most MAX_LISTED_URIS
+// of them: kept from every list, an upstream listing fresh URIs each time (a
+// "recent items" server, or a hostile one) grew one session's map by a whole
+// list per resources/list its client asked for, without bound. Templates are matched by
 // uri-templates' strict de-substitution, which walks the URI with string
 // searches: no pattern is compiled from what an upstream sends, so no template
 // can make matching backtrack. It never backtracks either: a value that holds
@@ -21,6 +25,8 @@ export const MAX_TEMPLATE_LENGTH = 512;
 export const MAX_TEMPLATE_EXPRESSIONS = 8;
 /** URIs matched against templates: a longer one is placed only if an upstream listed it. */
 export const MAX_MATCHED_URI_LENGTH = 2048;
+/** URIs a session remembers from its upstreams' lists (~30 bytes each): beyond, a listed URI is still shown but routes no read (logged once). */
+export const MAX_LISTED_URIS = 50_000;
 /** Clashes and unusable templates logged per route (once each). */
 const MAX_LOGGED = 1_000;
 
@@ -30,8 +36,8 @@ interface Template {
 }
 
 export class ResourceOwners {
-  /** URI → the first upstream in configuration order that listed it. */
-  private readonly listed = new Map<string, string>();
+  /** Upstream → the URIs of its latest resources/list (every page read), within MAX_LISTED_URIS over all upstreams. */
+  private readonly listed = new Map<string, Set<string>>();
   /** Upstream → its usable templates, as its latest templates list gave them. */
   private readonly templates = new Map<string, Template[]>();
 
@@ -50,11 +56,25 @@ export class ResourceOwners {
     this.templates.clear();
   }
 
-  /** `upstream` listed `uri` (lists are read in configuration order): the first to list it serves it. */
-  listedBy(uri: string, upstream: string): void {
-    const owner = this.listed.get(uri);
-    if (owner === undefined) this.listed.set(uri, upstream);
-    else if (owner !== upstream) this.logOnce(`uri ${uri}`, { uri, served_by: owner, also: upstream }, 'two upstreams list one resource URI: the first in configuration order serves it');
+  /** The URIs of `upstream`'s latest resources/list, replacing what it listed before; those beyond MAX_LISTED_URIS route nothing. */
+  listedAt(upstream: string, uris: readonly string[]): void {
+    this.listed.delete(upstream);
+    let room = MAX_LISTED_URIS;
+    for (const kept of this.listed.values()) room -= kept.size;
+    const kept = new Set<string>();
+    for (const uri of uris) {
+      if (kept.size >= room) {
+        this.logOnce(`listed ${upstream}`, { upstream, kept: kept.size }, 'a session\'s upstreams list more resource URIs than route reads: the rest are shown but route nothing');
+        break;
+      }
+      kept.add(uri);
+    }
+    this.listed.set(upstream, kept);
+  }
+
+  /** Two upstreams list one URI (lists are read in configuration order): the first serves it, logged once per route. */
+  clash(uri: string, servedBy: string, also: string): void {
+    this.logOnce(`uri ${uri}`, { uri, served_by: servedBy, also }, 'two upstreams list one resource URI: the first in configuration order serves it');
   }
 
   /** The resource templates one upstream listed (every page), replacing what it listed before. */
@@ -85,7 +105,7 @@ export class ResourceOwners {
    * configuration order, whose template matches it.
    */
   owner(uri: string): string | undefined {
-    return this.listed.get(uri) ?? this.order.find((upstream) => this.templates.get(upstream)?.some((t) => t.text === uri)) ?? this.matching(uri);
+    return this.order.find((upstream) => this.listed.get(upstream)?.has(uri)) ?? this.order.find((upstream) => this.templates.get(upstream)?.some((t) => t.text === uri)) ?? this.matching(uri);
   }
 
   private matching(uri: string): string | undefined {
