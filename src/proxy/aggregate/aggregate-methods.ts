@@ -12,7 +12,7 @@ import type { ShownNames } from '../../config/shown-names.js';
 import type { GatewaySpan } from '../../observability/tracing.js';
 import type { ProxyLogger } from '../forwarder.js';
 import { AggregateUpstreamError } from './captured-exchange.js';
-import { CallerAnswerError } from './caller-answer.js';
+import { CallerAnswerError, isCallersOwn } from './caller-answer.js';
 import { ResourceOwners } from './resource-owners.js';
 import { SessionTasks } from './session-tasks.js';
 import { shownCreation } from './shown-task-ids.js';
@@ -157,7 +157,7 @@ export class AggregateMethods {
           return entries;
         } catch (err) {
           u.health.leftOut();
-          if (!(err instanceof AggregateUpstreamError) && !(err instanceof CallerAnswerError)) this.logger?.error({ route: this.route, upstream: u.health.name, err }, 'aggregated list failed');
+          if (!(err instanceof AggregateUpstreamError) && !isCallersOwn(err)) this.logger?.error({ route: this.route, upstream: u.health.name, err }, 'aggregated list failed');
           return [];
         }
       }),
@@ -338,7 +338,8 @@ export class AggregateMethods {
 /** Why a request to an upstream failed, as the errors metric counts it; undefined: not the upstream's failure (the client cancelled). */
 function failureOf(err: unknown): string | undefined {
   if (err instanceof AggregateUpstreamError) return err.reason === 'cancelled' ? undefined : err.reason;
-  return err instanceof CallerAnswerError ? 'account' : 'error';
+  if (err instanceof CallerAnswerError) return 'account';
+  return isCallersOwn(err) ? 'credential' : 'error';
 }
 
 /** The URIs a resources/list's entries name. */

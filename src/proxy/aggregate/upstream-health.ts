@@ -5,7 +5,7 @@
 // restart. One per upstream per route, shared by every client session.
 import type { ProxyLogger } from '../forwarder.js';
 import { AggregateUpstreamError } from './captured-exchange.js';
-import { CallerAnswerError } from './caller-answer.js';
+import { isCallersOwn } from './caller-answer.js';
 
 /** How long a failed upstream is left alone before it is tried again. */
 export const DOWN_FOR_MS = 5_000;
@@ -44,7 +44,7 @@ export class UpstreamHealth {
   /** A failed request: marks the upstream down only when the failure says the server itself is down (saysUpstreamIsDown). */
   failedWith(method: string, err: unknown): void {
     if (err instanceof AggregateUpstreamError && err.reason === 'cancelled') return; // the client's doing, never the upstream's
-    if (err instanceof CallerAnswerError) return; // the caller's own account to connect, never the upstream's
+    if (isCallersOwn(err)) return; // the caller's own account to connect or credential that failed, never the upstream's
     if (this.scope === 'session' || saysUpstreamIsDown(method, err)) this.failed(err);
   }
 

@@ -7,6 +7,7 @@
 import type { AuthContext } from '../../auth/principal.js';
 import type { GatewaySpan } from '../../observability/tracing.js';
 import type { Forwarder } from '../forwarder.js';
+import { callersOwnFailure } from './caller-answer.js';
 import { AggregateUpstreamError, captureExchange, openStream, type CapturedAnswer } from './captured-exchange.js';
 import { EventStreamReader } from './event-stream-reader.js';
 import { discoveredAsInitialize, initializeRemoved, MODERN_REVISION, withModernMeta, withoutModernMeta } from './modern-wire.js';
@@ -208,7 +209,7 @@ export class UpstreamLink implements Probeable {
     this.prober?.withdraw(this);
     if (this.opened === undefined || sessionId === undefined) return;
     this.opened = undefined;
-    void Promise.resolve(this.upstream.headersFor(this.auth))
+    void this.credential(this.auth)
       .then((injected) => captureExchange(this.upstream.forwarder, { method: 'DELETE', headers: this.headers(undefined, undefined, sessionId), body: Buffer.alloc(0) }, { auth: this.auth, injected }, this.limits()))
       .catch(() => undefined);
   }
@@ -270,7 +271,7 @@ export class UpstreamLink implements Probeable {
     if (this.ended) throw new AggregateUpstreamError('down');
     const sessionId = this.sessionId;
     this.listenedSession = sessionId;
-    const injected = await this.upstream.headersFor(this.auth);
+    const injected = await this.credential(this.auth);
     const reader = new EventStreamReader(this.upstream.maxBytes, (m) => this.notified(m));
     const headers = { ...this.headers(undefined, undefined, sessionId), accept: 'text/event-stream' };
     delete (headers as Record<string, string>)['content-type'];
@@ -361,7 +362,7 @@ export class UpstreamLink implements Probeable {
   /** One `subscriptions/listen` at the upstream, with this caller's credential as it is now. */
   private async listenOnce(notifications: Record<string, unknown>, onNotification: NotificationSink): Promise<UpstreamListen> {
     if (this.ended) throw new AggregateUpstreamError('down');
-    const injected = await this.upstream.headersFor(this.auth);
+    const injected = await this.credential(this.auth);
     const message = { jsonrpc: '2.0', id: this.nextId++, method: 'subscriptions/listen', params: withModernMeta({ notifications }, this.hello) };
     const request = { method: 'POST' as const, headers: this.headers('subscriptions/listen', undefined, undefined), body: Buffer.from(JSON.stringify(message)) };
     return openUpstreamListen(this.upstream, request, { auth: this.auth, injected }, onNotification);
@@ -388,7 +389,7 @@ export class UpstreamLink implements Probeable {
 
   private async exchange(message: { jsonrpc: string; id?: number | string; method?: string; params?: unknown }, method: string | undefined, name: string | undefined, span?: GatewaySpan, signal?: AbortSignal, related?: MessageChannel, session = this.sessionId): Promise<MeasuredAnswer & { sessionId?: string }> {
     const auth = this.auth;
-    let injected = await this.upstream.headersFor(auth);
+    let injected = await this.credential(auth);
     const request = { method: 'POST' as const, headers: this.headers(method, name, session), body: Buffer.from(JSON.stringify(message)) };
     // Notifications in the answer's stream (progress) are read as they come, not when it ends; they belong to the client's request.
     // So is the answer, which is then not read a second time from the whole body.
@@ -401,8 +402,8 @@ export class UpstreamLink implements Probeable {
     let captured = await send();
     if (captured.status === 401 && this.upstream.rejected) {
       // The user's grant refused: renewed once (or gone: the caller's connect link) and the request sent again.
-      await this.upstream.rejected(auth, injected);
-      injected = await this.upstream.headersFor(auth);
+      await this.upstream.rejected(auth, injected).catch((err: unknown) => Promise.reject(callersOwnFailure(err)));
+      injected = await this.credential(auth);
       answered = undefined;
       captured = await send();
     }
@@ -416,6 +417,15 @@ export class UpstreamLink implements Probeable {
     // Read live only from an event stream: a JSON body is read as JSON, whatever lines it holds.
     const live = isEventStream(captured) ? answered : undefined;
     return { answer: live ?? answerOf(captured, message.id), bytes, sessionId };
+  }
+
+  /** The upstream's credential for this caller; its failure is the caller's own (caller-answer.ts), never the upstream's health. */
+  private async credential(auth: AuthContext): Promise<Readonly<Record<string, string>>> {
+    try {
+      return await this.upstream.headersFor(auth);
+    } catch (err) {
+      throw callersOwnFailure(err);
+    }
   }
 
   private headers(method: string | undefined, name: string | undefined, sessionId: string | undefined): Record<string, string> {
