@@ -5,7 +5,8 @@
 // one user holding thousands would exhaust descriptors for everyone. Beyond
 // the share, 429 with Retry-After; counted per replica, released when the
 // client's response closes. (stdio and legacy SSE routes count their listens
-// here; their GET streams are bounded by their sessions: one per session.)
+// here; their GET streams are bounded by their sessions: one per session.
+// An aggregated route counts its sessions' GET streams and its listens.)
 import type { ServerResponse } from 'node:http';
 import { tooManyRequests } from '../errors/gateway-error.js';
 import { writeError } from '../errors/write-error.js';

@@ -7,7 +7,7 @@
 // through the policy's response transform (tools/list filtering).
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { principalKey, type AuthContext } from '../../auth/principal.js';
+import { principalKey, userKey, type AuthContext } from '../../auth/principal.js';
 import { ShownNames } from '../../config/shown-names.js';
 import type { AggregateConfig } from '../../config/types.js';
 import type { GatewaySpan } from '../../observability/tracing.js';
@@ -137,7 +137,8 @@ class AggregateForwarder implements AggregateRouteForwarder {
     private readonly route: string,
     private readonly names: ShownNames,
     private readonly deps: AggregateForwarderDeps,
-    streams: StreamQuota,
+    /** The user's share of long-lived streams on this route: session GET streams and session-less listens alike. */
+    private readonly streams: StreamQuota,
   ) {
     this.health = deps.upstreams.map((u) => new UpstreamHealth(route, u.name, deps.logger, deps.metrics));
     this.capabilities = new UpstreamCapabilities(deps.upstreams, this.health);
@@ -282,7 +283,10 @@ class AggregateForwarder implements AggregateRouteForwarder {
   private async listen(id: string | undefined, auth: AuthContext, res: ServerResponse): Promise<void> {
     if (id === undefined) throw new GatewayError(400, 'invalid_request', 'Mcp-Session-Id is required');
     const session = await this.sessionOf(id, auth);
-    if (!session.streams.listen(res)) throw new GatewayError(409, 'invalid_request', 'This session already has a GET stream');
+    if (session.streams.hasListener) throw new GatewayError(409, 'invalid_request', 'This session already has a GET stream');
+    // Counted in the user's share (429 beyond), as a GET stream of any route is.
+    if (!this.streams.admit(userKey(auth), res)) return;
+    session.streams.listen(res);
     this.tellUntold(session, session.streams.listening);
     // Upstreams of 2026-07-28 have no GET stream: each listens for list changes while this one is open.
     // A listen reopened after it ended: what the upstream announced meanwhile is lost, so every list may have changed.

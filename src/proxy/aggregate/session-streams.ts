@@ -43,9 +43,14 @@ export class SessionStreams {
   /** `writable`: a stream opened, drained or closed, so messages held for the client may go now. */
   constructor(private readonly writable: () => void) {}
 
+  /** Whether the session has a GET stream open. */
+  get hasListener(): boolean {
+    return this.get !== undefined && !this.get.writableEnded && !this.get.destroyed;
+  }
+
   /** The client's GET stream; false when the session has one open already. */
   listen(res: ServerResponse): boolean {
-    if (this.get && !this.get.writableEnded && !this.get.destroyed) return false;
+    if (this.hasListener) return false;
     this.get = res;
     res.writeHead(200, EVENT_STREAM_HEAD);
     res.flushHeaders();
