@@ -13,6 +13,8 @@
 // that upstream calls at its slow rate (upstream-prober.ts), so a long outage
 // heals too without every session asking.
 
+import { isCallersOwn } from './caller-answer.js';
+
 /** The first wait before a stream is opened again, doubled at each reopening in a row, up to REOPEN_MAX_MS. */
 export const REOPEN_FIRST_MS = 500;
 export const REOPEN_MAX_MS = 30_000;
@@ -34,9 +36,11 @@ export const LISTENER_TIMINGS: ListenerTimings = { reopenFirstMs: REOPEN_FIRST_M
 /**
  * What one probe of a parked stream learnt: `answered` (the upstream answered: a stream is open
  * again, a session opened afresh, or the stream refused for good), `silent` (no answer, 5xx, or
- * busy: still parked), `gone` (nothing parked here any more: closed, or a new session listens).
+ * busy: still parked), `gone` (nothing parked here any more: closed, or a new session listens),
+ * `unasked` (still parked, and nothing was sent: this link's own credential could not be made, so
+ * it says nothing of the upstream).
  */
-export type ProbeOutcome = 'answered' | 'silent' | 'gone';
+export type ProbeOutcome = 'answered' | 'silent' | 'gone' | 'unasked';
 
 /** One GET stream: `started` resolves with its status (undefined: it ended without a head). */
 export interface ListenerStream {
@@ -164,9 +168,10 @@ export class UpstreamListener {
     const generation = this.generation;
     if (what === 'rejoin') return this.probeRejoin(generation);
     const since = this.now();
+    // connect() sends nothing when it throws (the link closed, or its credential could not be made).
     const stream = await this.hooks.connect().catch(() => undefined);
     if (generation !== this.generation || this.closed) return (stream?.stop(), 'gone');
-    if (stream === undefined) return this.stillParked(generation, what);
+    if (stream === undefined) return this.stillParked(generation, what, 'unasked');
     let timer: NodeJS.Timeout | undefined;
     const status = await Promise.race([stream.started, new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), waitMs)))]);
     clearTimeout(timer);
@@ -188,15 +193,15 @@ export class UpstreamListener {
     try {
       await this.hooks.rejoin();
       return 'answered';
-    } catch {
+    } catch (err) {
       // A session opened (its initialize answered) listens itself: the upstream answered.
-      return generation === this.generation ? this.stillParked(generation, 'rejoin') : 'answered';
+      return generation === this.generation ? this.stillParked(generation, 'rejoin', isCallersOwn(err) ? 'unasked' : 'silent') : 'answered';
     }
   }
 
-  private stillParked(generation: number, what: 'reopen' | 'rejoin'): ProbeOutcome {
+  private stillParked(generation: number, what: 'reopen' | 'rejoin', outcome: 'silent' | 'unasked' = 'silent'): ProbeOutcome {
     if (generation !== this.generation || this.closed) return 'gone';
     this.parked = what;
-    return 'silent';
+    return outcome;
   }
 }

@@ -97,13 +97,18 @@ export class UpstreamProber {
     }
   }
 
-  /** The oldest waiting link probes; links with nothing parked any more (gone) are passed over. */
+  /**
+   * The oldest waiting link probes; links with nothing parked any more (gone) are passed over, and
+   * so are links that could not ask (unasked: their own credential), which go last: a user whose
+   * credential fails cannot make every other session wait a round per session of theirs.
+   */
   private async probeOne(): Promise<boolean> {
     for (const link of [...this.waiting]) {
       if (this.closed) return false;
       if (!this.waiting.delete(link)) continue;
       const outcome = await link.probe().catch((): ProbeOutcome => 'silent');
       if (outcome === 'answered') return true;
+      if (outcome === 'unasked' && !this.closed) this.waiting.add(link);
       if (outcome === 'silent') {
         this.waiting.add(link);
         return false;
@@ -120,6 +125,8 @@ export class UpstreamProber {
       for (let link = queue.shift(); link !== undefined && !silent && !this.closed; link = queue.shift()) {
         if (!this.waiting.delete(link)) continue; // withdrawn meanwhile
         const outcome = await link.probe().catch((): ProbeOutcome => 'silent');
+        // A link that could not ask (its own credential) waits on; it says nothing of the upstream.
+        if (outcome === 'unasked' && !this.closed) this.waiting.add(link);
         if (outcome === 'silent') {
           silent = true;
           if (!this.closed) this.waiting.add(link);
