@@ -32,7 +32,7 @@ import { SessionLessRequests } from './session-less.js';
 import { HIDDEN, shownParams, TASK_NOTIFICATION } from './shown-task-ids.js';
 import { HEADER_MISMATCH, taskNameMismatch } from './task-name-header.js';
 import { SessionSlots } from './session-slots.js';
-import { SessionStreams, type MessageChannel } from './session-streams.js';
+import { SessionStreams, type MessageChannel, type ProgressTarget } from './session-streams.js';
 import { LIST_CHANGES } from './subscription-filter.js';
 import { UpstreamHealth, type AggregateMetrics } from './upstream-health.js';
 import { UpstreamLink, type AggregateUpstream, type ClientHello } from './upstream-link.js';
@@ -70,8 +70,11 @@ interface ClientSession {
   streams: SessionStreams;
   /** The client's requests in flight (by JSON of their id), for its notifications/cancelled. */
   inFlight: Map<string, AbortController>;
-  /** The progress tokens of those requests (JSON), each to its POST's stream: an upstream's progress on any other is not passed on. */
-  progressTokens: Map<string, MessageChannel>;
+  /**
+   * The progress tokens of those requests (JSON), each to its POST's stream, with the upstreams the
+   * request was sent to: an upstream's progress on any other token, or on one it was not given, is not passed on.
+   */
+  progressTokens: Map<string, ProgressTarget>;
   /** The upstreams' requests to the client (sampling, elicitation, roots) awaiting its answer. */
   requests: ServerRequests;
   /** Which of those the client said it serves (its initialize's capabilities), and ping. */
@@ -320,8 +323,9 @@ class AggregateForwarder implements AggregateRouteForwarder {
       // A session-less session's listens (an upstream of 2026-07-28 reaches each on a listen of its own instead).
       for (const listen of session.listens) listen.deliver(link.upstream.name, method, undefined);
     } else if (method === 'notifications/progress') {
+      // Tokens are the client's and guessable: only the upstream a request was sent to speaks on its progress.
       const request = session.progressTokens.get(JSON.stringify(params?.progressToken));
-      if (request) (request.open ? request : session.streams.listening).send({ jsonrpc: '2.0', method, params });
+      if (request?.upstreams.has(link.upstream.name)) (request.channel.open ? request.channel : session.streams.listening).send({ jsonrpc: '2.0', method, params });
     } else if (method === 'notifications/cancelled') session.requests.cancelled(link, params?.requestId, params?.reason);
     else if (method === 'notifications/message' || TASK_NOTIFICATION.test(method)) to.send({ jsonrpc: '2.0', method, ...(params && { params }) });
     else if (method === 'notifications/resources/updated' && session.interests.wants(link.upstream.name, params?.uri)) {
@@ -423,10 +427,12 @@ class AggregateForwarder implements AggregateRouteForwarder {
     const token = isRecord(params?._meta) ? params._meta.progressToken : undefined;
     const controller = new AbortController();
     session.inFlight.set(key, controller);
-    if (token !== undefined) session.progressTokens.set(JSON.stringify(token), post);
+    const given = new Set<string>();
+    if (token !== undefined) session.progressTokens.set(JSON.stringify(token), { channel: post, upstreams: given });
     try {
       const span = single ? ctx.span : undefined;
-      const routed = span && ((upstream: string) => span.set('mag.upstream.name', upstream));
+      // The upstream the request is sent to: its span names it, and it alone may speak on the request's progress token.
+      const routed = (upstream: string) => (given.add(upstream), span?.set('mag.upstream.name', upstream));
       return { jsonrpc: '2.0', id: m.id, ...(await session.methods.answer(m.method, params, { auth: ctx.auth, span: ctx.span, signal: controller.signal, related: post, servedBy: ctx.servedBy, routed })) };
     } finally {
       session.inFlight.delete(key);

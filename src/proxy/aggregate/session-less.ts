@@ -29,7 +29,7 @@ import { PostStream } from './post-stream.js';
 import type { ServerRequests } from './server-requests.js';
 import { SessionLessCall, type RoundEnd } from './session-less-call.js';
 import { capabilitiesOf, clientInfoOf, identityOf, modernAnswer, progressTokenOf, sessionLessFault, withProgressToken } from './session-less-request.js';
-import type { MessageChannel, SessionStreams } from './session-streams.js';
+import type { ProgressTarget, SessionStreams } from './session-streams.js';
 import { listenFilterOf } from './subscription-filter.js';
 
 const LISTEN = 'subscriptions/listen';
@@ -46,7 +46,7 @@ export interface SessionLessSession {
   /** Its POSTs answered as event streams, their unread bytes bounded together (session-streams.ts). */
   streams: SessionStreams;
   /** Its calls' progress tokens (the gateway's, the ones the upstreams were given) → the call. */
-  progressTokens: Map<string, MessageChannel>;
+  progressTokens: Map<string, ProgressTarget>;
   /** The upstreams' requests to its client awaiting an answer (server-requests.ts). */
   requests: ServerRequests;
   /** Its calls that asked the client something, and those awaiting its retry. */
@@ -113,7 +113,8 @@ export class SessionLessRequests {
     // Each round's POST has its own token: the upstream's progress on this one is written with it.
     const token = progressTokenOf(params) === undefined ? undefined : `mag-progress-${randomBytes(12).toString('base64url')}`;
     session.inFlight.set(key, call.controller);
-    if (token !== undefined) session.progressTokens.set(JSON.stringify(token), call);
+    const given = new Set<string>();
+    if (token !== undefined) session.progressTokens.set(JSON.stringify(token), { channel: call, upstreams: given });
     call.onSettled(() => {
       session.inFlight.delete(key);
       if (token !== undefined) session.progressTokens.delete(JSON.stringify(token));
@@ -121,6 +122,7 @@ export class SessionLessRequests {
     });
     const routed = (upstream: string) => {
       call.upstream = upstream;
+      given.add(upstream);
       ctx.span?.set('mag.upstream.name', upstream);
     };
     const answer = session.methods.answer(method, withProgressToken(params, token), { auth: ctx.auth, span: ctx.span, signal: call.controller.signal, related: call, servedBy: ctx.servedBy, routed });

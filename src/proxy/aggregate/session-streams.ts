@@ -27,6 +27,12 @@ export interface MessageChannel {
   takes?(method: string): boolean;
 }
 
+/** Where an upstream's progress on one of the session's tokens goes, and the upstreams the token was given to (only they speak on it). */
+export interface ProgressTarget {
+  channel: MessageChannel;
+  upstreams: Set<string>;
+}
+
 export class SessionStreams {
   /** The responses of this session whose unread bytes count, until they close. */
   private readonly counted = new Set<ServerResponse>();
