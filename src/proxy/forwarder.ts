@@ -34,6 +34,12 @@ export interface ForwardContext {
    * answer: the caller renews the credential and forwards again, or answers itself.
    */
   rejected?: () => void;
+  /**
+   * The gateway refused the request at its own bound on upstream sessions (session admission: the
+   * caller's share, or the route's), before anything reached the upstream: its 503 says nothing of
+   * the upstream's health (an aggregated route's link tells it from the upstream's own 503).
+   */
+  admissionRefused?: () => void;
   /** The request opens a stream meant to stay open (long-lived-request.ts); unset: a GET only. */
   longLived?: boolean;
   /**

@@ -12,6 +12,8 @@ export interface CapturedAnswer {
   status: number;
   headers: Record<string, string>;
   body: Buffer;
+  /** The gateway refused it at its own bound on upstream sessions (ForwardContext.admissionRefused), not the upstream. */
+  refusedHere?: boolean;
 }
 
 type HeaderValue = string | number | readonly string[];
@@ -29,6 +31,8 @@ class CapturedResponse extends EventEmitter {
   private bytes = 0;
   /** Sees each chunk as it comes, while the whole is kept (the upstream's notifications read live). */
   tap?: (chunk: Buffer) => void;
+  /** The gateway's own session admission refused the request (its answer is the gateway's, not the upstream's). */
+  refusedHere = false;
 
   /** With `onChunk`, a stream: each chunk is handed on, never kept (its reader bounds what it holds). */
   constructor(
@@ -85,7 +89,7 @@ class CapturedResponse extends EventEmitter {
     return this;
   }
   answer(): CapturedAnswer {
-    return { status: this.statusCode, headers: this.head, body: Buffer.concat(this.chunks) };
+    return { status: this.statusCode, headers: this.head, body: Buffer.concat(this.chunks), ...(this.refusedHere && { refusedHere: true }) };
   }
   private finish(): void {
     if (this.closed) return;
@@ -133,7 +137,8 @@ export function captureExchange(forwarder: Forwarder, request: CapturedRequest, 
     });
     let refused = false;
     const rejected = limits.renews ? () => void (refused = true) : undefined;
-    forwarder.forward(req, res as unknown as ServerResponse, { ...ctx, body: request.body, ...(rejected && { rejected }) }).then(
+    const admissionRefused = () => void (res.refusedHere = true);
+    forwarder.forward(req, res as unknown as ServerResponse, { ...ctx, body: request.body, admissionRefused, ...(rejected && { rejected }) }).then(
       () => {
         // The forwarder wrote nothing on the upstream's 401: the caller renews the credential and asks again.
         if (!refused) return;

@@ -410,6 +410,8 @@ export class UpstreamLink implements Probeable {
     // A server of 2026-07-28 gives some JSON-RPC errors an HTTP status (404 with -32601, 400 with -32602 or -32022): its answer still.
     const refusal = this.modern && captured.status >= 400 && captured.status < 500 && message.id !== undefined ? errorAnswerOf(captured, message.id) : undefined;
     if (refusal) return { answer: refusal, bytes: captured.body.length };
+    // Refused at the gateway's own bound on this caller's upstream sessions: the caller's failure, not the upstream's health.
+    if (captured.refusedHere) throw callersOwnFailure(new AggregateUpstreamError('status', captured.status));
     if (captured.status < 200 || captured.status > 299) throw new AggregateUpstreamError('status', captured.status);
     const sessionId = captured.headers['mcp-session-id'];
     const bytes = captured.body.length;

@@ -92,7 +92,14 @@ export class SseSessions {
     if (this.closing) throw upstreamErrorResponse('shutdown');
     const owner = principalKey(ctx.auth);
     // Counted per user (all its clients one share); only the user's own idle session makes room.
-    const { slot, evict } = admit(this.admission, userKey(ctx.auth), this.admissionContext);
+    let admitted: ReturnType<typeof admit<SseSession>>;
+    try {
+      admitted = admit(this.admission, userKey(ctx.auth), this.admissionContext);
+    } catch (err) {
+      ctx.admissionRefused?.();
+      throw err;
+    }
+    const { slot, evict } = admitted;
     evict?.end('evicted');
     await slot.vacant;
     // 192 random bits, visible ASCII: unguessable, and valid as an Mcp-Session-Id.
