@@ -33,6 +33,7 @@ import type {
 import { checkRedirectUri } from './redirect-uri.js';
 import { isReservedPath } from './reserved-paths.js';
 import { resolveTraces } from './telemetry.js';
+import { resolveJwksSettings } from './jwks-settings.js';
 import { signedCredentialTrust } from './signed-credential-trust.js';
 import { resolveSandbox, resolveUser, type IsolationProblem } from './stdio-isolation.js';
 import { resolveUserOAuth, userOAuthPlacementProblem } from './user-oauth.js';
@@ -121,6 +122,7 @@ class Resolver {
       keepAliveTimeoutMs: parseDuration(g.limits.keep_alive_timeout),
       maxHeaderBytes: g.limits.max_header_bytes,
       storeTimeoutMs: parseDuration(g.limits.store_timeout),
+      jwks: resolveJwksSettings(g.jwks),
       authorizationServer,
       dpopNonceKey: await this.dpopNonceKey(g, at, routes, authorizationServer),
       traces: telemetry.traces,

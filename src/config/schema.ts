@@ -10,6 +10,7 @@ import { userOAuthSchema } from './user-oauth.js';
 import { accountTokensSchema } from './account-tokens.js';
 import { aggregateRouteFields } from './upstreams-schema.js';
 import { MaxClockSkew } from './replica-clocks.js';
+import { JwksSettingsSchema } from './jwks-settings.js';
 
 /** A duration such as `500ms`, `60s`, `10m`, `12h`, `30d`. */
 export const Duration = z
@@ -522,6 +523,7 @@ export const GatewaySchema = z.strictObject({
       store_timeout: Duration.default('2s'),
     })
     .default({ header_timeout: '10s', request_timeout: '30s', keep_alive_timeout: '5s', max_header_bytes: 16384, store_timeout: '2s' }),
+  jwks: JwksSettingsSchema,
   authorization_server: AuthorizationServerSchema.optional(),
   dpop_nonce_key: SecretRef.optional().describe(
     'the secret DPoP nonces are derived from, the same on every replica (at least 32 characters); default: derived from the built-in AS signing key. Needed for token.dpop_nonce without the built-in AS',

@@ -5,6 +5,7 @@ import type { JwtAlgorithm } from './jws-algorithms.js';
 import type { JWT_BEARER_GRANT_TYPE } from './schema.js';
 import type { UserOAuthConfig } from './user-oauth.js';
 import type { AccountTokensConfig } from './account-tokens.js';
+import type { JwksSettings } from './jwks-settings.js';
 
 export type { UserOAuthConfig } from './user-oauth.js';
 
@@ -310,6 +311,8 @@ export interface GatewayConfig {
   keepAliveTimeoutMs: number;
   maxHeaderBytes: number;
   storeTimeoutMs: number;
+  /** `jwks:` (config/jwks-settings.ts); undefined (a configuration built in code): its defaults. */
+  jwks?: JwksSettings;
   authorizationServer?: AuthorizationServerConfig;
   /** `dpop_nonce_key`, resolved; undefined: DPoP nonces derive from the built-in AS signing key (if any). */
   dpopNonceKey?: string;

@@ -67,7 +67,8 @@ export async function openServices(config: GatewayConfig, options: StartOptions)
     clock,
     ownsStore: !options.store,
     audit: options.audit ?? createAudit(config.auditSink),
-    jwks: new JwksRegistry(),
+    // Kept across reloads (shared key sets): `jwks:` applies from the start's configuration.
+    jwks: new JwksRegistry(config.jwks && { cacheMaxAgeMs: config.jwks.cacheMaxAgeMs, timeoutMs: config.jwks.fetchTimeoutMs }),
     tracing,
     tokenCacheHits: metrics.tokenCacheTally.count({ result: 'hit' }),
     tokenCacheMisses: metrics.tokenCacheTally.count({ result: 'miss' }),
