@@ -1,5 +1,5 @@
 // node --import tsx bench/instructions.ts [--targets core,auth-off,jwt,stdio,sse] [--shapes a,b16] [--requests N]
-//   [--warmup N] [--repeat N] [--connections N] [--stdio-sessions 1,8] [--entry FILE] [--keep DIR]
+//   [--warmup N] [--repeat N] [--connections N] [--stdio-sessions 1,8] [--entry FILE] [--keep DIR] [--before-jwks-settings]
 // Machine instructions per request of the proxy core and of the gateway (auth off, JWT), counted
 // by valgrind's callgrind in the target process (every thread: JavaScript, GC helpers, libuv),
 // over a fixed number of requests sent by a loader in this process. Instruction counts do not
@@ -38,6 +38,9 @@ const { values: opts } = parseArgs({
     'stdio-sessions': { type: 'string', default: '1,8' },
     entry: { type: 'string', default: 'bin/mcp-auth-gateway.js' },
     keep: { type: 'string' },
+    // An entry built before gateway.yaml's `jwks:` (which it would refuse): its key set is fetched again after
+    // 10 min with a 5 s timeout, which a JWT target slowed 50-fold by valgrind may not survive.
+    'before-jwks-settings': { type: 'boolean', default: false },
   },
 });
 const REQUESTS = Number(opts.requests);
@@ -121,7 +124,7 @@ async function startTarget(name: TargetName, upstreamOrigin: string, out: string
     const handle = await spawnReady('proxy core', 'valgrind', [...valgrindArgs(out), '--import', 'tsx', 'bench/servers/proxy-core.ts'], {
       env: { ...process.env, BENCH_TARGET: upstreamOrigin },
       ready: readyPort,
-      readyTimeoutMs: 300_000,
+      readyTimeoutMs: 900_000,
     });
     return { handle, url: `http://127.0.0.1:${handle.readyValue as number}`, stop: () => handle.stop() };
   }
@@ -137,9 +140,13 @@ async function startTarget(name: TargetName, upstreamOrigin: string, out: string
     nodeArgs: [...nodeArgs.reverse(), node!],
     authOff: name === 'auth-off',
     extraRoutes: name === 'stdio' ? { 'stdio.yaml': stdioRouteYaml(issuer) } : undefined,
-    readyTimeoutMs: 300_000,
-    // Switching instrumentation on stalls the process for seconds: no timeout may cut a request meanwhile.
-    extraConfig: ['limits: { header_timeout: 10m, request_timeout: 10m, keep_alive_timeout: 10m }'],
+    readyTimeoutMs: 900_000,
+    // Switching instrumentation on stalls the process for seconds: no timeout may cut a request meanwhile,
+    // nor may the key set be fetched again (then under valgrind) while the batches run.
+    extraConfig: [
+      'limits: { header_timeout: 10m, request_timeout: 10m, keep_alive_timeout: 10m }',
+      ...(opts['before-jwks-settings'] ? [] : ['jwks: { cache_max_age: 24h, fetch_timeout: 60s }']),
+    ],
   });
   return { handle: gateway, url: gateway.url, stop: () => gateway.stop() };
 }
