@@ -26,11 +26,18 @@ export function principalKey(auth: Pick<AuthContext, 'issuer' | 'subject' | 'cli
   return JSON.stringify([auth.issuer, auth.subject, auth.clientId]);
 }
 
+/** userKey of frozen contexts (their issuer and subject cannot change), held weakly. */
+const userKeys = new WeakMap<object, string>();
+
 /**
  * The user behind a request, (issuer, sub), whatever client it came through:
  * what per-principal caps count (DESIGN.md §8.3), so registering more clients
  * does not multiply a user's share. Sessions stay bound to principalKey.
  */
 export function userKey(auth: Pick<AuthContext, 'issuer' | 'subject'>): string {
-  return JSON.stringify([auth.issuer, auth.subject]);
+  // The token cache hands every request of a token one frozen context: its key is made once, not per request.
+  if (!Object.isFrozen(auth)) return JSON.stringify([auth.issuer, auth.subject]);
+  let key = userKeys.get(auth);
+  if (key === undefined) userKeys.set(auth, (key = JSON.stringify([auth.issuer, auth.subject])));
+  return key;
 }

@@ -109,6 +109,13 @@ function failureType(err: Error): string {
   return typeof code === 'string' ? code : err.name;
 }
 
+const EXCHANGE = Symbol('exchange');
+type Exchanged = ServerResponse & { [EXCHANGE]?: Exchange };
+
+function cancelOnClientGone(this: Exchanged): void {
+  this[EXCHANGE]?.cancel('client');
+}
+
 export class Exchange implements Dispatcher.DispatchHandler, IdleWatched {
   controller: Dispatcher.DispatchController | undefined;
   /** Told when the upstream answers 401 to the credential (ForwardContext.rejected); nothing is written to the client then. */
@@ -138,12 +145,12 @@ export class Exchange implements Dispatcher.DispatchHandler, IdleWatched {
     /** The upstream call's client span (tracing on): its status, failure and end are this exchange's. */
     readonly span?: GatewaySpan,
   ) {
-    // The client went away, or the response was ended from outside (drain).
-    // `on`, not `once`: 'close' comes once, and once() would wrap the listener per request.
-    res.on('close', this.onClientGone);
+    // The client went away, or the response was ended from outside (drain). One listener for every
+    // response, which finds its exchange on it, not a closure per exchange; `on`, not `once`:
+    // 'close' comes once, and once() would wrap the listener per request.
+    (res as Exchanged)[EXCHANGE] = this;
+    res.on('close', cancelOnClientGone);
   }
-
-  readonly onClientGone = (): void => this.cancel('client');
 
   cancel(why: Cancelled['why']): void {
     if (this.finished || this.cancelled) return;

@@ -51,8 +51,20 @@ export class InFlightShare {
     if (!this.counts.take(user)) {
       return tooManyRequests(`At most ${this.counts.perUser} requests in flight per user on this route; wait for one to end`, RETRY_AFTER_MS);
     }
-    // 'close' comes once the answer is written or the client has gone, whichever is first.
-    res.once('close', () => this.counts.release(user));
+    // 'close' comes once the answer is written or the client has gone, whichever is first. One
+    // listener for every response, not a closure and a once() wrapper each: this runs per request.
+    (res as Held)[HELD] = { counts: this.counts, user };
+    res.on('close', releaseHeld);
     return undefined;
   }
+}
+
+const HELD = Symbol('in-flight share');
+type Held = ServerResponse & { [HELD]?: { counts: InFlightCounts; user: string } };
+
+function releaseHeld(this: Held): void {
+  const held = this[HELD];
+  if (held === undefined) return;
+  this[HELD] = undefined;
+  held.counts.release(held.user);
 }

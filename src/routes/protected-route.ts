@@ -109,13 +109,15 @@ function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHan
       const forwarded = withIdentity(route, auth, swapped);
       const injected = outcome?.headers ? { ...outcome.headers, ...forwarded } : forwarded;
       if (cors) for (const name in cors) res.setHeader(name, cors[name]!);
-      const upstream401 = { seen: false };
       // The policy's body in place of the client's (a substituted task id).
       const sent = outcome?.body ?? body;
       const longLived = opensLongLivedStream(req.method, sent);
       endWithAuthorization(res, longLived, auth, deps.verifier);
-      await deps.forwarder.forward(req, res, { auth, body: sent, injected, transform, span, longLived, servedBy: outcome?.servedBy, ...(deps.credential.rejected && { rejected: () => (upstream401.seen = true) }) });
-      if (upstream401.seen) await forwardAgain(req, res, deps, { auth, body: sent, injected, transform, span, longLived, servedBy: outcome?.servedBy }, route, outcome?.headers);
+      const forwardCtx: ForwardContext = { auth, body: sent, injected, transform, span, longLived, servedBy: outcome?.servedBy };
+      // Only a credential that can renew itself is told of an upstream 401 (no closure per request otherwise).
+      let upstream401 = false;
+      await deps.forwarder.forward(req, res, deps.credential.rejected ? { ...forwardCtx, rejected: () => (upstream401 = true) } : forwardCtx);
+      if (upstream401) await forwardAgain(req, res, deps, forwardCtx, route, outcome?.headers);
       span?.setStatus(res.statusCode);
       finish(res.statusCode, 'allow', started);
     } catch (thrown) {
