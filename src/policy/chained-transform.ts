@@ -12,9 +12,13 @@ export function chainTransforms(first: ResponseTransform | undefined, second: Re
 }
 
 function chained(a: BodyTransform, b: BodyTransform): BodyTransform {
+  const readA = a.readValue;
+  const readB = b.readValue;
   return {
     perCaller: a.perCaller === true || b.perCaller === true,
     readsOnly: a.readsOnly === true && b.readsOnly === true,
+    // Both only read: each reads the value; otherwise the text goes through both, in order.
+    ...(readA && readB && { readValue: (value: unknown, text: string) => (readA(value, text), readB(value, text)) }),
     push: (chunk) => {
       const passed = a.push(chunk);
       return passed.length === 0 ? passed : b.push(passed);

@@ -55,6 +55,32 @@ function learnFromPayload(payload: unknown, { learn, asked }: Taught): void {
   }
 }
 
+/**
+ * What the strict reader would make of `text`, JSON.stringify(value), without reading it: the value
+ * itself, unless the text holds what the reader refuses. A JSON.stringify text has no duplicate
+ * member and no raw lone surrogate; an escaped one (`\udc00`, a backslash itself escaped as `\\`)
+ * or nesting past the bound is refused, as strictly read. So a value teaches exactly what its text would.
+ */
+function learnFromValue(value: unknown, text: string, taught: Taught): void {
+  if (LONE_SURROGATE_ESCAPE.test(text) || deeperThan(value, MAX_ANSWER_DEPTH)) return;
+  learnFromPayload(value, taught);
+}
+
+/** `\uD800`–`\uDFFF` written as an escape (after an even run of backslashes): JSON.stringify writes a lone surrogate so, and a pair raw. */
+const LONE_SURROGATE_ESCAPE = /(?<!\\)(?:\\\\)*\\u[dD][89a-fA-F]/;
+
+/** Whether arrays and objects nest deeper than `max` (the root is depth 1). */
+function deeperThan(value: unknown, max: number): boolean {
+  if (typeof value !== 'object' || value === null) return false;
+  if (max === 0) return true;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) if (deeperThan(value[i], max - 1)) return true;
+    return false;
+  }
+  for (const key in value) if (Object.hasOwn(value, key) && deeperThan((value as Record<string, unknown>)[key], max - 1)) return true;
+  return false;
+}
+
 function learnFromText(text: string, taught: Taught): void {
   let payload: unknown;
   try {
@@ -75,6 +101,11 @@ class JsonLearner implements BodyTransform {
     private readonly taught: Taught,
     private readonly maxBytes: number,
   ) {}
+
+  /** An answer the gateway made (an aggregated route's merged list): the value, as its text would teach, up to the same bound. */
+  readonly readValue = (value: unknown, text: string): void => {
+    if (Buffer.byteLength(text) <= this.maxBytes) learnFromValue(value, text, this.taught);
+  };
 
   push(chunk: Buffer): Buffer {
     this.size += chunk.length;

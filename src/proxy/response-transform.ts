@@ -15,6 +15,12 @@ export interface BodyTransform {
    * length and its `Content-Length` (otherwise the answer goes out chunked).
    */
   readonly readsOnly?: boolean;
+  /**
+   * Set by a transform that only reads, for an answer the gateway makes itself (an aggregated
+   * route's): called instead of push and end with the value and `text`, its JSON.stringify (what
+   * the client receives), so the value in hand is not read again from its text.
+   */
+  readonly readValue?: (value: unknown, text: string) => void;
 }
 
 /**

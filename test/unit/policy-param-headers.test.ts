@@ -464,6 +464,32 @@ describe('learning from tools/list answers', () => {
     expect(toolsListLearner(() => undefined, 100, askedFor(3))({ 'content-type': 'text/plain' })).toBeUndefined();
   });
 
+  it('an answer the gateway made (an aggregated list) teaches from its value exactly what its text, strictly read, would', () => {
+    // Tool definitions with annotations, lone surrogates (which JSON.stringify escapes and the strict reader refuses),
+    // backslashes before a "u" (not an escape), and nesting around the strict reader's bound of 256.
+    const nested = (depth: number): unknown => (depth <= 0 ? { type: 'string' } : { type: 'object', properties: { x: nested(depth - 1) } });
+    const text = fc.constantFrom('plain', 'caf\u00e9', '\ud800 written out', 'a \\ud800 backslash', '\ud800', 'x\udfffy', '\ud83d\ude00', 'Region');
+    const tool = fc.record({
+      name: fc.constantFrom('execute_sql', 'echo', 'other'),
+      description: text,
+      inputSchema: fc.oneof(fc.constant(EXECUTE_SQL.inputSchema), fc.integer({ min: 120, max: 130 }).map(nested), fc.constant({ type: 'object' })),
+    });
+    fc.assert(
+      fc.property(fc.array(tool, { maxLength: 4 }), fc.constantFrom<Array<string | number>>([3], [3, 4], [4]), (tools, ids) => {
+        const payload = ids.length === 1 ? { jsonrpc: '2.0', id: ids[0], result: { tools } } : ids.map((id) => ({ jsonrpc: '2.0', id, result: { tools } }));
+        const body = JSON.stringify(payload);
+        const byText = new ToolParamRegistry();
+        feed(toolsListLearner((t) => byText.learn(t), 1 << 20, askedFor(3))({ 'content-type': 'application/json' }), Buffer.from(body), 5);
+        const byValue = new ToolParamRegistry();
+        const reader = toolsListLearner((t) => byValue.learn(t), 1 << 20, askedFor(3))({ 'content-type': 'application/json' })!;
+        reader.readValue!(payload, body);
+        for (const name of ['execute_sql', 'echo', 'other']) expect(byValue.of(name)).toEqual(byText.of(name));
+        expect(byValue.size).toBe(byText.size);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
   it('the filter teaches the route the whole list, tools the caller may not see included', () => {
     const registry = new ToolParamRegistry();
     const filter = toolsListFilter({ mayCall: (name) => name === 'echo', maxBytes: 1 << 20, learn: (tools) => registry.learn(tools), asked: askedFor(3) })({ 'content-type': 'application/json' })!;

@@ -82,12 +82,13 @@ export class PostStream implements MessageChannel {
 /** An answer as JSON, through the policy's transform when it has one. */
 export function writeJson(res: ServerResponse, transform: ResponseTransform | undefined, payload: unknown, status = 200): void {
   const head: Record<string, string> = { 'content-type': 'application/json' };
-  let body = Buffer.from(JSON.stringify(payload));
+  const text = JSON.stringify(payload);
+  let body = Buffer.from(text);
   const rewrite = transform?.(head);
-  if (rewrite) {
-    body = Buffer.concat([rewrite.push(body), rewrite.end()]);
-    if (rewrite.perCaller) head['cache-control'] = 'private';
-  }
+  // A reader of the answer (the tools/list learner) takes the value it is made from, not its text read again.
+  if (rewrite?.readValue) rewrite.readValue(payload, text);
+  else if (rewrite) body = Buffer.concat([rewrite.push(body), rewrite.end()]);
+  if (rewrite?.perCaller) head['cache-control'] = 'private';
   res.writeHead(status, { ...head, 'content-length': String(body.length) });
   res.end(body);
 }
