@@ -15,6 +15,16 @@ export interface Forwarder {
   close(): Promise<void>;
 }
 
+/**
+ * A response answering into memory (an aggregated route's request to one upstream:
+ * aggregate/captured-exchange.ts) also takes the JSON value a forwarder serialised into it, so its
+ * reader does not parse the text again. A forwarder hands it only a value whose JSON.stringify is
+ * exactly the body it wrote.
+ */
+export interface AnswerValueSink {
+  keepAnswerValue(value: unknown): void;
+}
+
 export interface ForwardContext {
   auth: AuthContext;
   /** The whole request body, already read (and checked) by the caller. */

@@ -4,13 +4,14 @@
 // whole body; a JSON body, or a stream whose answer event lacks its closing
 // blank line, is still read from the body. A forwarder written here stands in
 // for the upstream. Over generated answers (notifications before the answer,
-// event stream or JSON, the last blank line or not): the answer is the one
-// the upstream sent, and each event's data is parsed once.
+// event stream or JSON, the last blank line or not, a JSON answer's value
+// handed over as stdio's are): the answer is the one the upstream sent, and
+// each event's data is parsed once, a handed-over value never.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { AuthContext } from '../../src/auth/principal.js';
-import type { Forwarder } from '../../src/proxy/forwarder.js';
+import type { AnswerValueSink, Forwarder } from '../../src/proxy/forwarder.js';
 import { UpstreamLink } from '../../src/proxy/aggregate/upstream-link.js';
 
 const AUTH = { issuer: 'https://as.example', subject: 'alice', clientId: 'c', scopes: [] } as unknown as AuthContext;
@@ -20,6 +21,8 @@ interface Shape {
   notifications: number;
   stream: boolean;
   closed: boolean;
+  /** A JSON answer whose value the forwarder hands over (forwarder.ts AnswerValueSink), as stdio's do. */
+  kept: boolean;
 }
 
 /** The upstream: initialize as JSON, no GET stream, the tools/list answer in the shape asked. */
@@ -34,8 +37,14 @@ function upstream(shape: () => Shape): Forwarder {
         res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': 'up-1' }).end(`{"jsonrpc":"2.0","id":${id},"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}}}}`);
         return Promise.resolve();
       }
-      const { notifications, stream, closed } = shape();
+      const { notifications, stream, closed, kept } = shape();
       const answer = `{"jsonrpc":"2.0","id":${id},"result":{"tools":[{"name":"t${id}"}]}}`;
+      if (!stream && kept) {
+        // As the stdio forwarder's answers: the value it serialised handed over with the text.
+        res.writeHead(200, { 'content-type': 'application/json' });
+        (res as unknown as AnswerValueSink).keepAnswerValue({ jsonrpc: '2.0', id: Number(id), result: { tools: [{ name: `t${id}` }] } });
+        return Promise.resolve(void res.end(answer));
+      }
       if (!stream) return Promise.resolve(void res.writeHead(200, { 'content-type': 'application/json' }).end(answer));
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       for (let i = 0; i < notifications; i++) res.write(`event: message\ndata: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":${i}}}\n\n`);
@@ -50,11 +59,11 @@ afterEach(() => vi.restoreAllMocks());
 
 describe("an aggregated route's upstream answer", () => {
   it('is the answer the upstream sent, each event parsed once, whatever its shape', async () => {
-    let shape: Shape = { notifications: 0, stream: true, closed: true };
+    let shape: Shape = { notifications: 0, stream: true, closed: true, kept: false };
     const link = new UpstreamLink({ name: 'u', forwarder: upstream(() => shape), headersFor: () => ({}), timeoutMs: 2_000, maxBytes: 64 * 1024, perSession: false }, AUTH, HELLO);
     await link.open();
     await fc.assert(
-      fc.asyncProperty(fc.record({ notifications: fc.integer({ min: 0, max: 3 }), stream: fc.boolean(), closed: fc.boolean() }), async (s) => {
+      fc.asyncProperty(fc.record({ notifications: fc.integer({ min: 0, max: 3 }), stream: fc.boolean(), closed: fc.boolean(), kept: fc.boolean() }), async (s) => {
         shape = s;
         const parse = vi.spyOn(JSON, 'parse');
         const { answer } = await link.request('tools/list', undefined, undefined, AUTH);
@@ -62,7 +71,8 @@ describe("an aggregated route's upstream answer", () => {
         parse.mockRestore();
         expect(answer.result?.tools).toEqual([{ name: expect.stringMatching(/^t\d+$/) as unknown }]);
         // An event stream: each complete event once, live; the unclosed last one once more from the body (all of it).
-        const expected = !s.stream ? 1 : s.closed ? s.notifications + 1 : 2 * s.notifications + 1;
+        // A JSON body once, unless its value was handed over: then never.
+        const expected = !s.stream ? (s.kept ? 0 : 1) : s.closed ? s.notifications + 1 : 2 * s.notifications + 1;
         expect(parses).toBe(expected);
       }),
       { numRuns: 40 },

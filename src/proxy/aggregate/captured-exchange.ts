@@ -6,7 +6,7 @@
 import { EventEmitter } from 'node:events';
 import { IncomingMessage, type ServerResponse } from 'node:http';
 import { Socket } from 'node:net';
-import type { ForwardContext, Forwarder } from '../forwarder.js';
+import type { AnswerValueSink, ForwardContext, Forwarder } from '../forwarder.js';
 
 export interface CapturedAnswer {
   status: number;
@@ -14,12 +14,14 @@ export interface CapturedAnswer {
   body: Buffer;
   /** The gateway refused it at its own bound on upstream sessions (ForwardContext.admissionRefused), not the upstream. */
   refusedHere?: boolean;
+  /** The JSON value `body` is the serialisation of, when the forwarder handed it (forwarder.ts AnswerValueSink). */
+  value?: unknown;
 }
 
 type HeaderValue = string | number | readonly string[];
 
 /** The part of ServerResponse the forwarders write to, answering into memory, bounded by `maxBytes` (beyond it: destroyed). */
-class CapturedResponse extends EventEmitter {
+class CapturedResponse extends EventEmitter implements AnswerValueSink {
   statusCode = 200;
   headersSent = false;
   writableEnded = false;
@@ -33,6 +35,7 @@ class CapturedResponse extends EventEmitter {
   tap?: (chunk: Buffer) => void;
   /** The gateway's own session admission refused the request (its answer is the gateway's, not the upstream's). */
   refusedHere = false;
+  private value?: { of: unknown };
 
   /** With `onChunk`, a stream: each chunk is handed on, never kept (its reader bounds what it holds). */
   constructor(
@@ -88,8 +91,14 @@ class CapturedResponse extends EventEmitter {
     this.finish();
     return this;
   }
+  keepAnswerValue(value: unknown): void {
+    // Only for a body written whole, with nothing before it: what is written then is its serialisation.
+    if (this.chunks.length === 0 && !this.destroyed) this.value = { of: value };
+  }
   answer(): CapturedAnswer {
-    return { status: this.statusCode, headers: this.head, body: Buffer.concat(this.chunks), ...(this.refusedHere && { refusedHere: true }) };
+    const answer: CapturedAnswer = { status: this.statusCode, headers: this.head, body: Buffer.concat(this.chunks), ...(this.refusedHere && { refusedHere: true }) };
+    if (this.value && !this.destroyed) answer.value = this.value.of;
+    return answer;
   }
   private finish(): void {
     if (this.closed) return;

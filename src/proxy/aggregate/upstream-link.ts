@@ -459,7 +459,9 @@ function errorAnswerOf(captured: CapturedAnswer, id: number | string): JsonRpcAn
 /** The answer to `id` in a JSON body or an event stream. */
 function answerOf(captured: CapturedAnswer, id: number | string): JsonRpcAnswer {
   const messages: unknown[] = [];
-  if (isEventStream(captured)) {
+  // The forwarder handed the value it serialised (stdio): the same messages, not parsed again.
+  if (captured.value !== undefined && !isEventStream(captured)) messages.push(...(Array.isArray(captured.value) ? (captured.value as unknown[]) : [captured.value]));
+  else if (isEventStream(captured)) {
     // The whole stream is in hand (bounded by max_body_bytes); a last event without its blank line counts too.
     new EventStreamReader(Infinity, (m) => messages.push(m)).push(Buffer.concat([captured.body, Buffer.from('\n\n')]));
   } else {

@@ -14,6 +14,7 @@ import type { ServerResponse } from 'node:http';
 import { GatewayError } from '../../errors/gateway-error.js';
 import { writeError } from '../../errors/write-error.js';
 import { privateCacheControl } from '../headers.js';
+import type { AnswerValueSink } from '../forwarder.js';
 import type { ResponseTransform } from '../response-transform.js';
 import { errorResponse, serialised, type JsonRpcId, type Message } from './messages.js';
 import { SseSink } from './sse-sink.js';
@@ -127,9 +128,15 @@ export class PostAnswer implements Answer {
     const text = serialised(payload);
     if (text === undefined) return this.fail(UNWRITABLE, [], UNWRITABLE.message);
     let bytes: Buffer = Buffer.from(text);
+    let asSerialised = true;
     try {
       const body = transform?.(head);
-      if (body) bytes = Buffer.concat([body.push(bytes), body.end()]);
+      // A reader of the answer (the tools/list learner) takes the value the text was made from, not the text read again.
+      if (body?.readValue) body.readValue(payload, text);
+      else if (body) {
+        bytes = Buffer.concat([body.push(bytes), body.end()]);
+        asSerialised = false;
+      }
       // A filtered answer is this caller's alone, as on the HTTP forwarder.
       if (body?.perCaller) head['cache-control'] = privateCacheControl(head['cache-control']);
     } catch {
@@ -140,6 +147,8 @@ export class PostAnswer implements Answer {
     this.finish('complete');
     if (res.writableEnded) return;
     res.writeHead(status, { ...head, 'content-length': String(bytes.length) });
+    // Answering into memory (an aggregated route's upstream): the value too, so it is not parsed again.
+    if (asSerialised) (res as Partial<AnswerValueSink>).keepAnswerValue?.(payload);
     res.end(bytes);
   }
 
