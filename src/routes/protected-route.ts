@@ -109,13 +109,11 @@ function createHandler(route: RouteConfig, deps: ProtectedRouteDeps): SpannedHan
       const forwarded = withIdentity(route, auth, swapped);
       const injected = outcome?.headers ? { ...outcome.headers, ...forwarded } : forwarded;
       if (cors) for (const name in cors) res.setHeader(name, cors[name]!);
-      // The policy's body in place of the client's (a substituted task id).
-      const sent = outcome?.body ?? body;
+      const sent = outcome?.body ?? body; // the policy's body in place of the client's (a substituted task id)
       const longLived = opensLongLivedStream(req.method, sent);
       endWithAuthorization(res, longLived, auth, deps.verifier);
       const forwardCtx: ForwardContext = { auth, body: sent, injected, transform, span, longLived, servedBy: outcome?.servedBy };
-      // Only a credential that can renew itself is told of an upstream 401 (no closure per request otherwise).
-      let upstream401 = false;
+      let upstream401 = false; // only a credential that can renew itself is told of an upstream 401: no closure per request otherwise
       await deps.forwarder.forward(req, res, deps.credential.rejected ? { ...forwardCtx, rejected: () => (upstream401 = true) } : forwardCtx);
       if (upstream401) await forwardAgain(req, res, deps, forwardCtx, route, outcome?.headers);
       span?.setStatus(res.statusCode);
