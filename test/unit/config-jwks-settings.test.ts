@@ -64,10 +64,12 @@ describe('jwks: the key sets of external issuers', () => {
     const { port } = server.address() as AddressInfo;
     const { jwks } = await load('  fetch_timeout: 300ms\n');
     const keys = new JwksRegistry({ cacheMaxAgeMs: jwks!.cacheMaxAgeMs, timeoutMs: jwks!.fetchTimeoutMs }).get('https://idp.example.test', `http://127.0.0.1:${port}/jwks`);
-    const failed = await keys({ alg: 'ES256', kid: 'k' }, { payload: '', signature: '', protected: '' }).then(
-      () => undefined,
-      (err: unknown) => err,
-    );
+    const failed = await Promise.resolve()
+      .then(() => keys({ alg: 'ES256', kid: 'k' }, { payload: '', signature: '', protected: '' }))
+      .then(
+        () => undefined,
+        (err: unknown) => err,
+      );
     expect(failed).toBeInstanceOf(JwksUnavailable);
   }, 4_000);
 });
