@@ -1,8 +1,10 @@
 // One request to an upstream of an aggregated route, through that upstream's
 // own forwarder (HTTP, legacy SSE or stdio: the same code, limits and session
 // hook as a route of its own), with the request made here and the answer kept
-// in memory instead of written to a socket. The forwarders use a small part
-// of Node's ServerResponse; CapturedResponse is that part.
+// in memory instead of written to a socket, or, for an answer that is an event
+// stream read live, handed on chunk by chunk and never kept: its reader says
+// when the answer came, and the exchange ends there. The forwarders use a
+// small part of Node's ServerResponse; CapturedResponse is that part.
 import { EventEmitter } from 'node:events';
 import { IncomingMessage, type ServerResponse } from 'node:http';
 import { Socket } from 'node:net';
@@ -11,7 +13,10 @@ import type { AnswerValueSink, ForwardContext, Forwarder } from '../forwarder.js
 export interface CapturedAnswer {
   status: number;
   headers: Record<string, string>;
+  /** The body as it came; empty for an event stream read live (`tap`), which is never kept. */
   body: Buffer;
+  /** Bytes the upstream sent, kept or not. */
+  bytes: number;
   /** The gateway refused it at its own bound on upstream sessions (ForwardContext.admissionRefused), not the upstream. */
   refusedHere?: boolean;
   /** The JSON value `body` is the serialisation of, when the forwarder handed it (forwarder.ts AnswerValueSink). */
@@ -31,11 +36,14 @@ class CapturedResponse extends EventEmitter implements AnswerValueSink {
   private readonly head: Record<string, string> = {};
   private readonly chunks: Buffer[] = [];
   private bytes = 0;
-  /** Sees each chunk as it comes, while the whole is kept (the upstream's notifications read live). */
-  tap?: (chunk: Buffer) => void;
   /** The gateway's own session admission refused the request (its answer is the gateway's, not the upstream's). */
   refusedHere = false;
   private value?: { of: unknown };
+  /**
+   * Sees each chunk of a 2xx event stream as it comes, instead of its being kept (the upstream's
+   * messages read live); true once the answer came: the exchange ends then, the rest is cut.
+   */
+  tap?: (chunk: Buffer) => boolean;
 
   /** With `onChunk`, a stream: each chunk is handed on, never kept (its reader bounds what it holds). */
   constructor(
@@ -71,11 +79,23 @@ class CapturedResponse extends EventEmitter implements AnswerValueSink {
     this.headersSent = true;
     const buf = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
     if (this.onChunk) return (this.onChunk(buf), true);
-    this.tap?.(buf);
     this.bytes += buf.length;
+    // The whole, kept or not, is bounded: an upstream that streams on and on is cut.
     if (this.bytes > this.maxBytes) this.destroy();
-    else this.chunks.push(buf);
+    else if (this.tap && this.readLive()) {
+      if (this.tap(buf)) this.settle();
+    } else this.chunks.push(buf);
     return true;
+  }
+  /** A 2xx event stream, with a reader: read as it comes. */
+  private readLive(): boolean {
+    return this.statusCode >= 200 && this.statusCode < 300 && (this.head['content-type'] ?? '').includes('text/event-stream');
+  }
+  /** The answer came: the exchange is over (resolved), and the forwarder sees its client leave, which cuts the upstream's stream. */
+  private settle(): void {
+    this.writableEnded = true;
+    this.destroyed = true;
+    this.finish();
   }
   end(chunk?: Buffer | string): this {
     if (chunk !== undefined && chunk.length > 0) this.write(chunk);
@@ -96,7 +116,7 @@ class CapturedResponse extends EventEmitter implements AnswerValueSink {
     if (this.chunks.length === 0 && !this.destroyed) this.value = { of: value };
   }
   answer(): CapturedAnswer {
-    const answer: CapturedAnswer = { status: this.statusCode, headers: this.head, body: Buffer.concat(this.chunks), ...(this.refusedHere && { refusedHere: true }) };
+    const answer: CapturedAnswer = { status: this.statusCode, headers: this.head, body: Buffer.concat(this.chunks), bytes: this.bytes, ...(this.refusedHere && { refusedHere: true }) };
     if (this.value && !this.destroyed) answer.value = this.value.of;
     return answer;
   }
@@ -110,7 +130,8 @@ class CapturedResponse extends EventEmitter implements AnswerValueSink {
 export interface ExchangeLimits {
   timeoutMs: number;
   maxBytes: number;
-  tap?: (chunk: Buffer) => void;
+  /** Reads a 2xx event-stream answer as it comes (then never kept); true once the answer came (CapturedResponse.tap). */
+  tap?: (chunk: Buffer) => boolean;
   signal?: AbortSignal;
   /** The credential renews itself: an upstream 401 is answered as such (status 401, empty) for the caller to retry once. */
   renews?: boolean;
@@ -152,7 +173,7 @@ export function captureExchange(forwarder: Forwarder, request: CapturedRequest, 
         // The forwarder wrote nothing on the upstream's 401: the caller renews the credential and asks again.
         if (!refused) return;
         clearTimeout(timer);
-        resolve({ status: 401, headers: {}, body: Buffer.alloc(0) });
+        resolve({ status: 401, headers: {}, body: Buffer.alloc(0), bytes: 0 });
       },
       (err: unknown) => {
         clearTimeout(timer);

@@ -391,14 +391,23 @@ export class UpstreamLink implements Probeable {
     const auth = this.auth;
     let injected = await this.credential(auth);
     const request = { method: 'POST' as const, headers: this.headers(method, name, session), body: Buffer.from(JSON.stringify(message)) };
-    // Notifications in the answer's stream (progress) are read as they come, not when it ends; they belong to the client's request.
-    // So is the answer, which is then not read a second time from the whole body.
+    // An answer that is an event stream is read as it comes and never kept whole: its messages
+    // (progress, requests, notifications) go on at once, each event at most max_body_bytes (a
+    // larger one is dropped unread), the whole at most that too; the answer ends the exchange.
     let answered: JsonRpcAnswer | undefined;
-    const reader = new EventStreamReader(this.upstream.maxBytes, (m) => {
-      if (message.id !== undefined && message.method !== undefined) answered ??= answerIn(m, message.id);
-      this.notified(m, related);
-    });
-    const send = () => captureExchange(this.upstream.forwarder, request, { auth, injected, span }, { ...this.limits(), signal, tap: (chunk) => reader.push(chunk), renews: this.upstream.rejected !== undefined });
+    let reader: EventStreamReader;
+    const tap = (chunk: Buffer) => (reader.push(chunk), answered !== undefined);
+    const send = () => {
+      reader = new EventStreamReader(this.upstream.maxBytes, (m) => {
+        if (message.id !== undefined && message.method !== undefined) answered ??= answerIn(m, message.id);
+        this.notified(m, related);
+      });
+      return captureExchange(this.upstream.forwarder, request, { auth, injected, span }, { ...this.limits(), signal, tap, renews: this.upstream.rejected !== undefined }).then((captured) => {
+        // A last event without its blank line counts too.
+        if (answered === undefined && isEventStream(captured)) reader.push(EVENT_END);
+        return captured;
+      });
+    };
     let captured = await send();
     if (captured.status === 401 && this.upstream.rejected) {
       // The user's grant refused: renewed once (or gone: the caller's connect link) and the request sent again.
@@ -409,16 +418,19 @@ export class UpstreamLink implements Probeable {
     }
     // A server of 2026-07-28 gives some JSON-RPC errors an HTTP status (404 with -32601, 400 with -32602 or -32022): its answer still.
     const refusal = this.modern && captured.status >= 400 && captured.status < 500 && message.id !== undefined ? errorAnswerOf(captured, message.id) : undefined;
-    if (refusal) return { answer: refusal, bytes: captured.body.length };
+    if (refusal) return { answer: refusal, bytes: captured.bytes };
     // Refused at the gateway's own bound on this caller's upstream sessions: the caller's failure, not the upstream's health.
     if (captured.refusedHere) throw callersOwnFailure(new AggregateUpstreamError('status', captured.status));
     if (captured.status < 200 || captured.status > 299) throw new AggregateUpstreamError('status', captured.status);
     const sessionId = captured.headers['mcp-session-id'];
-    const bytes = captured.body.length;
+    const bytes = captured.bytes;
     if (message.id === undefined || message.method === undefined) return { answer: {}, bytes, sessionId };
-    // Read live only from an event stream: a JSON body is read as JSON, whatever lines it holds.
-    const live = isEventStream(captured) ? answered : undefined;
-    return { answer: live ?? answerOf(captured, message.id), bytes, sessionId };
+    // An event stream was read live (never kept); a JSON body is read as JSON, whatever lines it holds.
+    if (isEventStream(captured)) {
+      if (!answered) throw new AggregateUpstreamError('unreadable');
+      return { answer: answered, bytes, sessionId };
+    }
+    return { answer: answerOf(captured, message.id), bytes, sessionId };
   }
 
   /** The upstream's credential for this caller; its failure is the caller's own (caller-answer.ts), never the upstream's health. */
@@ -456,13 +468,13 @@ function errorAnswerOf(captured: CapturedAnswer, id: number | string): JsonRpcAn
   }
 }
 
-/** The answer to `id` in a JSON body or an event stream. */
+/** The answer to `id` in a JSON body or a kept event stream. */
 function answerOf(captured: CapturedAnswer, id: number | string): JsonRpcAnswer {
   const messages: unknown[] = [];
   // The forwarder handed the value it serialised (stdio): the same messages, not parsed again.
   if (captured.value !== undefined && !isEventStream(captured)) messages.push(...(Array.isArray(captured.value) ? (captured.value as unknown[]) : [captured.value]));
   else if (isEventStream(captured)) {
-    // The whole stream is in hand (bounded by max_body_bytes); a last event without its blank line counts too.
+    // A refused (non-2xx) stream is kept whole (bounded by max_body_bytes); a last event without its blank line counts too.
     new EventStreamReader(Infinity, (m) => messages.push(m)).push(Buffer.concat([captured.body, Buffer.from('\n\n')]));
   } else {
     try {
@@ -478,6 +490,9 @@ function answerOf(captured: CapturedAnswer, id: number | string): JsonRpcAnswer 
   }
   throw new AggregateUpstreamError('unreadable');
 }
+
+/** Ends an event a stream left without its blank line. */
+const EVENT_END = Buffer.from('\n\n');
 
 const isEventStream = (captured: CapturedAnswer) => (captured.headers['content-type'] ?? '').includes('text/event-stream');
 
