@@ -10,7 +10,8 @@
  * once every time (`hang-up`), answer 404 every time (`forget`: the session forgotten, so the
  * gateway joins afresh), or carry resources/updated for URIs it does not serve (`updates`); with
  * an option it answers initialize as a server with a session does. The `progress-flood` tool
- * (not among MISBEHAVIOURS) sends `arguments.bytes` of progress on the call's token, then answers.
+ * (not among MISBEHAVIOURS) sends `arguments.bytes` of progress on the call's token, then answers;
+ * `answer-then-hold` sends a progress and the answer on the call's stream and never ends it.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { closeServer, listen } from './net.js';
@@ -50,6 +51,8 @@ export interface HostileUpstream {
   initializes: number;
   /** Bytes of progress `progress-flood` wrote so far, and whether it answered. */
   flood: { bytes: number; answered: boolean };
+  /** Answer streams `answer-then-hold` left open, and how many of them the gateway closed. */
+  held: { answered: number; closed: number };
   /** Task ids it was told of (every task it ever answered with), listed to anyone by `tasks/list`. */
   tasks: Set<string>;
   /** The `params.taskId` of every `tasks/*` request that reached it. */
@@ -189,6 +192,16 @@ function floodProgress(message: Json, res: ServerResponse, upstream: HostileUpst
   more();
 }
 
+/** `answer-then-hold`: a progress and the answer on the call's stream, which it then never ends. */
+function answerThenHold(message: Json, res: ServerResponse, upstream: HostileUpstream): void {
+  const token = (((message.params ?? {}) as Json)._meta as Json | undefined)?.progressToken ?? 'none';
+  sse(res);
+  res.write(event({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: token, progress: 1 } }));
+  res.write(event({ jsonrpc: '2.0', id: message.id, result: { content: [{ type: 'text', text: 'answered, stream held open' }] } }));
+  upstream.held.answered++;
+  res.on('close', () => void upstream.held.closed++);
+}
+
 /** With options: initialize answered as by a server with sessions and the capabilities an aggregated route reads. */
 function initializeAnswer(message: Json, res: ServerResponse): void {
   const result = { protocolVersion: '2025-06-18', capabilities: { tools: {}, logging: {}, resources: {} }, serverInfo: { name: 'hostile', version: '1' } };
@@ -216,6 +229,7 @@ export async function startHostileUpstream(options?: HostileOptions): Promise<Ho
       if (message.method === 'initialize') upstream.initializes++;
       if (message.method === 'initialize' && options !== undefined) return initializeAnswer(message, res);
       if (message.method === 'tools/call' && params.name === 'progress-flood') return floodProgress(message, res, upstream);
+      if (message.method === 'tools/call' && params.name === 'answer-then-hold') return answerThenHold(message, res, upstream);
       const kind = MISBEHAVIOURS.find((m) => m === params.name);
       if (message.method === 'tools/call' && kind) return misbehave(kind, message.id, (params.arguments ?? {}) as Json, res, upstream);
       answerWell(message, res, upstream);
@@ -228,6 +242,7 @@ export async function startHostileUpstream(options?: HostileOptions): Promise<Ho
     gets: 0,
     initializes: 0,
     flood: { bytes: 0, answered: false },
+    held: { answered: 0, closed: 0 },
     tasks: new Set(),
     askedTaskIds: [],
     resumedFrom: [],

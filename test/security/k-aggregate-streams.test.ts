@@ -8,7 +8,12 @@
  * - it floods a call's stream with 32 MiB of progress while the client reads nothing: the client
  *   still gets its answer, after what the session's bound let through (far from all of it);
  * - it sends resources/updated for a URI the client subscribed to through server-everything, and
- *   for one nobody subscribed to: neither reaches the client, while its logging messages do.
+ *   for one nobody subscribed to: neither reaches the client, while its logging messages do;
+ * - its answer streams are read as they come, never kept whole: a 32 MiB flood leaves the
+ *   gateway's buffers far below it; an answer followed by a stream it never ends is the call's
+ *   answer at once (the gateway ends that stream); a stream of events that never answers ends at
+ *   upstream_timeout, and one event larger than max_body_bytes cuts the call: in both the caller
+ *   gets an error and server-everything is served on the same session.
  */
 import { LoggingMessageNotificationSchema, ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,17 +24,18 @@ import { startEverythingServer, type UpstreamHandle } from '../helpers/upstream.
 
 const FLOOD_BYTES = 32 * 1024 * 1024;
 let everything: UpstreamHandle;
-const hostile: Record<'loop' | 'forget' | 'flood' | 'updates', HostileUpstream> = {} as never;
+const hostile: Record<'loop' | 'forget' | 'flood' | 'updates' | 'answers', HostileUpstream> = {} as never;
 const updatedUris: string[] = [];
 let stage: StdioStage;
 
 beforeAll(async () => {
   everything = await startEverythingServer();
-  [hostile.loop, hostile.forget, hostile.flood, hostile.updates] = await Promise.all([
+  [hostile.loop, hostile.forget, hostile.flood, hostile.updates, hostile.answers] = await Promise.all([
     startHostileUpstream({ get: 'hang-up' }),
     startHostileUpstream({ get: 'forget' }),
     startHostileUpstream({}),
     startHostileUpstream({ get: 'updates', uris: updatedUris }),
+    startHostileUpstream({}),
   ]);
   const beside = (name: keyof typeof hostile) => ({ upstreams: { [name]: { upstream: hostile[name].url }, everything: { upstream: everything.url } } });
   stage = await startStdioStage({
@@ -37,6 +43,8 @@ beforeAll(async () => {
     '/forget/mcp': beside('forget'),
     '/flood/mcp': { ...beside('flood'), limits: { max_body_bytes: FLOOD_BYTES + 8 * 1024 * 1024 } },
     '/updates/mcp': { upstreams: { everything: { upstream: everything.url }, updates: { upstream: hostile.updates.url } } },
+    // Its calls are given 3 s: a stream that never answers ends there.
+    '/answers/mcp': { upstreams: { answers: { upstream: hostile.answers.url, limits: { upstream_timeout: '3s' } }, everything: { upstream: everything.url } } },
   });
 }, 60_000);
 afterAll(async () => {
@@ -96,7 +104,14 @@ describe('[K63] an upstream flooding a call with progress while the client reads
     const res = await s.post({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'flood__progress-flood', arguments: { bytes: FLOOD_BYTES }, _meta: { progressToken: 'p' } } });
     expect(res.headers.get('content-type')).toBe('text/event-stream');
     // The client reads nothing while the upstream floods and answers.
+    // What the gateway holds of it is sampled while it floods: the answer stream is read as it comes, never kept whole.
+    global.gc?.();
+    const base = process.memoryUsage().arrayBuffers;
+    let peak = base;
+    const sampler = setInterval(() => (peak = Math.max(peak, process.memoryUsage().arrayBuffers)), 10);
     await waitFor(() => hostile.flood.flood.answered, 60_000, 'the flood sent');
+    clearInterval(sampler);
+    expect(peak - base).toBeLessThan(FLOOD_BYTES / 4);
     await new Promise((r) => setTimeout(r, 1_000));
     let bytes = 0;
     let text = '';
@@ -136,5 +151,31 @@ describe("an upstream's resources/updated reaches the client only for what the c
     expect(updated.every((u) => u === uri)).toBe(true);
     await transport.terminateSession();
     await client.close();
+  }, 60_000);
+});
+
+describe("[K63] a hostile upstream's answer streams are read as they come, and bounded", () => {
+  const call = (id: number, name: string) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: {}, _meta: { progressToken: `p${id}` } } });
+  const errorOf = async (res: Response) => (await readPostAnswer(res, [])) as RpcMessage;
+
+  it('an answer followed by a stream it never ends: the call has its answer at once, and the gateway ends that stream', async () => {
+    const s = await rawSession('/answers/mcp');
+    const before: RpcMessage[] = [];
+    const answer = (await readPostAnswer(await s.post(call(2, 'answers__answer-then-hold')), before)) as RpcMessage;
+    expect(before.map((m) => m.method)).toEqual(['notifications/progress']);
+    expect(JSON.stringify(answer.result)).toContain('answered, stream held open');
+    // Read whole before the upstream_timeout of 3 s could end it: the gateway closed it at the answer.
+    await waitFor(() => hostile.answers.held.closed === hostile.answers.held.answered, 10_000, 'the held stream closed by the gateway');
+    expect((await s.end()).status).toBe(200);
+  }, 30_000);
+
+  it('events that never answer end at upstream_timeout, an event larger than max_body_bytes cuts the call: an error each, the session serves on', async () => {
+    const s = await rawSession('/answers/mcp');
+    for (const [id, name] of [[3, 'answers__endless-events'], [4, 'answers__huge-event']] as const) {
+      const answer = await errorOf(await s.post(call(id, name)));
+      expect(answer).toMatchObject({ id, error: { code: -32603 } });
+      expect(JSON.stringify(await readPostAnswer(await s.post({ jsonrpc: '2.0', id: id + 10, method: 'tools/call', params: { name: 'everything__echo', arguments: { message: `after ${name}` } } }), []))).toContain(`after ${name}`);
+    }
+    expect((await s.end()).status).toBe(200);
   }, 60_000);
 });
