@@ -17,7 +17,7 @@ interface Written {
 function harness() {
   let open = false;
   const written: Written[] = [];
-  const requests = new ServerRequests({ send: (m) => (open ? (written.push(m as Written), true) : false), open: true });
+  const requests = new ServerRequests({ send: (m) => (open ? (written.push(m as Written), true) : false), open: true, connected: true });
   const answered: { id: string | number; answer: ClientAnswer }[] = [];
   const sink = (id: string | number, answer: ClientAnswer) => (answered.push({ id, answer }), Promise.resolve());
   return { requests, written, answered, sink, open: () => ((open = true), requests.flush()) };

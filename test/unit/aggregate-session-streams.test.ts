@@ -6,60 +6,13 @@
  * gateway's memory, whatever it opens and whatever the upstreams send (a property over random
  * streams, messages and drains); requests held meanwhile go once the client reads.
  */
-import { EventEmitter } from 'node:events';
 import type { ServerResponse } from 'node:http';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { acceptsEventStream, PostStream } from '../../src/proxy/aggregate/post-stream.js';
 import { ServerRequests } from '../../src/proxy/aggregate/server-requests.js';
 import { MAX_UNREAD_PER_SESSION, MAX_UNREAD_PER_STREAM, SessionStreams } from '../../src/proxy/aggregate/session-streams.js';
-
-/** A response whose client reads nothing until told to (`drain`): what is written stays in writableLength. */
-class UnreadResponse extends EventEmitter {
-  statusCode = 0;
-  headers: Record<string, unknown> = {};
-  writableLength = 0;
-  writableEnded = false;
-  destroyed = false;
-  headersSent = false;
-  readonly chunks: string[] = [];
-  writeHead(status: number, headers: Record<string, unknown> = {}) {
-    this.statusCode = status;
-    this.headers = headers;
-    this.headersSent = true;
-    return this;
-  }
-  flushHeaders() {}
-  write(chunk: Buffer | string) {
-    this.writableLength += chunk.length;
-    this.chunks.push(chunk.toString());
-    return false;
-  }
-  end(chunk?: Buffer | string) {
-    if (chunk !== undefined) this.write(chunk);
-    this.writableEnded = true;
-    return this;
-  }
-  destroy() {
-    this.destroyed = true;
-    this.emit('close');
-    return this;
-  }
-  /** The client read everything. */
-  drain() {
-    this.writableLength = 0;
-    this.emit('drain');
-  }
-  /** The data of each event written, parsed. */
-  messages(): Record<string, unknown>[] {
-    return this.chunks
-      .join('')
-      .split('\n\n')
-      .map((e) => e.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('\n'))
-      .filter((d) => d !== '')
-      .map((d) => JSON.parse(d) as Record<string, unknown>);
-  }
-}
+import { UnreadResponse } from '../helpers/unread-response.js';
 
 const asRes = (r: UnreadResponse) => r as unknown as ServerResponse;
 const progress = (n: number, pad = 0) => ({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 't', progress: n, pad: 'p'.repeat(pad) } });

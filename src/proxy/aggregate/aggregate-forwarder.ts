@@ -131,6 +131,8 @@ class AggregateForwarder implements AggregateRouteForwarder {
   private readonly capabilities: UpstreamCapabilities;
   private readonly loggedClashes = new Set<string>();
   private readonly loggedGiveUps = new Set<string>();
+  /** Streams (by key) whose resume after lost events was logged. */
+  private readonly loggedLosses = new Set<string>();
   private readonly sweep: NodeJS.Timeout;
   /** Each principal's session-less session (by principalKey → its id in `sessions`). */
   private readonly sessionLessIds = new Map<string, string>();
@@ -140,20 +142,20 @@ class AggregateForwarder implements AggregateRouteForwarder {
     private readonly route: string,
     private readonly names: ShownNames,
     private readonly deps: AggregateForwarderDeps,
-    /** The user's share of long-lived streams on this route: session GET streams and session-less listens alike. */
-    private readonly streams: StreamQuota,
+    /** The user's share of long-lived streams on this route: session GET streams, session-less listens, and POST streams resumed while their calls run. */
+    private readonly streamQuota: StreamQuota,
   ) {
     this.health = deps.upstreams.map((u) => new UpstreamHealth(route, u.name, deps.logger, deps.metrics));
     this.capabilities = new UpstreamCapabilities(deps.upstreams, this.health);
     this.probers = deps.upstreams.map((u, i) => (u.perSession ? undefined : new UpstreamProber(() => this.health[i]!.served(), { ...PROBER_TIMINGS, ...u.recovery })));
     this.sweep = setInterval(() => this.endIdle(), 60_000).unref();
-    this.sessionLess = new SessionLessRequests({ sessionOf: (auth, info) => this.sessionLessOf(auth, info), streams, served: SERVED_VERSIONS, reply: (res, ctx, payload, status) => writeJson(res, ctx.transform, payload, status) });
+    this.sessionLess = new SessionLessRequests({ sessionOf: (auth, info) => this.sessionLessOf(auth, info), streams: streamQuota, served: SERVED_VERSIONS, reply: (res, ctx, payload, status) => writeJson(res, ctx.transform, payload, status) });
   }
 
   async forward(req: IncomingMessage, res: ServerResponse, ctx: ForwardContext): Promise<void> {
     try {
       const sessionId = headerOf(req, 'mcp-session-id');
-      if (req.method === 'GET') return await this.listen(sessionId, ctx.auth, res);
+      if (req.method === 'GET') return await this.listen(sessionId, headerOf(req, 'last-event-id'), res, ctx);
       if (req.method === 'DELETE') return await this.end(sessionId, ctx.auth, res);
       if (req.method !== 'POST') throw methodNotAllowed();
       const parsed = JSON.parse(ctx.body.toString('utf8')) as Message | Message[];
@@ -282,16 +284,50 @@ class AggregateForwarder implements AggregateRouteForwarder {
     return { name: 'mcp-auth-gateway', title: `${this.route} (${this.deps.upstreams.map((u) => u.name).join(', ')})`, version: '0.1.0' };
   }
 
-  /** The client's GET stream of this session: held open, written to with what the upstreams say unasked. */
-  private async listen(id: string | undefined, auth: AuthContext, res: ServerResponse): Promise<void> {
+  /**
+   * The client's GET stream of this session: held open, written to with what the upstreams say
+   * unasked; with `Last-Event-ID`, the stream that id belongs to (this GET stream or a POST's),
+   * resumed after it. The id was checked to be this principal's by the route's policy (the store's
+   * event-id records); a stream of this session is looked up here.
+   */
+  private async listen(id: string | undefined, lastEventId: string | undefined, res: ServerResponse, ctx: ForwardContext): Promise<void> {
     if (id === undefined) throw new GatewayError(400, 'invalid_request', 'Mcp-Session-Id is required');
-    const session = await this.sessionOf(id, auth);
+    const session = await this.sessionOf(id, ctx.auth);
+    session.lastUsed = Date.now();
+    if (lastEventId !== undefined) return this.resume(session, lastEventId, res, ctx);
     if (session.streams.hasListener) throw new GatewayError(409, 'invalid_request', 'This session already has a GET stream');
     // Counted in the user's share (429 beyond), as a GET stream of any route is.
-    if (!this.streams.admit(userKey(auth), res)) return;
-    session.streams.listen(res);
+    if (!this.streamQuota.admit(userKey(ctx.auth), res)) return;
+    if (!session.streams.listen(res, ctx.transform)) throw new GatewayError(409, 'invalid_request', 'This session already has a GET stream');
     this.tellUntold(session, session.streams.listening);
-    // Upstreams of 2026-07-28 have no GET stream: each listens for list changes while this one is open.
+    this.holdModernListens(session, res);
+  }
+
+  /**
+   * A stream resumed: 400 when the id names no event of a stream this session keeps, 409 for a GET
+   * stream while another is read. A resumed GET stream, and a POST's stream whose answers are still to come (held open
+   * like a GET stream), count in the user's share of long-lived streams (429 beyond).
+   */
+  private resume(session: ClientSession, lastEventId: string, res: ServerResponse, ctx: ForwardContext): void {
+    const named = session.streams.named(lastEventId);
+    if (!named) throw new GatewayError(400, 'invalid_request', 'Last-Event-ID names no event of a stream this session keeps');
+    if ((named.stream.kind === 'get' || !named.stream.done) && !this.streamQuota.admit(userKey(ctx.auth), res)) return;
+    const resumed = session.streams.resume(named, res, ctx.transform);
+    if (resumed === 'busy') throw new GatewayError(409, 'invalid_request', 'This session already has a GET stream');
+    if (named.stream.kind === 'get') {
+      this.tellUntold(session, session.streams.listening);
+      this.holdModernListens(session, res);
+    }
+    if (resumed.lost && !this.loggedLosses.has(named.stream.key)) {
+      // Once per stream: a client resuming again and again from an old id is not a log line each time.
+      if (this.loggedLosses.size >= 1024) this.loggedLosses.clear();
+      this.loggedLosses.add(named.stream.key);
+      this.deps.logger?.warn({ route: this.route, stream: named.stream.kind, replayed: resumed.replayed }, "aggregated stream resumed after events that fell out of its session's replay buffer: lost answers answered as errors, pending requests sent again");
+    }
+  }
+
+  /** Upstreams of 2026-07-28 have no GET stream: each listens for list changes while the client's GET stream is open. */
+  private holdModernListens(session: ClientSession, res: ServerResponse): void {
     // A listen reopened after it ended: what the upstream announced meanwhile is lost, so every list may have changed.
     const missed = (link: UpstreamLink) => () => LISTS.forEach((kind) => this.notified(session, link, `notifications/${kind}/list_changed`, undefined));
     const held = session.upstreams
@@ -317,9 +353,11 @@ class AggregateForwarder implements AggregateRouteForwarder {
     const to = related?.open ? related : session.streams.listening;
     if (LIST_CHANGED.has(method)) {
       if (method === 'notifications/resources/list_changed') session.methods.forgetResources();
+      const changed = { jsonrpc: '2.0', method };
       // The gateway's own (a rejoin) not written (no GET stream open, no room): told with the client's next stream, never lost.
-      // An upstream's is dropped then, as that server reached directly would drop it.
-      if (!to.send({ jsonrpc: '2.0', method }) && gatewaysOwn && !session.sessionLess) session.untold.add(method);
+      // An upstream's is dropped then, as that server reached directly would drop it. Either, written and then fallen out of
+      // the replay buffer before the client read it, is told again on a resume.
+      if (!to.send(changed, { lost: () => changed }) && gatewaysOwn && !session.sessionLess) session.untold.add(method);
       // A session-less session's listens (an upstream of 2026-07-28 reaches each on a listen of its own instead).
       for (const listen of session.listens) listen.deliver(link.upstream.name, method, undefined);
     } else if (method === 'notifications/progress') {

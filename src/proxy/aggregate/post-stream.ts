@@ -2,19 +2,21 @@
 // unless a message belonging to its requests (their progress, an upstream's
 // request or notification sent with their answer) has to reach the client
 // first and the client accepts an event stream. Then the answer becomes an
-// event stream, its head written with the first such message, carrying them
-// as they come and the JSON-RPC answers last, one event each; through the
-// policy's transform like any answer. What it holds unread counts in the
-// session's bound (session-streams.ts).
+// event stream of the session's (client-event-stream.ts), its head written
+// with the first such message, carrying them as they come and the JSON-RPC
+// answers last, one event each, every event with an id; through the policy's
+// transform like any answer. A client that loses it resumes it with
+// `Last-Event-ID`: until its answers are written, what belongs to it is kept
+// for that. What it holds unread counts in the session's bound
+// (session-streams.ts).
 import type { ServerResponse } from 'node:http';
-import { privateCacheControl } from '../headers.js';
-import type { BodyTransform, ResponseTransform } from '../response-transform.js';
-import { EVENT_STREAM_HEAD, messageEvent } from '../sse/client-streams.js';
+import type { ResponseTransform } from '../response-transform.js';
+import type { ClientEventStream, SendOptions } from './client-event-stream.js';
 import type { MessageChannel, SessionStreams } from './session-streams.js';
 
 export class PostStream implements MessageChannel {
-  private streaming = false;
-  private body?: BodyTransform;
+  /** Its event stream, from the first message that goes before the answers. */
+  private stream?: ClientEventStream;
   private answered = false;
 
   constructor(
@@ -27,57 +29,56 @@ export class PostStream implements MessageChannel {
     streams.count(res);
   }
 
+  /** Until its answers are written: while its client reads it, or, once it is a stream, may resume it. */
   get open(): boolean {
-    return this.acceptsEvents && !this.answered && !this.res.writableEnded && !this.res.destroyed;
+    if (!this.acceptsEvents || this.answered) return false;
+    if (this.stream) return !this.stream.forgotten;
+    return !this.res.writableEnded && !this.res.destroyed;
   }
 
-  send(message: object): boolean {
-    if (!this.open || !this.streams.hasRoom(this.res)) return false;
-    if (!this.streaming) this.start();
-    return this.emit(messageEvent(JSON.stringify(message)));
+  get connected(): boolean {
+    return this.open && (this.stream ? this.stream.attached : true);
   }
 
   /** Whether the answer became an event stream (its head is written: its status can no longer change). */
   get started(): boolean {
-    return this.streaming;
+    return this.stream !== undefined;
   }
 
-  /** The POST's answers (an array for a batch): as JSON (with `status`) when nothing went before them, else as the stream's last events. */
+  send(message: object, how?: SendOptions): boolean {
+    if (!this.open) return false;
+    if (!this.stream) {
+      if (!this.streams.hasRoom(this.res)) return false;
+      this.stream = this.streams.stream('post');
+      this.stream.attach(this.res, this.transform);
+    }
+    return this.stream.send(message, how);
+  }
+
+  /**
+   * The POST's answers (an array for a batch): as JSON (with `status`) when nothing went before
+   * them, else as the stream's last events (kept for a resume; one lost from the buffer is answered
+   * as an error).
+   */
   answer(payload: unknown, status = 200): void {
     this.answered = true;
-    if (!this.streaming) return writeJson(this.res, this.transform, payload, status);
-    for (const message of Array.isArray(payload) ? payload : [payload]) if (!this.emit(messageEvent(JSON.stringify(message)))) return;
-    let tail: Buffer | undefined;
-    try {
-      tail = this.body?.end();
-    } catch {
-      return void this.res.destroy(); // the filter refused the answer: never passed unfiltered
+    if (!this.stream) return writeJson(this.res, this.transform, payload, status);
+    for (const message of Array.isArray(payload) ? payload : [payload]) {
+      const id = isRecord(message) ? message.id : undefined;
+      if (!this.stream.send(message as object, { force: true, lost: () => lostAnswer(id) })) break;
     }
-    this.res.end(tail);
-  }
-
-  private start(): void {
-    this.streaming = true;
-    this.body = this.transform?.({ 'content-type': EVENT_STREAM_HEAD['content-type'] });
-    // A filtered stream is this caller's alone, as a filtered JSON answer is.
-    const head = this.body?.perCaller ? { ...EVENT_STREAM_HEAD, 'cache-control': privateCacheControl(EVENT_STREAM_HEAD['cache-control']) } : EVENT_STREAM_HEAD;
-    this.res.writeHead(200, head);
-    this.res.flushHeaders();
-  }
-
-  /** One event through the transform; false when the transform refused it (the stream is then cut, fail closed). */
-  private emit(event: Buffer): boolean {
-    let out = event;
-    try {
-      if (this.body) out = this.body.push(event);
-    } catch {
-      this.res.destroy();
-      return false;
-    }
-    if (out.length > 0 && !this.res.writableEnded && !this.res.destroyed) this.res.write(out);
-    return true;
+    this.stream.finish();
   }
 }
+
+/** What a client resuming a stream gets for an answer that fell out of the session's replay buffer before it read it. */
+export const lostAnswer = (id: unknown) => ({
+  jsonrpc: '2.0',
+  id: id ?? null,
+  error: { code: -32603, message: 'The answer was lost: the client left its stream, and the answer fell out of what this session keeps to resume it' },
+});
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** An answer as JSON, through the policy's transform when it has one. */
 export function writeJson(res: ServerResponse, transform: ResponseTransform | undefined, payload: unknown, status = 200): void {

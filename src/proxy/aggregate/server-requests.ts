@@ -2,8 +2,8 @@
 // elicitation, roots), for one client session (DESIGN §8.2). Each gets an id of
 // the gateway's own (random, so upstreams' ids cannot meet and a client cannot
 // guess one), is written to the stream of the client's POST it belongs to while
-// that is open, else to the client's GET stream (held until one is open and has
-// room), and the client's answer to that id goes back to the upstream session
+// its client reads it, else to the client's GET stream (held until one is read
+// and has room; sent again on a resume when it was lost unread), and the client's answer to that id goes back to the upstream session
 // that asked, once. An answer to an id this session was never sent, or already
 // answered, is refused before anything is forwarded.
 import { randomBytes } from 'node:crypto';
@@ -135,17 +135,20 @@ export class ServerRequests {
   }
 
   private send(entry: Pending): void {
-    if (entry.unsent === undefined) return;
+    const unsent = entry.unsent;
+    if (unsent === undefined) return;
     const channel = this.channelOf(entry.related);
-    if (!channel.send(entry.unsent)) return;
+    // Only where a client reads now; sent again on a resume if it fell out of the replay buffer unread and is still awaited.
+    const id = (unsent as { id: string }).id;
+    if (!channel.send(unsent, { reader: true, lost: () => (this.pending.get(id) === entry ? unsent : undefined) })) return;
     entry.unsent = undefined;
     entry.heldBytes = 0;
     entry.sentOn = channel;
   }
 
-  /** The POST's stream while it is open, else the GET stream. */
+  /** The POST's stream while its client reads it, else the GET stream. */
   private channelOf(related: MessageChannel | undefined): MessageChannel {
-    return related?.open ? related : this.listening;
+    return related?.open && related.connected ? related : this.listening;
   }
 }
 

@@ -81,6 +81,11 @@ export class SessionLessCall implements MessageChannel {
     return this.outcome === undefined;
   }
 
+  /** Its questions are taken while it runs (they reach the client in its next round's answer). */
+  get connected(): boolean {
+    return this.open;
+  }
+
   /** Runs `hook` once the outcome is in (at once if it is). */
   onSettled(hook: () => void): void {
     if (this.outcome) hook();
