@@ -7,15 +7,16 @@
  * in events and bytes, and what fell out of it is never passed over in silence: over random
  * scripts (messages, answers, requests of upstreams, clients leaving, resumes from any id), every
  * answer after the client's id reaches it, as itself or as an error saying it was lost, and every
- * request still awaited is sent again.
+ * request still awaited is sent again. A session of 2025-11-25 primes its GET streams (an id, no
+ * data), so the id its client holds is never older than the store keeps it.
  */
 import type { ServerResponse } from 'node:http';
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { PostStream } from '../../src/proxy/aggregate/post-stream.js';
 import { MAX_REPLAY_BYTES, MAX_REPLAY_EVENTS, ReplayBuffer, type ReplayOwner } from '../../src/proxy/aggregate/replay-buffer.js';
 import { ServerRequests } from '../../src/proxy/aggregate/server-requests.js';
-import { SessionStreams } from '../../src/proxy/aggregate/session-streams.js';
+import { PRIME_EVERY_MS, SessionStreams } from '../../src/proxy/aggregate/session-streams.js';
 import { UnreadResponse } from '../helpers/unread-response.js';
 
 const asRes = (r: UnreadResponse) => r as unknown as ServerResponse;
@@ -62,6 +63,40 @@ describe('event ids', () => {
     streams.listening.send({ jsonrpc: '2.0', method: 'notifications/tools/list_changed' });
     expect(get.ids()).toHaveLength(1);
     expect(get.ids()[0]).toMatch(/^[A-Za-z0-9_-]{22}\.1$/);
+  });
+});
+
+describe('priming events (2025-11-25)', () => {
+  afterEach(() => void vi.useRealTimers());
+
+  it('a GET stream of a priming session starts with an id and no data, and gets one every PRIME_EVERY_MS; a resume after one replays what came after', () => {
+    vi.useFakeTimers();
+    const streams = new SessionStreams(() => undefined, true);
+    const get = new UnreadResponse();
+    streams.listen(asRes(get));
+    expect(get.chunks.join('')).toMatch(/^id: [A-Za-z0-9_-]{22}\.1\ndata: \n\n$/);
+    expect(get.messages()).toEqual([]);
+    streams.listening.send(progress(1));
+    vi.advanceTimersByTime(PRIME_EVERY_MS);
+    const ids = get.ids();
+    expect(ids.map((id) => id.split('.')[1])).toEqual(['1', '2', '3']);
+    get.destroy();
+    vi.advanceTimersByTime(PRIME_EVERY_MS); // none while no client reads
+    streams.listening.send(progress(2));
+    const again = new UnreadResponse();
+    expect(resume(streams, ids[2]!, again)).toMatchObject({ replayed: 1, lost: false });
+    // What was missed, then a priming event with a newer id.
+    expect(again.messages()).toEqual([progress(2)]);
+    expect(again.ids().map((id) => id.split('.')[1])).toEqual(['4', '5']);
+  });
+
+  it('a session of an older revision is sent none', () => {
+    vi.useFakeTimers();
+    const streams = new SessionStreams(() => undefined, false);
+    const get = new UnreadResponse();
+    streams.listen(asRes(get));
+    vi.advanceTimersByTime(2 * PRIME_EVERY_MS);
+    expect(get.chunks).toEqual([]);
   });
 });
 

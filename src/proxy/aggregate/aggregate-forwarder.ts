@@ -42,6 +42,8 @@ import { PROBER_TIMINGS, UpstreamProber } from './upstream-prober.js';
 const SUPPORTED_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'];
 /** Every revision served: 2026-07-28's requests come without a session (session-less.ts). */
 const SERVED_VERSIONS = [MODERN_REVISION, ...SUPPORTED_VERSIONS];
+/** The first revision whose clients take an event with an id and no data (a priming event). */
+const PRIMING_REVISION = '2025-11-25';
 /** What a session-less session's upstream sessions are opened with (a 2026-07-28 upstream is spoken to in its own revision). */
 const HANDSHAKE_REVISION = '2025-11-25';
 /**
@@ -237,7 +239,8 @@ class AggregateForwarder implements AggregateRouteForwarder {
   /** A client session with its links to every upstream (not opened yet), wired to it. */
   private newSession(auth: AuthContext, user: string, hello: ClientHello, serves: ReadonlySet<string>, sessionLess: boolean): ClientSession {
     const upstreams = this.deps.upstreams.map((u, i) => ({ link: new UpstreamLink(u, auth, hello), health: u.perSession ? this.sessionHealth(u.name) : this.health[i]! }));
-    const streams = new SessionStreams(() => session.requests.flush());
+    // Priming events are 2025-11-25's: a client of an older revision is sent none.
+    const streams = new SessionStreams(() => session.requests.flush(), hello.protocolVersion >= PRIMING_REVISION);
     const methods = new AggregateMethods(this.route, upstreams, this.names, this.loggedClashes, this.deps.logger, Date.now, sessionLess);
     const interests = new SessionInterests();
     const session: ClientSession = { owner: principalKey(auth), user, upstreams, methods, lastUsed: Date.now(), streams, inFlight: new Map(), progressTokens: new Map(), serves, requests: new ServerRequests(streams.listening), interests, sessionLess, listens: new Set(), rounds: new InputRounds(), watches: new ListenWatches(methods, interests), untold: new Set() };

@@ -112,6 +112,24 @@ export class ClientEventStream implements ReplayOwner {
     return true;
   }
 
+  /**
+   * An event with an id and an empty data field (MCP 2025-11-25's priming event): nothing is
+   * dispatched, but the client's Last-Event-ID is new, and so is its record in the store (the
+   * policy's transform writes it), so a quiet stream can still be resumed after the record of its
+   * last message expired. Not kept: a resume after it replays what came after.
+   */
+  prime(): void {
+    if (!this.attached) return;
+    this.write(Buffer.from(`id: ${this.key}.${++this.seq}\ndata: \n\n`));
+  }
+
+  /** Primes now and every `everyMs` while `res` is this stream's connection. */
+  keepPrimed(res: ServerResponse, everyMs: number): void {
+    this.prime();
+    const timer = setInterval(() => this.res === res && this.prime(), everyMs).unref();
+    res.once('close', () => clearInterval(timer));
+  }
+
   /** No more events: the attached connection ends (a resume of it replays, then ends). */
   finish(): void {
     this.finished = true;

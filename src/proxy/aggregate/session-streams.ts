@@ -17,6 +17,11 @@ import { ReplayBuffer } from './replay-buffer.js';
 export const MAX_UNREAD_PER_STREAM = 256 * 1024;
 /** The same over every stream of one session (its GET stream and every POST it is answered on). */
 export const MAX_UNREAD_PER_SESSION = 1024 * 1024;
+/**
+ * How often a GET stream of a session that primes gets a priming event: well within the hour its
+ * event ids are recorded for (EVENT_ID_TTL_MS), so the last id its client holds can be resumed after.
+ */
+export const PRIME_EVERY_MS = 20 * 60_000;
 /** Streams one session remembers for resumption; beyond, one without a client reading is forgotten (a done one first, the stalest). */
 export const MAX_STREAMS_PER_SESSION = 64;
 
@@ -60,8 +65,15 @@ export class SessionStreams {
   /** The GET stream as a channel: the messages no POST of the client's carries. */
   readonly listening: MessageChannel;
 
-  /** `writable`: a stream opened, drained or closed, so messages held for the client may go now. */
-  constructor(private readonly writable: () => void) {
+  /**
+   * `writable`: a stream opened, drained or closed, so messages held for the client may go now.
+   * `primes`: the session's revision has priming events (2025-11-25): its GET streams start with one
+   * (after the replay, when resumed) and get one every PRIME_EVERY_MS.
+   */
+  constructor(
+    private readonly writable: () => void,
+    private readonly primes = false,
+  ) {
     const current = () => this.get;
     this.listening = {
       send: (message, how) => current()?.send(message, how) === true,
@@ -82,6 +94,7 @@ export class SessionStreams {
     if (this.hasListener) return false;
     this.get = this.stream('get');
     this.get.attach(res, transform);
+    if (this.primes) this.get.keepPrimed(res, PRIME_EVERY_MS);
     this.writable();
     return true;
   }
@@ -100,6 +113,7 @@ export class SessionStreams {
     if (stream.kind === 'get' && stream !== this.get && this.get?.attached) return 'busy';
     if (stream.kind === 'get') this.get = stream;
     const outcome = stream.resume(res, transform, after);
+    if (this.primes && stream.kind === 'get') stream.keepPrimed(res, PRIME_EVERY_MS);
     this.writable();
     return outcome;
   }
