@@ -66,6 +66,20 @@ describe('event ids', () => {
   });
 });
 
+describe('a session without a session id (2026-07-28, no GET to resume with)', () => {
+  it('writes its POST streams without ids and keeps nothing: a POST whose client left takes nothing more', () => {
+    const streams = new SessionStreams(() => undefined, false, false);
+    const res = new UnreadResponse();
+    const post = new PostStream(asRes(res), streams, undefined, true);
+    expect(post.send(progress(1))).toBe(true);
+    expect(res.messages()).toEqual([progress(1)]);
+    expect(res.ids()).toEqual([]);
+    res.destroy();
+    expect(post.open).toBe(false);
+    expect(post.send(progress(2))).toBe(false);
+  });
+});
+
 describe('priming events (2025-11-25)', () => {
   afterEach(() => void vi.useRealTimers());
 

@@ -239,8 +239,9 @@ class AggregateForwarder implements AggregateRouteForwarder {
   /** A client session with its links to every upstream (not opened yet), wired to it. */
   private newSession(auth: AuthContext, user: string, hello: ClientHello, serves: ReadonlySet<string>, sessionLess: boolean): ClientSession {
     const upstreams = this.deps.upstreams.map((u, i) => ({ link: new UpstreamLink(u, auth, hello), health: u.perSession ? this.sessionHealth(u.name) : this.health[i]! }));
-    // Priming events are 2025-11-25's: a client of an older revision is sent none.
-    const streams = new SessionStreams(() => session.requests.flush(), hello.protocolVersion >= PRIMING_REVISION);
+    // Priming events are 2025-11-25's: a client of an older revision is sent none. A session-less
+    // session's clients (2026-07-28) have no GET to resume with: their streams carry no ids.
+    const streams = new SessionStreams(() => session.requests.flush(), !sessionLess && hello.protocolVersion >= PRIMING_REVISION, !sessionLess);
     const methods = new AggregateMethods(this.route, upstreams, this.names, this.loggedClashes, this.deps.logger, Date.now, sessionLess);
     const interests = new SessionInterests();
     const session: ClientSession = { owner: principalKey(auth), user, upstreams, methods, lastUsed: Date.now(), streams, inFlight: new Map(), progressTokens: new Map(), serves, requests: new ServerRequests(streams.listening), interests, sessionLess, listens: new Set(), rounds: new InputRounds(), watches: new ListenWatches(methods, interests), untold: new Set() };

@@ -15,7 +15,7 @@ import { randomBytes } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { privateCacheControl } from '../headers.js';
 import type { BodyTransform, ResponseTransform } from '../response-transform.js';
-import { EVENT_STREAM_HEAD } from '../sse/client-streams.js';
+import { EVENT_STREAM_HEAD, messageEvent } from '../sse/client-streams.js';
 import type { KeptEvent, ReplayBuffer, ReplayOwner } from './replay-buffer.js';
 
 /** What one stream remembers of its events that fell out (to answer them on a resume), at most. */
@@ -64,6 +64,8 @@ export class ClientEventStream implements ReplayOwner {
     readonly kind: 'get' | 'post',
     private readonly replay: ReplayBuffer,
     private readonly unread: UnreadBound,
+    /** Its events carry ids and are kept for a resume (false: written as they come, nothing kept). */
+    readonly resumable = true,
   ) {}
 
   /** A client reads it now. */
@@ -187,10 +189,11 @@ export class ClientEventStream implements ReplayOwner {
     this.lost.length = 0;
   }
 
-  /** A new event: numbered, kept, and written when a client reads. */
+  /** A new event: numbered, kept, and written when a client reads (not resumable: only written). */
   private emit(message: object, lost: (() => object | undefined) | undefined): void {
-    const seq = ++this.seq;
     this.lastActive = Date.now();
+    if (!this.resumable) return this.write(messageEvent(JSON.stringify(message)));
+    const seq = ++this.seq;
     const event = eventOf(`${this.key}.${seq}`, JSON.stringify(message));
     this.replay.keep({ owner: this, seq, event, ...(lost && { lost }) });
     if (this.attached) this.write(event);

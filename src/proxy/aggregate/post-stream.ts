@@ -32,7 +32,7 @@ export class PostStream implements MessageChannel {
   /** Until its answers are written: while its client reads it, or, once it is a stream, may resume it. */
   get open(): boolean {
     if (!this.acceptsEvents || this.answered) return false;
-    if (this.stream) return !this.stream.forgotten;
+    if (this.stream?.resumable) return !this.stream.forgotten;
     return !this.res.writableEnded && !this.res.destroyed;
   }
 

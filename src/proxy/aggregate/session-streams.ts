@@ -68,11 +68,14 @@ export class SessionStreams {
   /**
    * `writable`: a stream opened, drained or closed, so messages held for the client may go now.
    * `primes`: the session's revision has priming events (2025-11-25): its GET streams start with one
-   * (after the replay, when resumed) and get one every PRIME_EVERY_MS.
+   * (after the replay, when resumed) and get one every PRIME_EVERY_MS. `resumable`: false for a
+   * 2026-07-28 session without a session id, whose clients have no GET to resume with: its POST
+   * streams' events carry no id and are not kept.
    */
   constructor(
     private readonly writable: () => void,
     private readonly primes = false,
+    readonly resumable = true,
   ) {
     const current = () => this.get;
     this.listening = {
@@ -120,7 +123,7 @@ export class SessionStreams {
 
   /** A new stream of this session, remembered for resumption (the stalest one nobody reads forgotten beyond the bound). */
   stream(kind: 'get' | 'post'): ClientEventStream {
-    const stream = new ClientEventStream(kind, this.replay, this);
+    const stream = new ClientEventStream(kind, this.replay, this, this.resumable);
     this.known.set(stream.key, stream);
     if (this.known.size > MAX_STREAMS_PER_SESSION) this.forgetStalest();
     return stream;
