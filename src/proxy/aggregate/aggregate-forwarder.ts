@@ -47,11 +47,13 @@ const PRIMING_REVISION = '2025-11-25';
 /** What a session-less session's upstream sessions are opened with (a 2026-07-28 upstream is spoken to in its own revision). */
 const HANDSHAKE_REVISION = '2025-11-25';
 /**
- * The client capabilities a session-less session's upstream sessions are told: every request an
+ * The client capabilities a session-less session's upstream sessions may be told: the requests an
  * upstream can send with a call that 2026-07-28 carries as an input request (session-less-call.ts).
- * Each call's own client is asked only what its request declared; the rest is refused -32601.
+ * Each is told only where the request declared it in `_meta` (servers list tools by what their
+ * client can answer, as they would for that client directly), so a principal has a session-less
+ * session per set declared (at most eight, each one of the principal's slots).
  */
-const SESSION_LESS_CAPABILITIES = { elicitation: {}, sampling: {}, roots: {} };
+const ASKABLE_CAPABILITIES = ['elicitation', 'roots', 'sampling'] as const;
 const GATEWAY_INFO = { name: 'mcp-auth-gateway', version: '0.1.0' };
 /** What an upstream of 2026-07-28 is asked for while a client session's GET stream is open: every list change. */
 const ALL_LIST_CHANGES = Object.fromEntries(Object.keys(LIST_CHANGES).map((k) => [k, true]));
@@ -85,6 +87,8 @@ interface ClientSession {
   interests: SessionInterests;
   /** A 2026-07-28 principal's session without an id (session-less.ts): bound to nothing in the store, never named by a client. */
   sessionLess: boolean;
+  /** A session-less session's key among its principal's: the principal and the client capabilities its upstream sessions were told. */
+  sessionLessKey?: string;
   /** Its clients' open `subscriptions/listen` streams (session-less sessions only). */
   listens: Set<ListenStream>;
   /** Its calls that asked the client something and await its retry (session-less sessions only). */
@@ -151,7 +155,7 @@ class AggregateForwarder implements AggregateRouteForwarder {
     this.capabilities = new UpstreamCapabilities(deps.upstreams, this.health);
     this.probers = deps.upstreams.map((u, i) => (u.perSession ? undefined : new UpstreamProber(() => this.health[i]!.served(), { ...PROBER_TIMINGS, ...u.recovery })));
     this.sweep = setInterval(() => this.endIdle(), 60_000).unref();
-    this.sessionLess = new SessionLessRequests({ sessionOf: (auth, info) => this.sessionLessOf(auth, info), streams: streamQuota, served: SERVED_VERSIONS, reply: (res, ctx, payload, status) => writeJson(res, ctx.transform, payload, status) });
+    this.sessionLess = new SessionLessRequests({ sessionOf: (auth, info, declared) => this.sessionLessOf(auth, info, declared), streams: streamQuota, served: SERVED_VERSIONS, reply: (res, ctx, payload, status) => writeJson(res, ctx.transform, payload, status) });
   }
 
   async forward(req: IncomingMessage, res: ServerResponse, ctx: ForwardContext): Promise<void> {
@@ -256,16 +260,19 @@ class AggregateForwarder implements AggregateRouteForwarder {
    * told the capabilities whose requests a call's rounds carry; it serves none on a stream of its
    * own (only a call's client is asked, in an InputRequiredResult).
    */
-  private sessionLessOf(auth: AuthContext, clientInfo: Record<string, unknown> | undefined): ClientSession {
-    const owner = principalKey(auth);
-    const known = this.sessions.get(this.sessionLessIds.get(owner) ?? '');
+  private sessionLessOf(auth: AuthContext, clientInfo: Record<string, unknown> | undefined, declared: Record<string, unknown> = {}): ClientSession {
+    const askable = ASKABLE_CAPABILITIES.filter((name) => isRecord(declared[name]));
+    const key = `${principalKey(auth)}\n${askable.join(',')}`;
+    const known = this.sessions.get(this.sessionLessIds.get(key) ?? '');
     if (known) return known;
     const user = this.slots.take(auth, (u) => this.endLeastRecentIdle(u));
-    const hello: ClientHello = { protocolVersion: HANDSHAKE_REVISION, capabilities: SESSION_LESS_CAPABILITIES, clientInfo: clientInfo ?? GATEWAY_INFO, clientRevision: MODERN_REVISION };
+    const capabilities = Object.fromEntries(askable.map((name) => [name, {}]));
+    const hello: ClientHello = { protocolVersion: HANDSHAKE_REVISION, capabilities, clientInfo: clientInfo ?? GATEWAY_INFO, clientRevision: MODERN_REVISION };
     const id = randomBytes(24).toString('base64url');
     const session = this.newSession(auth, user, hello, new Set(), true);
+    session.sessionLessKey = key;
     this.sessions.set(id, session);
-    this.sessionLessIds.set(owner, id);
+    this.sessionLessIds.set(key, id);
     return session;
   }
 
@@ -509,7 +516,7 @@ class AggregateForwarder implements AggregateRouteForwarder {
     session?.streams.end();
     for (const listen of session?.listens ?? []) listen.end();
     session?.rounds.endAll();
-    if (session?.sessionLess && this.sessionLessIds.get(session.owner) === id) this.sessionLessIds.delete(session.owner);
+    if (session?.sessionLessKey !== undefined && this.sessionLessIds.get(session.sessionLessKey) === id) this.sessionLessIds.delete(session.sessionLessKey);
     for (const u of session?.upstreams ?? []) u.link.close();
   }
 

@@ -57,7 +57,8 @@ export interface SessionLessSession {
 
 export interface SessionLessDeps {
   /** The principal's session-less session; made (its user's slot taken, or 503) when it has none. */
-  sessionOf(auth: AuthContext, clientInfo: Record<string, unknown> | undefined): SessionLessSession;
+  /** The principal's session-less session for the client capabilities its request declared. */
+  sessionOf(auth: AuthContext, clientInfo: Record<string, unknown> | undefined, declared: Record<string, unknown>): SessionLessSession;
   /** The route's per-user share of long-lived streams (GET and listen). */
   streams: StreamQuota;
   /** The revisions the route serves, named in a refusal of another. */
@@ -96,7 +97,7 @@ export class SessionLessRequests {
     if (fault) return this.deps.reply(res, ctx, { jsonrpc: '2.0', id, error: fault }, 400);
     // A listen is held open: one user holds at most its share of them (stream-quota.ts).
     if (filter && !this.deps.streams.admit(userKey(ctx.auth), res)) return;
-    const session = this.deps.sessionOf(ctx.auth, clientInfoOf(message.params));
+    const session = this.deps.sessionOf(ctx.auth, clientInfoOf(message.params), capabilitiesOf(isRecord(message.params) ? message.params : undefined));
     session.lastUsed = Date.now();
     if (filter) return this.listen(new ListenStream(res, id, filter), session, ctx);
     const request = { id, method, params: isRecord(message.params) ? message.params : undefined, acceptsEvents };
